@@ -1,0 +1,255 @@
+// jitd's cubin cache: the one public header of the `jitd_cache` library.
+//
+// A cache directory holds one immutable blob file per entry (the cubin plus
+// everything needed to use it: lowered symbol names, arch, options, NVRTC
+// version, compile log) and a SQLite index of those files:
+//
+//   DIR/index.sqlite            the index (WAL mode), schema in cache_index.cpp
+//   DIR/blobs/KK/KEY-CHECKSUM   blob files, KK = the key's first two hex digits
+//   DIR/tmp/                    files being written; swept at open
+//
+// Guarantees:
+//  * A blob is published atomically (temp file, fsync, rename, then the index
+//    row), and is never modified after. Readers never see a partial blob.
+//  * Every read verifies the blob's XXH3-128 checksum against the one stored
+//    at publish. A mismatch (or a truncated or missing blob) is a miss: the
+//    entry is dropped, counted in Stats().corrupt, logged, and never served.
+//  * The hit path reads only: recency and hit counts are queued in memory and
+//    written in batches by a background thread, which also checkpoints the
+//    WAL. No fsync and no checkpoint happens on a hit.
+//  * With a byte budget, a background thread evicts least-recently-used,
+//    unpinned entries in bounded batches once the cache passes its high
+//    watermark, down to its low watermark. Pinned entries are never evicted.
+//  * Several processes may use one directory at once (a daemon and an
+//    offline warm-up writer): SQLite serialises index writes, blob names
+//    carry their checksum so two writers never overwrite each other's file,
+//    and the first publish of a key wins.
+//  * Open() recovers: it sweeps temp files left by killed writers, rebuilds
+//    an unreadable index from the blob files (which describe themselves),
+//    and schedules a reconcile of rows without blobs and blobs without rows.
+//
+// Thread safety: every method of Cache may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace jitd::cache {
+
+// An entry point of a cubin: the name expression it was compiled for and
+// the lowered (mangled) name that cuModuleGetFunction takes.
+struct Symbol {
+  std::string name_expression;
+  std::string lowered_name;
+  bool operator==(const Symbol&) const = default;
+};
+
+// Everything about a cubin except its bytes. Stored inside the blob (so an
+// index can be rebuilt from blobs alone) and, in part, in the index.
+struct EntryMeta {
+  std::string key;            // hex content key; [0-9a-f]{16,128}
+  std::string kernel;         // manifest name, "diffusion.modulate_scale_shift"
+  std::string params;         // canonical "k=v,k=v" (sorted by k)
+  std::string arch;           // "sm_90", "sm_100a", ...
+  std::vector<std::string> options;  // the NVRTC options used, in order
+  std::string nvrtc_version;  // "13.0"
+  std::vector<Symbol> symbols;
+  std::string log;            // NVRTC's log
+  double compile_ms = 0;      // wall time of the compile
+  int64_t created_unix_ms = 0;  // set by Publish() when 0
+  bool operator==(const EntryMeta&) const = default;
+};
+
+// A verified entry as Lookup() returns it.
+struct Entry {
+  EntryMeta meta;
+  std::string cubin;
+  std::filesystem::path blob_path;  // the immutable file it was read from
+  std::string checksum;             // hex XXH3-128 of the blob file
+};
+
+// An index row, as listing and eviction report it (no blob read).
+struct EntryInfo {
+  std::string key;
+  std::string kernel;
+  std::string params;
+  std::string arch;
+  uint64_t size_bytes = 0;  // blob file size
+  int64_t created_unix_ms = 0;
+  int64_t last_used_unix_ms = 0;
+  uint64_t hits = 0;
+  bool pinned = false;
+  std::string nvrtc_version;
+  double compile_ms = 0;
+};
+
+struct CacheOptions {
+  std::filesystem::path dir;
+  // Byte budget over blob files; 0 = unbounded.
+  uint64_t max_bytes = 0;
+  // Eviction starts when the cache passes high_watermark * max_bytes and
+  // removes LRU entries down to low_watermark * max_bytes, so that one
+  // eviction pass makes room for many publishes instead of one each.
+  double high_watermark = 0.95;
+  double low_watermark = 0.85;
+  // Rows deleted per index transaction while evicting: bounds how long an
+  // eviction holds SQLite's write lock (about 1 ms per 256 rows here).
+  size_t evict_batch = 256;
+  // How often queued recency updates are written and the WAL checkpointed.
+  std::chrono::milliseconds flush_interval{500};
+  // Read-only: no writes of any kind (no recency, no drops, no recovery);
+  // corrupt entries are still never served. For clients reading a warmed
+  // cache directly while the daemon is away.
+  bool read_only = false;
+  // Run the background thread (recency flush, checkpoint, budget eviction,
+  // reconcile). Without it, Flush() does the same work on the caller's
+  // thread; tests use that to be deterministic.
+  bool background = true;
+  // Files in tmp/ and unindexed blobs younger than this are left alone by
+  // recovery: another process may be about to rename or index them.
+  std::chrono::seconds orphan_grace{60};
+  // fsync each blob and its directory before indexing it, so that a power
+  // loss never leaves an index row naming an empty file. Bulk writers that
+  // sync once at the end (image builds, benchmarks) may turn it off.
+  bool sync_writes = true;
+};
+
+// Filters for Evict(); they combine with AND. At least one must be set.
+struct EvictFilter {
+  std::vector<std::string> keys{};     // exact keys
+  std::string kernel_glob{};           // SQLite GLOB over kernel names
+  std::string arch{};                  // exact arch
+  std::optional<std::chrono::seconds> older_than{};  // last use before now-d
+  // Evict matching entries, least recently used first, until the whole cache
+  // holds at most this many bytes.
+  std::optional<uint64_t> max_bytes{};
+  bool dry_run = false;
+};
+
+struct EvictResult {
+  std::vector<EntryInfo> evicted;  // in eviction order
+  uint64_t evicted_bytes = 0;
+  bool dry_run = false;
+  uint64_t remaining_entries = 0;
+  uint64_t remaining_bytes = 0;
+};
+
+struct ListFilter {
+  std::string kernel_glob{};
+  std::string arch{};
+  size_t limit = 0;  // 0 = all
+};
+
+struct CacheStats {
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+  uint64_t pinned_entries = 0;
+  uint64_t pinned_bytes = 0;
+  uint64_t max_bytes = 0;
+  uint64_t high_watermark_bytes = 0;
+  uint64_t low_watermark_bytes = 0;
+  // Cumulative over the directory's life and every process that used it
+  // (this process's part may trail by one flush interval).
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t evictions = 0;
+  uint64_t corrupt = 0;
+  uint64_t publishes = 0;
+  uint64_t publish_failures = 0;
+};
+
+struct VerifyReport {
+  uint64_t checked = 0;
+  uint64_t ok = 0;
+  uint64_t corrupt = 0;
+  uint64_t missing_blobs = 0;
+  uint64_t orphan_blobs = 0;
+  uint64_t repaired = 0;
+  std::vector<std::string> problems;
+  std::string index_integrity;  // "ok" or SQLite's findings
+};
+
+class Cache {
+ public:
+  // Opens (creating if needed) the cache directory. Fails with
+  // FAILED_PRECONDITION when the directory cannot be created or written, or
+  // when a read-only open finds no index.
+  static absl::StatusOr<std::unique_ptr<Cache>> Open(const CacheOptions& options);
+
+  // Flushes queued recency and stops the background thread.
+  ~Cache();
+  Cache(const Cache&) = delete;
+  Cache& operator=(const Cache&) = delete;
+
+  // The verified entry for `key`, NOT_FOUND on a miss (including a corrupt
+  // entry, which is dropped). Other errors mean the index could not be read.
+  absl::StatusOr<Entry> Lookup(std::string_view key);
+
+  // Whether an index row exists for `key`; reads no blob, counts nothing.
+  absl::StatusOr<bool> Contains(std::string_view key);
+
+  // Stores a cubin under meta.key. Returns OK if the key is already present
+  // (first publish wins; the content of a key never changes). Fails with
+  // INVALID_ARGUMENT for a malformed key and RESOURCE_EXHAUSTED when the
+  // disk is full; nothing partial is ever left visible.
+  absl::Status Publish(const EntryMeta& meta, std::string_view cubin);
+
+  // Removes what the filter selects (or only reports it, with dry_run).
+  // INVALID_ARGUMENT when no filter is set.
+  absl::StatusOr<EvictResult> Evict(const EvictFilter& filter);
+
+  // Pins or unpins an entry; NOT_FOUND for an unknown key.
+  absl::Status Pin(std::string_view key, bool pinned);
+
+  // Index rows, most recently used first.
+  absl::StatusOr<std::vector<EntryInfo>> List(const ListFilter& filter);
+
+  absl::StatusOr<CacheStats> Stats();
+
+  // Reads every blob and checks it; with `repair`, drops corrupt entries,
+  // removes rows without blobs and indexes or removes blobs without rows.
+  absl::StatusOr<VerifyReport> Verify(bool repair);
+
+  // Writes queued recency and counters, runs budget eviction and a WAL
+  // checkpoint now, on the calling thread.
+  absl::Status Flush();
+
+  // Changes the byte budget at run time (0 = unbounded); the background
+  // thread applies it at once.
+  void SetMaxBytes(uint64_t max_bytes);
+
+  const std::filesystem::path& dir() const;
+
+  // Whether Open() found the index unreadable and rebuilt it from blobs.
+  bool rebuilt_index() const;
+
+  class Impl;
+
+ private:
+  explicit Cache(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Hex XXH3-128 of `data`: the checksum blobs carry.
+std::string Checksum128(std::string_view data);
+
+// Whether `key` is a well-formed content key (lowercase hex, 16..128 chars).
+bool IsValidKey(std::string_view key);
+
+// Blob file encoding (exposed for tests, fuzzing and recovery tools).
+// Layout: "JITDBLOB", u32 format version, then tagged fields (u16 tag,
+// u32 length, bytes), then an END field holding the XXH3-128 of everything
+// before it. Decode rejects any truncation, overrun or checksum mismatch.
+std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin);
+absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cubin);
+
+}  // namespace jitd::cache

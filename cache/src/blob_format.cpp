@@ -1,0 +1,202 @@
+// The blob file format. A blob describes itself completely, so that an index
+// lost to corruption can be rebuilt from the blob files alone.
+//
+//   "JITDBLOB"                 8 bytes magic
+//   u32 format version         little-endian, kFormatVersion
+//   fields                     u16 tag, u32 length, `length` bytes; any order,
+//                              unknown tags skipped (forward compatibility)
+//   END field                  tag 0xFFFF, length 16, XXH3-128 of every byte
+//                              before it, most significant byte first
+//
+// Decoding checks every length against what remains, so a truncated or
+// overrun file is rejected before any field is trusted.
+#include <xxhash.h>
+
+#include <bit>
+#include <cstring>
+
+#include "string_cat.h"
+#include "jitd/cache.h"
+
+namespace jitd::cache {
+namespace {
+
+using detail::Cat;
+
+constexpr std::string_view kMagic = "JITDBLOB";
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint16_t kTagEnd = 0xFFFF;
+constexpr size_t kChecksumBytes = 16;
+// Far above any real cubin or log; a length past it means a damaged file.
+constexpr uint32_t kMaxFieldBytes = 1u << 30;
+
+enum Tag : uint16_t {
+  kKey = 1,
+  kKernel = 2,
+  kParams = 3,
+  kArch = 4,
+  kOption = 5,
+  kNvrtcVersion = 6,
+  kSymbol = 7,
+  kLog = 8,
+  kCompileMs = 9,
+  kCreatedMs = 10,
+  kCubin = 11,
+};
+
+static_assert(std::endian::native == std::endian::little, "jitd blobs are little-endian");
+
+void PutU16(std::string& out, uint16_t v) { out.append(reinterpret_cast<const char*>(&v), 2); }
+void PutU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
+void PutU64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
+
+void PutField(std::string& out, uint16_t tag, std::string_view value) {
+  PutU16(out, tag);
+  PutU32(out, static_cast<uint32_t>(value.size()));
+  out.append(value);
+}
+
+void PutU64Field(std::string& out, uint16_t tag, uint64_t value) {
+  PutU16(out, tag);
+  PutU32(out, 8);
+  PutU64(out, value);
+}
+
+template <typename T>
+T Load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The 16 checksum bytes, most significant first: their hex is Checksum128.
+std::string HashBytes(std::string_view data) {
+  XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  std::string out(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    out[static_cast<size_t>(i)] = static_cast<char>(h.high64 >> (56 - 8 * i));
+    out[static_cast<size_t>(8 + i)] = static_cast<char>(h.low64 >> (56 - 8 * i));
+  }
+  return out;
+}
+
+std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+absl::Status Corrupt(std::string_view what) {
+  return absl::DataLossError(Cat("corrupt blob: ", what));
+}
+
+}  // namespace
+
+std::string Checksum128(std::string_view data) { return Hex(HashBytes(data)); }
+
+bool IsValidKey(std::string_view key) {
+  if (key.size() < 16 || key.size() > 128) return false;
+  for (char c : key) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin) {
+  std::string out;
+  out.reserve(cubin.size() + meta.log.size() + 512);
+  out.append(kMagic);
+  PutU32(out, kFormatVersion);
+  PutField(out, kKey, meta.key);
+  PutField(out, kKernel, meta.kernel);
+  PutField(out, kParams, meta.params);
+  PutField(out, kArch, meta.arch);
+  for (const auto& option : meta.options) PutField(out, kOption, option);
+  PutField(out, kNvrtcVersion, meta.nvrtc_version);
+  for (const auto& symbol : meta.symbols) {
+    std::string value;
+    PutU32(value, static_cast<uint32_t>(symbol.name_expression.size()));
+    value.append(symbol.name_expression);
+    value.append(symbol.lowered_name);
+    PutField(out, kSymbol, value);
+  }
+  PutField(out, kLog, meta.log);
+  PutU64Field(out, kCompileMs, std::bit_cast<uint64_t>(meta.compile_ms));
+  PutU64Field(out, kCreatedMs, static_cast<uint64_t>(meta.created_unix_ms));
+  PutField(out, kCubin, cubin);
+  std::string sum = HashBytes(out);
+  PutU16(out, kTagEnd);
+  PutU32(out, kChecksumBytes);
+  out.append(sum);
+  return out;
+}
+
+absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cubin) {
+  constexpr size_t kHeader = 8 + 4;
+  constexpr size_t kFieldHeader = 2 + 4;
+  if (bytes.size() < kHeader + kFieldHeader + kChecksumBytes) return Corrupt("shorter than a header");
+  if (bytes.substr(0, 8) != kMagic) return Corrupt("bad magic");
+  if (uint32_t version = Load<uint32_t>(bytes.data() + 8); version != kFormatVersion) {
+    return Corrupt(Cat("unknown format version ", version));
+  }
+  EntryMeta out;
+  std::string out_cubin;
+  bool have_key = false, have_cubin = false, have_end = false;
+  size_t pos = kHeader;
+  while (pos < bytes.size()) {
+    if (bytes.size() - pos < kFieldHeader) return Corrupt("truncated field header");
+    uint16_t tag = Load<uint16_t>(bytes.data() + pos);
+    uint32_t len = Load<uint32_t>(bytes.data() + pos + 2);
+    size_t value_pos = pos + kFieldHeader;
+    if (len > kMaxFieldBytes || len > bytes.size() - value_pos) return Corrupt("field runs past the end");
+    std::string_view value = bytes.substr(value_pos, len);
+    if (tag == kTagEnd) {
+      if (len != kChecksumBytes) return Corrupt("bad checksum field");
+      if (value_pos + len != bytes.size()) return Corrupt("data after the checksum");
+      if (HashBytes(bytes.substr(0, pos)) != value) return Corrupt("checksum mismatch");
+      have_end = true;
+      break;
+    }
+    switch (tag) {
+      case kKey: out.key = value; have_key = true; break;
+      case kKernel: out.kernel = value; break;
+      case kParams: out.params = value; break;
+      case kArch: out.arch = value; break;
+      case kOption: out.options.emplace_back(value); break;
+      case kNvrtcVersion: out.nvrtc_version = value; break;
+      case kLog: out.log = value; break;
+      case kCubin: out_cubin = value; have_cubin = true; break;
+      case kSymbol: {
+        if (len < 4) return Corrupt("short symbol field");
+        uint32_t expr_len = Load<uint32_t>(value.data());
+        if (expr_len > len - 4) return Corrupt("symbol overruns its field");
+        out.symbols.push_back(Symbol{std::string(value.substr(4, expr_len)),
+                                     std::string(value.substr(4 + expr_len))});
+        break;
+      }
+      case kCompileMs:
+        if (len != 8) return Corrupt("bad compile_ms field");
+        out.compile_ms = std::bit_cast<double>(Load<uint64_t>(value.data()));
+        break;
+      case kCreatedMs:
+        if (len != 8) return Corrupt("bad created field");
+        out.created_unix_ms = static_cast<int64_t>(Load<uint64_t>(value.data()));
+        break;
+      default: break;  // a field from a newer writer: skip it
+    }
+    pos = value_pos + len;
+  }
+  if (!have_end) return Corrupt("no checksum field (truncated)");
+  if (!have_key || !IsValidKey(out.key)) return Corrupt("missing or malformed key");
+  if (!have_cubin) return Corrupt("no cubin field");
+  if (meta) *meta = std::move(out);
+  if (cubin) *cubin = std::move(out_cubin);
+  return absl::OkStatus();
+}
+
+}  // namespace jitd::cache

@@ -1,0 +1,199 @@
+#include "string_cat.h"
+#include "blob_store.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <cerrno>
+#include <cstring>
+
+#include "jitd/cache.h"
+
+namespace jitd::cache::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The END field: u16 tag + u32 length + 16 checksum bytes.
+constexpr size_t kEndFieldBytes = 2 + 4 + 16;
+
+absl::Status ErrnoStatus(int err, std::string_view what, const fs::path& path) {
+  std::string msg = Cat(what, " ", path.string(), ": ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
+  if (err == ENOENT) return absl::NotFoundError(msg);
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::FailedPreconditionError(msg);
+  return absl::InternalError(msg);
+}
+
+// Closes a file descriptor on every path out of a scope.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+absl::Status WriteAll(int fd, std::string_view bytes, const fs::path& path) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "write", path);
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FsyncDir(const fs::path& dir) {
+  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (d.fd < 0) return ErrnoStatus(errno, "open directory", dir);
+  if (::fsync(d.fd) != 0) return ErrnoStatus(errno, "fsync directory", dir);
+  return absl::OkStatus();
+}
+
+bool ProcessAlive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+}  // namespace
+
+std::string BlobChecksum(std::string_view encoded) {
+  if (encoded.size() < kEndFieldBytes) return Checksum128(encoded);
+  return Checksum128(encoded.substr(0, encoded.size() - kEndFieldBytes));
+}
+
+std::string StoredBlobChecksum(std::string_view encoded) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  if (encoded.size() < kEndFieldBytes) return {};
+  std::string out;
+  for (unsigned char c : encoded.substr(encoded.size() - 16)) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+BlobStore::BlobStore(fs::path dir) : dir_(std::move(dir)), blobs_(dir_ / "blobs"), tmp_(dir_ / "tmp") {}
+
+absl::Status BlobStore::Init() const {
+  std::error_code ec;
+  fs::create_directories(blobs_, ec);
+  if (!ec) fs::create_directories(tmp_, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        Cat("cannot create cache directory ", dir_.string(), ": ", ec.message()));
+  }
+  if (::access(dir_.c_str(), W_OK) != 0) {
+    return absl::FailedPreconditionError(Cat("cache directory ", dir_.string(), " is not writable"));
+  }
+  return absl::OkStatus();
+}
+
+fs::path BlobStore::PathFor(std::string_view key, std::string_view checksum) const {
+  return blobs_ / std::string(key.substr(0, 2)) / Cat(key, "-", checksum);
+}
+
+absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view checksum,
+                                          std::string_view bytes, bool sync) const {
+  static std::atomic<uint64_t> seq{0};
+  fs::path final_path = PathFor(key, checksum);
+  fs::path tmp = tmp_ / Cat(key, ".", ::getpid(), ".", seq.fetch_add(1), ".tmp");
+  auto fail = [&](absl::Status s) {
+    ::unlink(tmp.c_str());
+    return s;
+  };
+  {
+    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)};
+    if (f.fd < 0) return fail(ErrnoStatus(errno, "create", tmp));
+    if (auto s = WriteAll(f.fd, bytes, tmp); !s.ok()) return fail(s);
+    // The data must be on disk before the rename makes it visible, or a
+    // power loss could leave a named, empty blob.
+    if (sync && ::fsync(f.fd) != 0) return fail(ErrnoStatus(errno, "fsync", tmp));
+  }
+  fs::path parent = final_path.parent_path();
+  if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) return fail(ErrnoStatus(errno, "mkdir", parent));
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) return fail(ErrnoStatus(errno, "rename", final_path));
+  if (sync) {
+    if (auto s = FsyncDir(parent); !s.ok()) return s;
+  }
+  return final_path;
+}
+
+absl::StatusOr<std::string> BlobStore::Read(const fs::path& path) const {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) return ErrnoStatus(errno, "open", path);
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) return ErrnoStatus(errno, "stat", path);
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(f.fd, out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "read", path);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+void BlobStore::Remove(const fs::path& path) const { ::unlink(path.c_str()); }
+
+size_t BlobStore::SweepTemp(std::chrono::seconds grace) const {
+  size_t removed = 0;
+  std::error_code ec;
+  auto now = fs::file_time_type::clock::now();
+  for (const auto& e : fs::directory_iterator(tmp_, ec)) {
+    // KEY.PID.SEQ.tmp
+    const std::string name = e.path().filename().string();
+    size_t first = name.find('.');
+    size_t second = first == std::string::npos ? first : name.find('.', first + 1);
+    pid_t pid = 0;
+    bool dead_writer = false;
+    if (second != std::string::npos) {
+      auto [end, ec2] = std::from_chars(name.data() + first + 1, name.data() + second, pid);
+      dead_writer = ec2 == std::errc() && end == name.data() + second && !ProcessAlive(pid);
+    }
+    std::error_code tec;
+    auto mtime = fs::last_write_time(e.path(), tec);
+    bool stale = !tec && now - mtime > grace;
+    if (dead_writer || stale) {
+      if (::unlink(e.path().c_str()) == 0) ++removed;
+    }
+  }
+  return removed;
+}
+
+void BlobStore::ForEachBlob(
+    const std::function<void(const fs::path&, std::string_view, std::string_view)>& fn) const {
+  std::error_code ec;
+  for (const auto& shard : fs::directory_iterator(blobs_, ec)) {
+    if (!shard.is_directory()) {
+      fn(shard.path(), {}, {});
+      continue;
+    }
+    std::error_code sec;
+    for (const auto& e : fs::directory_iterator(shard.path(), sec)) {
+      const std::string name = e.path().filename().string();
+      size_t dash = name.rfind('-');
+      if (dash == std::string::npos || name.size() - dash - 1 != 32) {
+        fn(e.path(), {}, {});
+        continue;
+      }
+      std::string_view view(name);
+      std::string_view key = view.substr(0, dash);
+      if (!IsValidKey(key) || key.substr(0, 2) != shard.path().filename().native()) {
+        fn(e.path(), {}, {});
+        continue;
+      }
+      fn(e.path(), key, view.substr(dash + 1));
+    }
+  }
+}
+
+}  // namespace jitd::cache::detail
