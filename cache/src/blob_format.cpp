@@ -15,13 +15,13 @@
 #include <bit>
 #include <cstring>
 
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 #include "jitd/cache.h"
 
 namespace jitd::cache {
 namespace {
 
-using detail::Cat;
+using text::Cat;
 
 constexpr std::string_view kMagic = "JITDBLOB";
 constexpr uint32_t kFormatVersion = 1;

@@ -1,4 +1,4 @@
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 #include "blob_store.h"
 
 #include <fcntl.h>
@@ -14,6 +14,9 @@
 #include "jitd/cache.h"
 
 namespace jitd::cache::detail {
+
+using text::Cat;
+using text::Join;
 namespace {
 
 namespace fs = std::filesystem;

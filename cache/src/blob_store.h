@@ -21,6 +21,7 @@
 
 namespace jitd::cache::detail {
 
+
 // The checksum of an encoded blob: XXH3-128 (hex) of the bytes before its
 // END field. Equal to what the END field holds when the blob is intact.
 std::string BlobChecksum(std::string_view encoded);

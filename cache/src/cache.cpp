@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 #include "blob_store.h"
 #include "cache_index.h"
 #include "jitd/cache.h"
@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using detail::BlobStore;
-using detail::Cat;
+using text::Cat;
 using detail::CacheIndex;
 using detail::IndexRow;
 using detail::RowFilter;

@@ -1,8 +1,11 @@
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 #include "cache_index.h"
 
 
 namespace jitd::cache::detail {
+
+using text::Cat;
+using text::Join;
 namespace {
 
 // How long a connection waits for another process's write lock before it

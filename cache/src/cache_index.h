@@ -26,6 +26,7 @@
 
 namespace jitd::cache::detail {
 
+
 // The schema this code writes; Open() migrates older indexes up to it.
 inline constexpr int kSchemaVersion = 2;
 

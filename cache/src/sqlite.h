@@ -9,10 +9,13 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 #include "absl/status/statusor.h"
 
 namespace jitd::cache::detail {
+
+using text::Cat;
+using text::Join;
 
 // Maps a SQLite result code to a status: busy/locked become UNAVAILABLE (a
 // retry may succeed), full disk RESOURCE_EXHAUSTED, corruption DATA_LOSS.

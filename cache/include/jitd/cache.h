@@ -245,6 +245,50 @@ std::string Checksum128(std::string_view data);
 // Whether `key` is a well-formed content key (lowercase hex, 16..128 chars).
 bool IsValidKey(std::string_view key);
 
+// ---------------------------------------------------------------------------
+// Content keys: the identity of a cubin. A key changes exactly when the bytes
+// NVRTC would produce could change, and never because of a path or an mtime.
+
+// Bumped when what goes into a key changes, so old entries stop matching.
+inline constexpr int kKeySchemaVersion = 1;
+
+struct KeyInputs {
+  std::string nvrtc_version;        // "13.0"
+  std::string toolkit_fingerprint;  // TreeFingerprint() of the toolkit headers
+  std::string arch;                 // "sm_90a"
+  // NVRTC options in the order they are passed. Include paths (-I, the
+  // toolkit and kernel roots, which the fingerprint and the sources cover)
+  // and precompiled-header options (the cubin is byte-identical with and
+  // without them) are left out of the key.
+  std::vector<std::string> options;
+  std::vector<std::string> name_expressions;  // in order
+  // The program's source and every project header it can include
+  // (IncludeClosure), as (name relative to the kernels directory, content).
+  // Order does not matter. Relative names are part of the program (they
+  // are what its #include lines say); where the tree sits is not.
+  std::vector<std::pair<std::string, std::string>> sources;
+};
+
+// 64 hex digits: SHA-256 over every field above, each length-prefixed.
+std::string ContentKey(const KeyInputs& inputs);
+
+// Whether an option is left out of keys (see KeyInputs::options).
+bool IsKeyNeutralOption(std::string_view option);
+
+// The files under `root` that `source` (relative to root) can include,
+// transitively, itself first and then the rest sorted: every `#include "x"`
+// (looked up beside the including file, then in root) and `#include <x>`
+// (looked up in root) that names a file inside root, whatever preprocessor
+// conditions guard it, so the set can only be too large, never too small.
+// Includes that resolve outside root (the toolkit's) are not followed.
+absl::StatusOr<std::vector<std::filesystem::path>> IncludeClosure(const std::filesystem::path& root,
+                                                                  const std::filesystem::path& source);
+
+// SHA-256 (hex) over the relative path and content of every regular file
+// under `dir`, in sorted order, following symbolic links.
+absl::StatusOr<std::string> TreeFingerprint(const std::filesystem::path& dir);
+
+// ---------------------------------------------------------------------------
 // Blob file encoding (exposed for tests, fuzzing and recovery tools).
 // Layout: "JITDBLOB", u32 format version, then tagged fields (u16 tag,
 // u32 length, bytes), then an END field holding the XXH3-128 of everything

@@ -1,16 +1,15 @@
-// String building for messages and SQL. (Debian's abseil is built without
-// std::string_view support, so absl::StrCat does not take std::string_view;
-// this small Cat does, along with numbers.)
+// String building for messages and SQL, shared by jitd's libraries. Debian's
+// abseil is built without std::string_view support, so absl::StrCat does not
+// take std::string_view; Cat does, along with numbers.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <vector>
 
 #include "absl/strings/string_view.h"
 
-namespace jitd::cache::detail {
+namespace jitd::text {
 
 inline void AppendPiece(std::string& out, std::string_view s) { out.append(s); }
 inline void AppendPiece(std::string& out, const char* s) { out.append(s); }
@@ -30,13 +29,16 @@ std::string Cat(const Args&... args) {
   return out;
 }
 
-inline std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
+template <typename Container>
+std::string Join(const Container& parts, std::string_view sep) {
   std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out.append(sep);
-    out.append(parts[i]);
+  bool first = true;
+  for (const auto& p : parts) {
+    if (!first) out.append(sep);
+    first = false;
+    AppendPiece(out, p);
   }
   return out;
 }
 
-}  // namespace jitd::cache::detail
+}  // namespace jitd::text

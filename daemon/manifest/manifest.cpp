@@ -1,0 +1,259 @@
+// Parsing kernels.toml, strictly: an unknown key or a wrong type is an error
+// naming the line, because a typo in the manifest otherwise surfaces as a
+// kernel that silently compiles with the wrong options.
+#include "manifest.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <set>
+
+#include "jitd/detail/text.h"
+
+namespace jitd::manifest {
+namespace {
+
+using text::Cat;
+using text::Join;
+
+absl::Status Bad(const std::string& origin, const toml::source_region& where, const std::string& what) {
+  return absl::InvalidArgumentError(Cat(origin, ":", where.begin.line, ": ", what));
+}
+
+absl::Status CheckKeys(const toml::table& t, const std::set<std::string>& allowed, const std::string& origin,
+                       const std::string& context) {
+  for (const auto& [k, v] : t) {
+    std::string key(k.str());
+    if (!allowed.count(key)) {
+      return Bad(origin, v.source(),
+                 Cat("unknown key '", key, "' in ", context, " (allowed: ", Join(allowed, ", "), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> String(const toml::table& t, const char* key, const std::string& origin,
+                                   const std::string& context, bool required) {
+  const toml::node* n = t.get(key);
+  if (!n) {
+    if (required) return Bad(origin, t.source(), Cat(context, " needs '", key, "'"));
+    return std::string();
+  }
+  if (!n->is_string()) return Bad(origin, n->source(), Cat("'", key, "' in ", context, " must be a string"));
+  return std::string(*n->value<std::string_view>());
+}
+
+absl::StatusOr<std::vector<std::string>> Strings(const toml::table& t, const char* key, const std::string& origin,
+                                                 const std::string& context) {
+  std::vector<std::string> out;
+  const toml::node* n = t.get(key);
+  if (!n) return out;
+  const toml::array* a = n->as_array();
+  if (!a) return Bad(origin, n->source(), Cat("'", key, "' in ", context, " must be an array of strings"));
+  for (const auto& e : *a) {
+    if (!e.is_string()) return Bad(origin, e.source(), Cat("'", key, "' in ", context, " must hold only strings"));
+    out.emplace_back(*e.value<std::string_view>());
+  }
+  return out;
+}
+
+absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& origin, const std::string& kernel) {
+  std::string context = Cat("a parameter of kernel ", kernel);
+  if (auto s = CheckKeys(t, {"name", "type", "values", "default"}, origin, context); !s.ok()) return s;
+  ParamDef p;
+  auto name = String(t, "name", origin, context, true);
+  if (!name.ok()) return name.status();
+  p.name = *name;
+  context = Cat("parameter '", p.name, "' of kernel ", kernel);
+  auto type = String(t, "type", origin, context, true);
+  if (!type.ok()) return type.status();
+  p.type = *type;
+  if (p.type != "dtype" && p.type != "enum" && p.type != "int") {
+    return Bad(origin, t.source(), Cat(context, ": type must be dtype, enum or int, not '", p.type, "'"));
+  }
+  const toml::table* values = t.get_as<toml::table>("values");
+  if (!values || values->empty()) return Bad(origin, t.source(), Cat(context, " needs a non-empty 'values' table"));
+  for (const auto& [k, v] : *values) {
+    if (!v.is_string()) return Bad(origin, v.source(), Cat(context, ": value '", k.str(), "' must map to a string"));
+    std::string request_value(k.str());
+    if (p.type == "int" && (request_value.empty() || !std::all_of(request_value.begin(), request_value.end(),
+                                                                  [](char c) { return c >= '0' && c <= '9'; }))) {
+      return Bad(origin, v.source(), Cat(context, ": '", request_value, "' is not a decimal integer"));
+    }
+    p.values.emplace_back(request_value, std::string(*v.value<std::string_view>()));
+  }
+  if (p.type == "int") {
+    // toml++ iterates a table in key order ("1024" < "128"); list numbers
+    // in numeric order, as people read them.
+    std::sort(p.values.begin(), p.values.end(),
+              [](const auto& a, const auto& b) { return std::stoll(a.first) < std::stoll(b.first); });
+  }
+  auto def = String(t, "default", origin, context, false);
+  if (!def.ok()) return def.status();
+  if (t.get("default")) {
+    bool known = std::any_of(p.values.begin(), p.values.end(), [&](const auto& v) { return v.first == *def; });
+    if (!known) return Bad(origin, t.source(), Cat(context, ": default '", *def, "' is not one of its values"));
+    p.default_value = *def;
+  }
+  return p;
+}
+
+absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& origin) {
+  if (auto s = CheckKeys(t, {"name", "source", "description", "name_expressions", "options", "params", "pch"}, origin,
+                         "a [[kernel]]");
+      !s.ok()) {
+    return s;
+  }
+  KernelDef k;
+  k.line = static_cast<int>(t.source().begin.line);
+  auto name = String(t, "name", origin, "a [[kernel]]", true);
+  if (!name.ok()) return name.status();
+  k.name = *name;
+  std::string context = Cat("kernel ", k.name);
+  auto source = String(t, "source", origin, context, true);
+  if (!source.ok()) return source.status();
+  k.source = *source;
+  if (k.source.empty() || k.source.front() == '/' || k.source.find("..") != std::string::npos) {
+    return Bad(origin, t.source(), Cat(context, ": source must be a path inside the kernels directory"));
+  }
+  auto description = String(t, "description", origin, context, false);
+  if (!description.ok()) return description.status();
+  k.description = *description;
+  auto exprs = Strings(t, "name_expressions", origin, context);
+  if (!exprs.ok()) return exprs.status();
+  k.name_expressions = *exprs;
+  if (k.name_expressions.empty()) return Bad(origin, t.source(), Cat(context, " needs at least one name expression"));
+  auto options = Strings(t, "options", origin, context);
+  if (!options.ok()) return options.status();
+  k.options = *options;
+  if (const toml::node* pch = t.get("pch")) {
+    if (!pch->is_boolean()) return Bad(origin, pch->source(), Cat("'pch' in ", context, " must be true or false"));
+    k.pch = *pch->value<bool>();
+  }
+  if (const toml::node* params = t.get("params")) {
+    const toml::array* a = params->as_array();
+    if (!a) return Bad(origin, params->source(), Cat("'params' of ", context, " must be [[kernel.params]] tables"));
+    for (const auto& p : *a) {
+      const toml::table* pt = p.as_table();
+      if (!pt) return Bad(origin, p.source(), Cat("'params' of ", context, " must be [[kernel.params]] tables"));
+      auto param = ParseParam(*pt, origin, k.name);
+      if (!param.ok()) return param.status();
+      for (const auto& other : k.params) {
+        if (other.name == param->name)
+          return Bad(origin, p.source(), Cat(context, ": parameter '", param->name, "' twice"));
+      }
+      k.params.push_back(std::move(*param));
+    }
+  }
+  // Every {placeholder} must name a parameter, and every parameter must be
+  // used: otherwise two requests would compile to the same program.
+  std::set<std::string> used;
+  for (const auto& e : k.name_expressions) {
+    for (size_t open = e.find('{'); open != std::string::npos; open = e.find('{', open + 1)) {
+      size_t close = e.find('}', open);
+      if (close == std::string::npos) return Bad(origin, t.source(), Cat(context, ": unclosed '{' in '", e, "'"));
+      std::string placeholder = e.substr(open + 1, close - open - 1);
+      bool known =
+          std::any_of(k.params.begin(), k.params.end(), [&](const ParamDef& p) { return p.name == placeholder; });
+      if (!known)
+        return Bad(origin, t.source(), Cat(context, ": '{", placeholder, "}' in '", e, "' is not a parameter"));
+      used.insert(placeholder);
+    }
+  }
+  for (const auto& p : k.params) {
+    if (!used.count(p.name)) {
+      return Bad(origin, t.source(), Cat(context, ": parameter '", p.name, "' is not used by any name expression"));
+    }
+  }
+  return k;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return absl::InvalidArgumentError(Cat(origin, ":", e.source().begin.line, ": ", std::string(e.description())));
+  }
+  if (auto s = CheckKeys(root, {"schema", "defaults", "kernel"}, origin, "the manifest"); !s.ok()) return s;
+  Manifest m;
+  if (const toml::node* schema = root.get("schema")) {
+    if (!schema->is_integer() || *schema->value<int64_t>() != 1) {
+      return Bad(origin, schema->source(), "schema must be 1 (the only manifest schema this jitd reads)");
+    }
+  }
+  if (const toml::node* defaults = root.get("defaults")) {
+    const toml::table* t = defaults->as_table();
+    if (!t) return Bad(origin, defaults->source(), "[defaults] must be a table");
+    if (auto s = CheckKeys(*t, {"options"}, origin, "[defaults]"); !s.ok()) return s;
+    auto options = Strings(*t, "options", origin, "[defaults]");
+    if (!options.ok()) return options.status();
+    m.default_options = *options;
+  }
+  const toml::node* kernels = root.get("kernel");
+  if (!kernels || !kernels->is_array_of_tables()) {
+    return absl::InvalidArgumentError(Cat(origin, ": no [[kernel]] tables"));
+  }
+  for (const auto& node : *kernels->as_array()) {
+    auto k = ParseKernel(*node.as_table(), origin);
+    if (!k.ok()) return k.status();
+    if (m.Find(k->name)) return Bad(origin, node.source(), Cat("kernel ", k->name, " is listed twice"));
+    m.kernels.push_back(std::move(*k));
+  }
+  return m;
+}
+
+const KernelDef* Manifest::Find(std::string_view name) const {
+  for (const auto& k : kernels) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Manifest::CloseMatches(std::string_view name, size_t n) const {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& k : kernels) {
+    size_t d = EditDistance(name, k.name);
+    // A name that contains the query (or the reverse) is close whatever its
+    // length: "rmsnorm" should find "norm.rmsnorm".
+    if (k.name.find(name) != std::string::npos || (!name.empty() && name.find(k.name) != std::string::npos)) d = 0;
+    if (d <= std::max<size_t>(3, k.name.size() / 3)) scored.emplace_back(d, k.name);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < scored.size() && i < n; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+std::vector<std::map<std::string, std::string>> Manifest::Instantiations(const KernelDef& kernel) {
+  std::vector<std::map<std::string, std::string>> out{{}};
+  for (const auto& p : kernel.params) {
+    std::vector<std::map<std::string, std::string>> next;
+    for (const auto& partial : out) {
+      for (const auto& [value, cpp] : p.values) {
+        auto m = partial;
+        m[p.name] = value;
+        next.push_back(std::move(m));
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+}  // namespace jitd::manifest

@@ -1,0 +1,167 @@
+// The kernel manifest and request resolution: the one public header of
+// `jitd_manifest`.
+//
+// kernels/kernels.toml names every kernel a client may ask for, its source,
+// its name-expression template and its parameters (the format is described at
+// the top of kernels/kernels.toml). Resolving a request turns
+//   (kernel, params, arch, options)
+// into an NVRTC program (compiler::CompileJob) and its content key, or into a
+// precise error a person can act on:
+//   NOT_FOUND          unknown kernel (the message names close matches)
+//   INVALID_ARGUMENT   unknown, missing or disallowed params; an arch NVRTC
+//                      does not support; an option outside the allow-list
+//
+// Every file of the kernels directory is read once into a KernelTree, which is
+// also written to an immutable snapshot directory; keys are computed from the
+// tree in memory and compiles read the snapshot, so an edit of kernels/ while
+// jitd runs can never put a cubin under the wrong key (a reload makes a new
+// tree with new keys for what changed).
+//
+// Thread safety: Manifest, KernelTree and Resolver are immutable after
+// construction and may be shared between threads.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compile_job.h"
+
+namespace jitd::manifest {
+
+struct ParamDef {
+  std::string name;  // "dtype"
+  std::string type;  // "dtype" | "enum" | "int"
+  // (request value, C++ template argument text), in manifest order.
+  std::vector<std::pair<std::string, std::string>> values;
+  std::optional<std::string> default_value;
+};
+
+struct KernelDef {
+  std::string name;    // "diffusion.modulate_scale_shift"
+  std::string source;  // relative to the kernels directory
+  std::string description;
+  std::vector<std::string> name_expressions;  // with {param} placeholders
+  std::vector<std::string> options;           // extra NVRTC options
+  std::vector<ParamDef> params;
+  // Header-heavy (CUB): compile workers keep a precompiled header for it.
+  bool pch = false;
+  int line = 0;  // where its [[kernel]] table starts in kernels.toml
+};
+
+struct Manifest {
+  int schema = 1;
+  std::vector<std::string> default_options;
+  std::vector<KernelDef> kernels;
+
+  // Parses kernels.toml text. INVALID_ARGUMENT names the origin, line and
+  // key of the first problem (unknown key, wrong type, duplicate kernel,
+  // placeholder without a param, ...).
+  static absl::StatusOr<Manifest> Parse(std::string_view toml, const std::string& origin);
+
+  const KernelDef* Find(std::string_view name) const;
+  // Up to `n` kernel names closest to `name` (edit distance, shared prefix).
+  std::vector<std::string> CloseMatches(std::string_view name, size_t n = 3) const;
+  // Every parameter combination of a kernel (the cartesian product of the
+  // values), each as name -> request value.
+  static std::vector<std::map<std::string, std::string>> Instantiations(const KernelDef& kernel);
+};
+
+// Every file of a kernels directory, in memory, and its on-disk snapshot.
+class KernelTree {
+ public:
+  // Reads `dir` (which must hold kernels.toml) and parses the manifest.
+  // With `snapshot_root`, writes the tree to snapshot_root/<fingerprint>/
+  // (once; it is immutable) and compiles use that copy; without it,
+  // compiles read `dir` itself (for one-shot tools such as `jitd lint`).
+  static absl::StatusOr<std::shared_ptr<const KernelTree>> Load(const std::filesystem::path& dir,
+                                                                const std::filesystem::path& snapshot_root = {});
+
+  const Manifest& manifest() const { return manifest_; }
+  // The directory compiles include from (the snapshot, or the source dir).
+  const std::filesystem::path& include_root() const { return include_root_; }
+  const std::filesystem::path& source_dir() const { return source_dir_; }
+  // SHA-256 over every file's relative path and content.
+  const std::string& fingerprint() const { return fingerprint_; }
+  // File content by path relative to the kernels directory, or nullptr.
+  const std::string* File(const std::string& relative) const;
+  const std::map<std::string, std::string>& files() const { return files_; }
+
+ private:
+  Manifest manifest_;
+  std::filesystem::path source_dir_;
+  std::filesystem::path include_root_;
+  std::string fingerprint_;
+  std::map<std::string, std::string> files_;
+};
+
+// What NVRTC and the toolkit contribute to every compile and every key.
+struct Toolchain {
+  std::string nvrtc_version;  // "13.0"
+  // NVRTC's supported real architectures, e.g. {75, 80, ..., 121}.
+  std::vector<int> archs;
+  std::filesystem::path cuda_include;  // /usr/local/cuda/include
+  std::filesystem::path cccl_include;  // /usr/local/cuda/include/cccl
+  std::string fingerprint;             // TreeFingerprint(cuda_include)
+
+  // Asks the linked NVRTC for its version and architectures and
+  // fingerprints the toolkit headers under `cuda_root` (about 30 MB read).
+  static absl::StatusOr<Toolchain> Detect(const std::filesystem::path& cuda_root = "/usr/local/cuda");
+};
+
+// Checks an arch name ("sm_90", "sm_90a", "sm_100f") against the toolchain.
+// INVALID_ARGUMENT lists what is supported.
+absl::Status ValidateArch(std::string_view arch, const Toolchain& toolchain);
+
+// Checks and canonicalises request options (the allow-list): returns them
+// sorted and de-duplicated. INVALID_ARGUMENT names the option and why.
+absl::StatusOr<std::vector<std::string>> CanonicalRequestOptions(const std::vector<std::string>& options);
+// The allow-list, for messages and --help.
+std::string AllowedOptionsSummary();
+
+struct KernelRequest {
+  std::string kernel;
+  std::map<std::string, std::string> params;
+  std::string arch;  // empty = the resolver's default
+  std::vector<std::string> options;
+};
+
+struct ResolvedKernel {
+  std::string kernel;
+  std::string params;  // canonical "k=v,k=v", sorted by k, defaults filled in
+  std::string arch;
+  std::vector<std::string> request_options;  // canonical
+  std::string key;                           // content key (64 hex)
+  compiler::CompileJob job;
+};
+
+class Resolver {
+ public:
+  // Computes every kernel's include closure once (the tree is immutable).
+  // INVALID_ARGUMENT for a default arch the toolchain does not support.
+  static absl::StatusOr<std::unique_ptr<Resolver>> Create(std::shared_ptr<const KernelTree> tree, Toolchain toolchain,
+                                                          std::string default_arch);
+
+  absl::StatusOr<ResolvedKernel> Resolve(const KernelRequest& request) const;
+
+  const KernelTree& tree() const { return *tree_; }
+  const Toolchain& toolchain() const { return toolchain_; }
+  const std::string& default_arch() const { return default_arch_; }
+
+ private:
+  Resolver() = default;
+  std::shared_ptr<const KernelTree> tree_;
+  Toolchain toolchain_;
+  std::string default_arch_;
+  // Per kernel source: (relative name, content) of its include closure.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> closures_;
+};
+
+}  // namespace jitd::manifest

@@ -1,0 +1,143 @@
+// Request -> NVRTC program + content key.
+#include "jitd/cache.h"
+#include "jitd/detail/text.h"
+#include "manifest.h"
+
+namespace jitd::manifest {
+namespace {
+
+using text::Cat;
+using text::Join;
+
+// Kernel names are dotted identifiers; anything longer is not one of ours.
+constexpr size_t kMaxKernelName = 128;
+
+std::string Describe(const ParamDef& p) {
+  std::vector<std::string> values;
+  for (const auto& v : p.values) values.push_back(v.first);
+  return Cat(p.name, " (", Join(values, "|"), p.default_value ? Cat(", default ", *p.default_value) : "", ")");
+}
+
+std::string DescribeParams(const KernelDef& k) {
+  if (k.params.empty()) return "it takes no parameters";
+  std::vector<std::string> parts;
+  for (const auto& p : k.params) parts.push_back(Describe(p));
+  return Cat("its parameters: ", Join(parts, ", "));
+}
+
+std::string Printable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 64)) out.push_back(std::isprint(static_cast<unsigned char>(c)) ? c : '?');
+  if (s.size() > 64) out += "...";
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Resolver>> Resolver::Create(std::shared_ptr<const KernelTree> tree, Toolchain toolchain,
+                                                           std::string default_arch) {
+  if (auto s = ValidateArch(default_arch, toolchain); !s.ok()) {
+    return absl::InvalidArgumentError(Cat("default ", s.message()));
+  }
+  std::unique_ptr<Resolver> r(new Resolver());
+  for (const auto& k : tree->manifest().kernels) {
+    if (r->closures_.count(k.source)) continue;
+    auto closure = cache::IncludeClosure(tree->include_root(), k.source);
+    if (!closure.ok()) return closure.status();
+    auto& sources = r->closures_[k.source];
+    for (const auto& rel : *closure) {
+      const std::string* content = tree->File(rel.generic_string());
+      if (!content) return absl::InternalError(Cat("include closure names ", rel.string(), ", not in the kernel tree"));
+      sources.emplace_back(rel.generic_string(), *content);
+    }
+  }
+  r->tree_ = std::move(tree);
+  r->toolchain_ = std::move(toolchain);
+  r->default_arch_ = std::move(default_arch);
+  return r;
+}
+
+absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const {
+  const Manifest& m = tree_->manifest();
+  if (req.kernel.empty()) return absl::InvalidArgumentError("no kernel named: set the request's kernel field");
+  if (req.kernel.size() > kMaxKernelName) {
+    return absl::InvalidArgumentError(Cat("kernel name of ", req.kernel.size(), " characters is not a kernel name"));
+  }
+  const KernelDef* def = m.Find(req.kernel);
+  if (!def) {
+    auto close = m.CloseMatches(req.kernel);
+    return absl::NotFoundError(Cat("unknown kernel '", Printable(req.kernel), "'",
+                                   close.empty() ? std::string("; `jitctl kernels` lists the kernels this daemon has")
+                                                 : Cat("; did you mean ", Join(close, " or "), "?")));
+  }
+  ResolvedKernel out;
+  out.kernel = def->name;
+  for (const auto& [name, value] : req.params) {
+    bool known = std::any_of(def->params.begin(), def->params.end(), [&](const ParamDef& p) { return p.name == name; });
+    if (!known) {
+      return absl::InvalidArgumentError(
+          Cat("kernel ", def->name, " has no parameter '", Printable(name), "'; ", DescribeParams(*def)));
+    }
+  }
+  std::map<std::string, std::string> cpp;  // param -> C++ template argument text
+  std::vector<std::string> canonical;
+  for (const auto& p : def->params) {
+    auto it = req.params.find(p.name);
+    std::string value;
+    if (it != req.params.end()) {
+      value = it->second;
+    } else if (p.default_value) {
+      value = *p.default_value;
+    } else {
+      return absl::InvalidArgumentError(Cat("kernel ", def->name, " needs parameter ", Describe(p)));
+    }
+    auto v = std::find_if(p.values.begin(), p.values.end(), [&](const auto& pv) { return pv.first == value; });
+    if (v == p.values.end()) {
+      return absl::InvalidArgumentError(
+          Cat(p.name, "=", Printable(value), " is not allowed for kernel ", def->name, "; ", Describe(p)));
+    }
+    cpp[p.name] = v->second;
+    canonical.push_back(Cat(p.name, "=", value));
+  }
+  std::sort(canonical.begin(), canonical.end());
+  out.params = Join(canonical, ",");
+  out.arch = req.arch.empty() ? default_arch_ : req.arch;
+  if (auto s = ValidateArch(out.arch, toolchain_); !s.ok()) return s;
+  auto options = CanonicalRequestOptions(req.options);
+  if (!options.ok()) return options.status();
+  out.request_options = *options;
+
+  compiler::CompileJob& job = out.job;
+  job.program_name = def->source;
+  job.source = *tree_->File(def->source);
+  job.use_pch = def->pch;
+  for (const auto& tmpl : def->name_expressions) {
+    std::string e = tmpl;
+    for (const auto& [name, text] : cpp) {
+      std::string placeholder = Cat("{", name, "}");
+      for (size_t pos = e.find(placeholder); pos != std::string::npos; pos = e.find(placeholder, pos + text.size())) {
+        e.replace(pos, placeholder.size(), text);
+      }
+    }
+    job.name_expressions.push_back(std::move(e));
+  }
+  job.options = m.default_options;
+  job.options.insert(job.options.end(), def->options.begin(), def->options.end());
+  job.options.insert(job.options.end(), out.request_options.begin(), out.request_options.end());
+  job.options.push_back(Cat("-arch=", out.arch));
+  job.options.push_back(Cat("-I", tree_->include_root().string()));
+  job.options.push_back(Cat("-I", toolchain_.cccl_include.string()));
+  job.options.push_back(Cat("-I", toolchain_.cuda_include.string()));
+
+  cache::KeyInputs key;
+  key.nvrtc_version = toolchain_.nvrtc_version;
+  key.toolkit_fingerprint = toolchain_.fingerprint;
+  key.arch = out.arch;
+  key.options = job.options;
+  key.name_expressions = job.name_expressions;
+  key.sources = closures_.at(def->source);
+  out.key = cache::ContentKey(key);
+  return out;
+}
+
+}  // namespace jitd::manifest

@@ -1,0 +1,81 @@
+// What NVRTC and the CUDA toolkit contribute: version, architectures, header
+// fingerprint; and the arch names requests may use.
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "jitd/cache.h"
+#include "jitd/detail/text.h"
+#include "manifest.h"
+
+namespace jitd::manifest {
+namespace {
+
+using text::Cat;
+using text::Join;
+
+// Architecture-specific ("a", sm_90 and later) and family-specific ("f",
+// sm_100 and later) variants, as NVRTC 13 accepts them.
+constexpr int kFirstArchSpecific = 90;
+constexpr int kFirstFamilySpecific = 100;
+
+std::string SupportedSummary(const Toolchain& t) {
+  std::vector<std::string> names;
+  for (int a : t.archs) names.push_back(Cat("sm_", a));
+  return Cat("NVRTC ", t.nvrtc_version, " supports ", Join(names, ", "), " (with an 'a' suffix from sm_",
+             kFirstArchSpecific, ", an 'f' suffix from sm_", kFirstFamilySpecific, ")");
+}
+
+}  // namespace
+
+absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_root) {
+  Toolchain t;
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return absl::InternalError("nvrtcVersion failed");
+  t.nvrtc_version = Cat(major, ".", minor);
+  int n = 0;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) {
+    return absl::InternalError("nvrtcGetNumSupportedArchs failed");
+  }
+  t.archs.resize(static_cast<size_t>(n));
+  if (nvrtcGetSupportedArchs(t.archs.data()) != NVRTC_SUCCESS)
+    return absl::InternalError("nvrtcGetSupportedArchs failed");
+  std::sort(t.archs.begin(), t.archs.end());
+  t.cuda_include = cuda_root / "include";
+  t.cccl_include = t.cuda_include / "cccl";
+  if (!std::filesystem::is_regular_file(t.cuda_include / "cuda_fp16.h")) {
+    return absl::FailedPreconditionError(
+        Cat("CUDA toolkit headers not found under ", t.cuda_include.string(), " (NVRTC needs cuda_fp16.h and cccl/)"));
+  }
+  auto fp = cache::TreeFingerprint(t.cuda_include);
+  if (!fp.ok()) return fp.status();
+  t.fingerprint = *fp;
+  return t;
+}
+
+absl::Status ValidateArch(std::string_view arch, const Toolchain& t) {
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(Cat("arch '", arch, "' ", why, "; ", SupportedSummary(t)));
+  };
+  if (arch.size() > 16)
+    return absl::InvalidArgumentError(Cat("arch name of ", arch.size(), " characters is not an arch"));
+  if (arch.substr(0, 3) != "sm_") return bad("is not of the form sm_XX, sm_XXa or sm_XXf");
+  std::string_view rest = arch.substr(3);
+  char suffix = 0;
+  if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
+    suffix = rest.back();
+    rest.remove_suffix(1);
+  }
+  int number = 0;
+  auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), number);
+  if (rest.empty() || ec != std::errc() || end != rest.data() + rest.size()) {
+    return bad("is not of the form sm_XX, sm_XXa or sm_XXf");
+  }
+  if (std::find(t.archs.begin(), t.archs.end(), number) == t.archs.end()) return bad("is not supported");
+  if (suffix == 'a' && number < kFirstArchSpecific) return bad("has no architecture-specific ('a') variant");
+  if (suffix == 'f' && number < kFirstFamilySpecific) return bad("has no family-specific ('f') variant");
+  return absl::OkStatus();
+}
+
+}  // namespace jitd::manifest

@@ -1,0 +1,149 @@
+// Content keys change exactly when the compiled bytes could: one byte of an
+// included header changes the key of every kernel that includes it and of
+// no other; paths, mtimes and include-path options never do.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "testing.h"
+
+namespace jitd::cache {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+void Write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A little kernels tree: a.cu and b.cu share common/dtype.cuh; only a.cu
+// includes moe/topk.cuh (through a quoted relative include); c.cu includes
+// nothing of ours.
+class KernelTree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Write(root() / "common/dtype.cuh", "#pragma once\nnamespace sglang { using f = float; }\n");
+    Write(root() / "common/math.cuh", "#pragma once\n#include \"dtype.cuh\"\n");
+    Write(root() / "moe/topk.cuh", "#pragma once\n#include <common/math.cuh>\n");
+    Write(root() / "moe/a.cu", "#include \"topk.cuh\"\n#include <cuda_bf16.h>\nnamespace sglang {}\n");
+    Write(root() / "norm/b.cu", "  #  include \"common/dtype.cuh\"\nnamespace sglang {}\n");
+    Write(root() / "norm/c.cu", "#include <cuda_fp16.h>\n#if 0\n#include \"missing.cuh\"\n#endif\n");
+  }
+  fs::path root() const { return dir_.path() / "kernels"; }
+
+  std::string KeyOf(const std::string& source, const fs::path& tree) {
+    auto closure = IncludeClosure(tree, source);
+    EXPECT_TRUE(closure.ok()) << closure.status();
+    KeyInputs in;
+    in.nvrtc_version = "13.0";
+    in.toolkit_fingerprint = "toolkit";
+    in.arch = "sm_90";
+    in.options = {"-std=c++17", "-I" + tree.string()};
+    in.name_expressions = {"sglang::k<float>"};
+    for (const auto& rel : *closure) in.sources.emplace_back(rel.generic_string(), Read(tree / rel));
+    return ContentKey(in);
+  }
+  std::string KeyOf(const std::string& source) { return KeyOf(source, root()); }
+
+  TempDir dir_;
+};
+
+TEST_F(KernelTree, ClosureFollowsQuotedAndAngleIncludesInsideTheTreeOnly) {
+  auto a = IncludeClosure(root(), "moe/a.cu");
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::vector<fs::path> want = {"moe/a.cu", "common/dtype.cuh", "common/math.cuh", "moe/topk.cuh"};
+  EXPECT_EQ(*a, want);
+  auto c = IncludeClosure(root(), "norm/c.cu");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->size(), 1u) << "toolkit headers and missing files are not project headers";
+}
+
+TEST_F(KernelTree, MissingSourceIsNotFound) {
+  EXPECT_TRUE(absl::IsNotFound(IncludeClosure(root(), "nope.cu").status()));
+  EXPECT_TRUE(absl::IsNotFound(IncludeClosure(root(), "../outside.cu").status()));
+}
+
+TEST_F(KernelTree, OneByteInASharedHeaderChangesExactlyTheKeysOfItsIncluders) {
+  std::string a = KeyOf("moe/a.cu"), b = KeyOf("norm/b.cu"), c = KeyOf("norm/c.cu");
+  Write(root() / "common/dtype.cuh", "#pragma once\nnamespace sglang { using f = double; }\n");
+  EXPECT_NE(KeyOf("moe/a.cu"), a) << "a.cu includes dtype.cuh through two levels";
+  EXPECT_NE(KeyOf("norm/b.cu"), b);
+  EXPECT_EQ(KeyOf("norm/c.cu"), c);
+}
+
+TEST_F(KernelTree, AHeaderOnlyOneKernelIncludesChangesOnlyThatKey) {
+  std::string a = KeyOf("moe/a.cu"), b = KeyOf("norm/b.cu");
+  Write(root() / "moe/topk.cuh", Read(root() / "moe/topk.cuh") + "// comment\n");
+  EXPECT_NE(KeyOf("moe/a.cu"), a);
+  EXPECT_EQ(KeyOf("norm/b.cu"), b);
+}
+
+TEST_F(KernelTree, ModificationTimeAndLocationDoNotChangeKeys) {
+  std::string a = KeyOf("moe/a.cu");
+  fs::last_write_time(root() / "common/dtype.cuh", fs::file_time_type::clock::now() + std::chrono::hours(1));
+  EXPECT_EQ(KeyOf("moe/a.cu"), a);
+  fs::path moved = dir_.path() / "elsewhere" / "kernels";
+  fs::create_directories(moved.parent_path());
+  fs::copy(root(), moved, fs::copy_options::recursive);
+  EXPECT_EQ(KeyOf("moe/a.cu", moved), a) << "the tree's location (and its -I path) is not part of the key";
+}
+
+TEST(ContentKey, EveryInputMatters) {
+  KeyInputs base;
+  base.nvrtc_version = "13.0";
+  base.toolkit_fingerprint = "t";
+  base.arch = "sm_90";
+  base.options = {"-std=c++17"};
+  base.name_expressions = {"sglang::k<float>"};
+  base.sources = {{"k.cu", "source"}};
+  const std::string key = ContentKey(base);
+  EXPECT_EQ(key.size(), 64u);
+  EXPECT_TRUE(IsValidKey(key));
+  auto differs = [&](auto mutate) {
+    KeyInputs k = base;
+    mutate(k);
+    return ContentKey(k) != key;
+  };
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.nvrtc_version = "13.1"; }));
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.toolkit_fingerprint = "u"; }));
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.arch = "sm_90a"; }));
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.options.push_back("-lineinfo"); }));
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.name_expressions = {"sglang::k<double>"}; }));
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.sources[0].second += " "; }));
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.sources[0].first = "j.cu"; }));
+  // Field boundaries are part of the hash.
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.options = {"-std=c++1", "7"}; }));
+  // Neutral: include paths and precompiled-header options.
+  EXPECT_FALSE(differs([](KeyInputs& k) { k.options.push_back("-I/usr/local/cuda/include"); }));
+  EXPECT_FALSE(differs([](KeyInputs& k) { k.options.insert(k.options.begin(), "-pch"); }));
+  EXPECT_FALSE(differs([](KeyInputs& k) { k.options.push_back("--pch-dir=/tmp/x"); }));
+  // Source order does not matter.
+  base.sources.push_back({"h.cuh", "header"});
+  std::string two = ContentKey(base);
+  std::swap(base.sources[0], base.sources[1]);
+  EXPECT_EQ(ContentKey(base), two);
+}
+
+TEST(TreeFingerprint, ChangesWithContentAndNamesNotLocation) {
+  TempDir a, b;
+  Write(a.path() / "x/y.h", "one");
+  Write(b.path() / "x/y.h", "one");
+  auto fa = TreeFingerprint(a.path());
+  ASSERT_TRUE(fa.ok());
+  EXPECT_EQ(*fa, *TreeFingerprint(b.path()));
+  Write(b.path() / "x/y.h", "two");
+  EXPECT_NE(*fa, *TreeFingerprint(b.path()));
+  Write(b.path() / "x/y.h", "one");
+  Write(b.path() / "x/z.h", "");
+  EXPECT_NE(*fa, *TreeFingerprint(b.path()));
+}
+
+}  // namespace
+}  // namespace jitd::cache

@@ -1,0 +1,232 @@
+// Request resolution: names, params, arch and options validated with precise
+// errors; canonical forms share a key; a header edit changes exactly the
+// keys of the kernels that include it; compiles read an immutable snapshot.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "jitd/cache.h"
+#include "manifest.h"
+#include "testing.h"
+
+namespace jitd::manifest {
+namespace {
+
+namespace fs = std::filesystem;
+using cache::testing::TempDir;
+
+const Toolchain& Tools() {
+  static const Toolchain t = [] {
+    auto d = Toolchain::Detect();
+    if (!d.ok()) {
+      ADD_FAILURE() << d.status();
+      std::abort();
+    }
+    return *d;
+  }();
+  return t;
+}
+
+std::unique_ptr<Resolver> Make(const fs::path& dir, const fs::path& snapshots = {}) {
+  auto tree = KernelTree::Load(dir, snapshots);
+  EXPECT_TRUE(tree.ok()) << tree.status();
+  auto r = Resolver::Create(*tree, Tools(), "sm_90");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return std::move(*r);
+}
+
+const Resolver& Shipped() {
+  static auto r = Make(JITD_KERNELS_DIR);
+  return *r;
+}
+
+TEST(Toolchain, ReportsNvrtcAndItsArchitectures) {
+  EXPECT_FALSE(Tools().nvrtc_version.empty());
+  EXPECT_NE(std::find(Tools().archs.begin(), Tools().archs.end(), 90), Tools().archs.end());
+  EXPECT_EQ(Tools().fingerprint.size(), 64u);
+}
+
+TEST(Resolver, ResolvesARequestIntoAProgramAndAKey) {
+  auto r = Shipped().Resolve({"diffusion.modulate_scale_shift", {{"dtype", "bf16"}}, "", {}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->arch, "sm_90") << "empty arch takes the default";
+  EXPECT_EQ(r->params, "dtype=bf16");
+  ASSERT_EQ(r->job.name_expressions.size(), 1u);
+  EXPECT_EQ(r->job.name_expressions[0], "sglang::modulate_scale_shift::modulate_scale_shift_kernel<__nv_bfloat16>");
+  EXPECT_EQ(r->job.program_name, "diffusion/modulate_scale_shift.cu");
+  EXPECT_NE(std::find(r->job.options.begin(), r->job.options.end(), "-arch=sm_90"), r->job.options.end());
+  EXPECT_TRUE(cache::IsValidKey(r->key));
+  EXPECT_EQ(r->key.size(), 64u);
+}
+
+TEST(Resolver, EveryParamCombinationHasItsOwnKey) {
+  std::set<std::string> keys;
+  size_t n = 0;
+  for (const auto& k : Shipped().tree().manifest().kernels) {
+    for (const auto& params : Manifest::Instantiations(k)) {
+      for (const char* arch : {"sm_90", "sm_100a"}) {
+        auto r = Shipped().Resolve({k.name, params, arch, {}});
+        ASSERT_TRUE(r.ok()) << k.name << ": " << r.status();
+        keys.insert(r->key);
+        ++n;
+      }
+    }
+  }
+  EXPECT_EQ(keys.size(), n);
+}
+
+TEST(Resolver, EquivalentRequestsShareAKey) {
+  auto a = Shipped().Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {"-lineinfo", "-DFOO=1"}});
+  auto b = Shipped().Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {"-DFOO=1", "--generate-line-info", "-lineinfo"}});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->key, b->key);
+  auto c = Shipped().Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {"-DFOO=2"}});
+  EXPECT_NE(a->key, c->key);
+  auto d = Shipped().Resolve({"norm.rmsnorm", {{"dtype", "bf16"}, {"threads", "256"}}, "sm_90", {}});
+  auto e = Shipped().Resolve({"norm.rmsnorm", {{"threads", "256"}, {"dtype", "bf16"}}, "sm_90", {}});
+  EXPECT_EQ(d->key, e->key);
+  EXPECT_EQ(d->params, "dtype=bf16,threads=256");
+}
+
+struct BadRequest {
+  const char* name;
+  KernelRequest request;
+  absl::StatusCode code;
+  const char* message;
+};
+
+class Rejected : public ::testing::TestWithParam<BadRequest> {};
+
+TEST_P(Rejected, WithTheRightCodeAndAnActionableMessage) {
+  auto r = Shipped().Resolve(GetParam().request);
+  ASSERT_FALSE(r.ok()) << GetParam().name;
+  EXPECT_EQ(r.status().code(), GetParam().code) << r.status();
+  EXPECT_NE(r.status().message().find(GetParam().message), std::string_view::npos) << r.status();
+}
+
+const std::map<std::string, std::string> kBf16 = {{"dtype", "bf16"}};
+constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, Rejected,
+    ::testing::Values(
+        BadRequest{"unknown kernel", {"diffusion.modulate", kBf16, "", {}}, absl::StatusCode::kNotFound,
+                   "did you mean diffusion.modulate_scale_shift"},
+        BadRequest{"unknown kernel far", {"zzz.qqq.xxx.yyy.www", {}, "", {}}, absl::StatusCode::kNotFound,
+                   "jitctl kernels"},
+        BadRequest{"empty kernel", {"", {}, "", {}}, kInvalid, "no kernel named"},
+        BadRequest{"huge kernel", {std::string(10000, 'a'), {}, "", {}}, kInvalid, "is not a kernel name"},
+        BadRequest{"traversal kernel", {"../../etc/passwd", {}, "", {}}, absl::StatusCode::kNotFound, "unknown kernel"},
+        BadRequest{"unknown param", {"moe.topk_sum", {{"dtype", "bf16"}, {"dtyp", "x"}}, "", {}}, kInvalid,
+                   "has no parameter 'dtyp'; its parameters: dtype (bf16|fp16|fp32)"},
+        BadRequest{"param on paramless", {"moe.align_block_size", kBf16, "", {}}, kInvalid, "takes no parameters"},
+        BadRequest{"missing param", {"norm.rmsnorm", kBf16, "", {}}, kInvalid, "needs parameter threads (128|256|512|1024)"},
+        BadRequest{"bad value", {"moe.topk_sum", {{"dtype", "fp64"}}, "", {}}, kInvalid,
+                   "dtype=fp64 is not allowed for kernel moe.topk_sum"},
+        BadRequest{"bad int", {"norm.rmsnorm", {{"dtype", "bf16"}, {"threads", "100"}}, "", {}}, kInvalid,
+                   "threads=100 is not allowed"},
+        BadRequest{"unsupported arch", {"moe.topk_sum", kBf16, "sm_91", {}}, kInvalid, "arch 'sm_91' is not supported"},
+        BadRequest{"a on old arch", {"moe.topk_sum", kBf16, "sm_80a", {}}, kInvalid, "no architecture-specific"},
+        BadRequest{"f on old arch", {"moe.topk_sum", kBf16, "sm_90f", {}}, kInvalid, "no family-specific"},
+        BadRequest{"compute arch", {"moe.topk_sum", kBf16, "compute_90", {}}, kInvalid, "not of the form sm_XX"},
+        BadRequest{"absurd arch", {"moe.topk_sum", kBf16, "sm_99999999999999999", {}}, kInvalid, "is not an arch"},
+        BadRequest{"include path", {"moe.topk_sum", kBf16, "", {"-I/etc"}}, kInvalid, "include paths"},
+        BadRequest{"long include path", {"moe.topk_sum", kBf16, "", {"--include-path=/etc"}}, kInvalid, "include paths"},
+        BadRequest{"forced include", {"moe.topk_sum", kBf16, "", {"-include", "/etc/passwd"}}, kInvalid, "forced includes"},
+        BadRequest{"arch option", {"moe.topk_sum", kBf16, "", {"-arch=sm_80"}}, kInvalid, "arch field"},
+        BadRequest{"std option", {"moe.topk_sum", kBf16, "", {"-std=c++20"}}, kInvalid, "C++ dialect"},
+        BadRequest{"pch option", {"moe.topk_sum", kBf16, "", {"--create-pch=x"}}, kInvalid, "precompiled headers"},
+        BadRequest{"path in macro", {"moe.topk_sum", kBf16, "", {"-DX=/etc/passwd"}}, kInvalid, "file paths"},
+        BadRequest{"quoted macro", {"moe.topk_sum", kBf16, "", {"-DX=\"a b\""}}, kInvalid, "no quotes or spaces"},
+        BadRequest{"bad macro name", {"moe.topk_sum", kBf16, "", {"-D1X"}}, kInvalid, "C identifier"},
+        BadRequest{"macro twice", {"moe.topk_sum", kBf16, "", {"-DX=1", "-DX=2"}}, kInvalid, "defined twice"},
+        BadRequest{"contradiction", {"moe.topk_sum", kBf16, "", {"--ftz=true", "-ftz=false"}}, kInvalid, "contradict"},
+        BadRequest{"bool value", {"moe.topk_sum", kBf16, "", {"--ftz=maybe"}}, kInvalid, "true or false"},
+        BadRequest{"maxrregcount", {"moe.topk_sum", kBf16, "", {"--maxrregcount=999"}}, kInvalid, "16 to 255"},
+        BadRequest{"unknown option", {"moe.topk_sum", kBf16, "", {"--fancy"}}, kInvalid, "not in the allow-list"},
+        BadRequest{"huge option", {"moe.topk_sum", kBf16, "", {std::string(5000, 'x')}}, kInvalid, "longer than"},
+        BadRequest{"too many options", {"moe.topk_sum", kBf16, "", std::vector<std::string>(40, "-lineinfo")}, kInvalid,
+                   "at most 32"}),
+    [](const ::testing::TestParamInfo<BadRequest>& param_info) {
+      std::string name = param_info.param.name;
+      for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+      return name;
+    });
+
+void Append(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::app) << text; }
+
+TEST(Resolver, AHeaderEditChangesExactlyTheKeysOfKernelsThatIncludeIt) {
+  TempDir dir;
+  fs::copy(JITD_KERNELS_DIR, dir.path() / "kernels", fs::copy_options::recursive);
+  fs::path kernels = dir.path() / "kernels";
+  auto all_keys = [&](const Resolver& r) {
+    std::map<std::string, std::string> keys;
+    for (const auto& k : r.tree().manifest().kernels) {
+      for (const auto& params : Manifest::Instantiations(k)) {
+        keys[k.name + "/" + std::to_string(keys.size())] = r.Resolve({k.name, params, "sm_90", {}})->key;
+      }
+    }
+    return keys;
+  };
+  auto before_resolver = Make(kernels);
+  auto before = all_keys(*before_resolver);
+  // Every header under common/, one at a time.
+  for (const auto& entry : fs::directory_iterator(kernels / "common")) {
+    std::string header = "common/" + entry.path().filename().string();
+    std::set<std::string> includers;
+    for (const auto& k : before_resolver->tree().manifest().kernels) {
+      auto closure = cache::IncludeClosure(kernels, k.source);
+      for (const auto& f : *closure) {
+        if (f.generic_string() == header) includers.insert(k.name);
+      }
+    }
+    std::string original;
+    {
+      std::ifstream in(entry.path());
+      original.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    Append(entry.path(), " ");  // one byte
+    auto after = all_keys(*Make(kernels));
+    for (const auto& [id, key] : before) {
+      std::string kernel = id.substr(0, id.find('/'));
+      if (includers.count(kernel)) {
+        EXPECT_NE(after[id], key) << header << " is included by " << kernel;
+      } else {
+        EXPECT_EQ(after[id], key) << header << " is not included by " << kernel;
+      }
+    }
+    std::ofstream(entry.path(), std::ios::trunc) << original;
+  }
+  EXPECT_EQ(all_keys(*Make(kernels)), before) << "restoring the headers restores the keys";
+}
+
+TEST(KernelTree, SnapshotIsWhatCompilesReadAndEditsDoNotReachIt) {
+  TempDir dir;
+  fs::copy(JITD_KERNELS_DIR, dir.path() / "kernels", fs::copy_options::recursive);
+  auto tree = KernelTree::Load(dir.path() / "kernels", dir.path() / "snapshots");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  fs::path snap = (*tree)->include_root();
+  EXPECT_EQ(snap.parent_path(), dir.path() / "snapshots");
+  std::ifstream in(snap / "moe/topk_sum.cu");
+  std::string content(std::istreambuf_iterator<char>(in), {});
+  EXPECT_EQ(content, *(*tree)->File("moe/topk_sum.cu"));
+  Append(dir.path() / "kernels/moe/topk_sum.cu", "// edited\n");
+  std::ifstream again(snap / "moe/topk_sum.cu");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(again), {}), content);
+  // Loading the same content again reuses the snapshot; edited content gets its own.
+  auto edited = KernelTree::Load(dir.path() / "kernels", dir.path() / "snapshots");
+  EXPECT_NE((*edited)->include_root(), snap);
+  EXPECT_NE((*edited)->fingerprint(), (*tree)->fingerprint());
+}
+
+TEST(KernelTree, MissingSourceIsReportedWithItsManifestLine) {
+  TempDir dir;
+  fs::copy(JITD_KERNELS_DIR, dir.path() / "kernels", fs::copy_options::recursive);
+  fs::remove(dir.path() / "kernels/moe/topk_sum.cu");
+  auto tree = KernelTree::Load(dir.path() / "kernels");
+  EXPECT_TRUE(absl::IsInvalidArgument(tree.status())) << tree.status();
+  EXPECT_NE(tree.status().message().find("moe/topk_sum.cu does not exist"), std::string_view::npos) << tree.status();
+}
+
+}  // namespace
+}  // namespace jitd::manifest
