@@ -1,0 +1,323 @@
+#include "kernel_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "jitd/detail/text.h"
+
+namespace jitd::serving {
+namespace {
+
+using text::Cat;
+using Clock = std::chrono::steady_clock;
+
+bool IsCompileFailure(const absl::Status& s) {
+  // What the program itself caused; worth remembering. Crashes, timeouts,
+  // a full queue or a cancel are not the program's fault: retry next time.
+  return absl::IsFailedPrecondition(s) || absl::IsInvalidArgument(s);
+}
+
+std::string Short(const std::string& key) { return key.substr(0, 12); }
+
+}  // namespace
+
+const char* OriginName(Origin origin) {
+  switch (origin) {
+    case Origin::kMemory: return "memory";
+    case Origin::kDisk: return "disk";
+    case Origin::kRemote: return "remote";
+    case Origin::kCompiled: return "compiled";
+    case Origin::kNone: return "none";
+  }
+  return "none";
+}
+
+struct KernelService::Flight {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  absl::StatusOr<std::shared_ptr<const cache::Entry>> result = absl::UnknownError("not finished");
+  int waiters = 0;
+  bool wanted_without_waiters = false;  // a PREFETCH asked for it
+  std::shared_ptr<compiler::CancelFlag> cancel = std::make_shared<compiler::CancelFlag>();
+};
+
+KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache,
+                             compiler::WorkerPool* pool, Options options)
+    : options_(options), cache_(cache), pool_(pool), hot_(options.hot_cache_bytes), resolver_(std::move(resolver)) {}
+
+KernelService::~KernelService() {
+  std::vector<CompileThread> threads;
+  {
+    std::lock_guard lock(threads_mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) t.thread.join();
+}
+
+void KernelService::SwapResolver(std::shared_ptr<const manifest::Resolver> resolver) {
+  std::lock_guard lock(resolver_mu_);
+  resolver_ = std::move(resolver);
+}
+
+std::shared_ptr<const manifest::Resolver> KernelService::resolver() const {
+  std::lock_guard lock(resolver_mu_);
+  return resolver_;
+}
+
+absl::StatusOr<manifest::ResolvedKernel> KernelService::Resolve(const manifest::KernelRequest& request) const {
+  return resolver()->Resolve(request);
+}
+
+KernelService::Stats KernelService::stats() const {
+  Stats s;
+  {
+    std::lock_guard lock(stats_mu_);
+    s = stats_;
+  }
+  s.hot = hot_.stats();
+  return s;
+}
+
+std::optional<absl::Status> KernelService::RecentFailure(const std::string& key) {
+  auto it = failures_.find(key);
+  if (it == failures_.end()) return std::nullopt;
+  if (Clock::now() >= it->second.expires) {
+    failures_.erase(it);
+    return std::nullopt;
+  }
+  return it->second.status;
+}
+
+void KernelService::RememberFailure(const std::string& key, const absl::Status& status) {
+  auto now = Clock::now();
+  if (failures_.size() >= options_.negative_entries) {
+    for (auto it = failures_.begin(); it != failures_.end();) it = it->second.expires <= now ? failures_.erase(it) : std::next(it);
+    if (failures_.size() >= options_.negative_entries) failures_.erase(failures_.begin());
+  }
+  failures_[key] = {status, now + options_.negative_ttl};
+}
+
+absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& request, Mode mode,
+                                                const CallContext& context) {
+  {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.requests;
+  }
+  auto resolved = Resolve(request);
+  if (!resolved.ok()) return resolved.status();
+  KernelAnswer answer;
+  answer.key = resolved->key;
+  answer.kernel = resolved->kernel;
+  answer.params = resolved->params;
+  answer.arch = resolved->arch;
+
+  if (auto hot = hot_.Get(answer.key)) {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.memory_hits;
+    answer.origin = Origin::kMemory;
+    answer.entry = std::move(hot);
+    return answer;
+  }
+  auto disk = cache_->Lookup(answer.key);
+  if (disk.ok()) {
+    auto entry = std::make_shared<const cache::Entry>(std::move(*disk));
+    hot_.Put(answer.key, entry);
+    std::lock_guard lock(stats_mu_);
+    ++stats_.disk_hits;
+    answer.origin = Origin::kDisk;
+    answer.entry = std::move(entry);
+    return answer;
+  }
+  if (!absl::IsNotFound(disk.status())) {
+    // The index could not be read: log it, and compile as if it missed.
+    spdlog::warn("disk cache lookup of {} failed: {}", Short(answer.key), disk.status().ToString());
+  }
+
+  std::shared_ptr<Flight> flight;
+  bool joined = false;
+  {
+    std::lock_guard lock(flights_mu_);
+    if (auto it = flights_.find(answer.key); it != flights_.end()) {
+      flight = it->second;
+      joined = true;
+    } else {
+      // A flight ends by filling the hot cache (or the failure memory) and
+      // only then leaving flights_, both under this lock: look again.
+      if (auto hot = hot_.Get(answer.key)) {
+        std::lock_guard slock(stats_mu_);
+        ++stats_.memory_hits;
+        answer.origin = Origin::kMemory;
+        answer.entry = std::move(hot);
+        return answer;
+      }
+      if (auto failure = RecentFailure(answer.key)) {
+        std::lock_guard slock(stats_mu_);
+        ++stats_.negative_hits;
+        return absl::Status(failure->code(), Cat("(compile failure remembered for up to ",
+                                                 options_.negative_ttl.count(), " s) ", failure->message()));
+      }
+      if (mode == Mode::kCachedOnly) {
+        std::lock_guard slock(stats_mu_);
+        ++stats_.cached_only_misses;
+        return absl::NotFoundError(Cat("kernel ", answer.kernel, answer.params.empty() ? "" : Cat(" (", answer.params, ")"),
+                                       " for ", answer.arch, " is not in the cache (key ", answer.key,
+                                       "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
+      }
+      flight = std::make_shared<Flight>();
+      flights_[answer.key] = flight;
+      std::lock_guard slock(stats_mu_);
+      ++stats_.compiles;
+      ++stats_.in_flight;
+      if (mode == Mode::kPrefetch) ++stats_.prefetches;
+    }
+  }
+  if (joined && mode == Mode::kCachedOnly) {
+    std::lock_guard slock(stats_mu_);
+    ++stats_.cached_only_misses;
+    return absl::NotFoundError(Cat("kernel ", answer.kernel, " for ", answer.arch, " is being compiled, not cached yet (key ",
+                                   answer.key, "); CACHED_ONLY never compiles or waits"));
+  }
+  if (mode == Mode::kPrefetch) {
+    std::lock_guard lock(flight->mu);
+    flight->wanted_without_waiters = true;
+  }
+  if (!joined) {
+    // Wait for this request's caller before starting, so the flight has a
+    // waiter from the first moment (or is wanted by PREFETCH).
+    if (mode != Mode::kPrefetch) {
+      std::lock_guard lock(flight->mu);
+      ++flight->waiters;
+    }
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard lock(threads_mu_);
+    for (auto it = threads_.begin(); it != threads_.end();) {
+      if (it->finished->load()) {
+        it->thread.join();
+        it = threads_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    threads_.push_back({std::thread([this, flight, r = std::move(*resolved), p = context.priority, finished]() mutable {
+                          RunFlight(flight, std::move(r), p);
+                          finished->store(true);
+                        }),
+                        finished});
+  } else {
+    std::lock_guard lock(flight->mu);
+    if (mode != Mode::kPrefetch) ++flight->waiters;
+    std::lock_guard slock(stats_mu_);
+    ++stats_.joined;
+  }
+  if (mode == Mode::kPrefetch) {
+    answer.origin = Origin::kNone;
+    return answer;
+  }
+  return Wait(std::move(flight), std::move(answer), context, joined);
+}
+
+absl::StatusOr<KernelAnswer> KernelService::Wait(std::shared_ptr<Flight> flight, KernelAnswer answer,
+                                                 const CallContext& context, bool joined) {
+  std::unique_lock lock(flight->mu);
+  while (!flight->done) {
+    bool gone = context.cancelled && context.cancelled();
+    bool late = Clock::now() >= context.deadline;
+    if (gone || late) {
+      --flight->waiters;
+      const bool still_wanted = flight->waiters > 0 || flight->wanted_without_waiters;
+      if (!still_wanted) flight->cancel->Cancel();
+      lock.unlock();
+      {
+        std::lock_guard slock(stats_mu_);
+        ++stats_.abandoned;
+      }
+      if (gone) return absl::CancelledError(Cat("the caller cancelled while ", answer.kernel, " was compiling"));
+      return absl::DeadlineExceededError(
+          Cat("deadline passed while ", answer.kernel, " for ", answer.arch, " was compiling (key ", Short(answer.key),
+              "); ", still_wanted ? "the compile goes on for other callers" : "the compile was cancelled"));
+    }
+    auto until = std::min(context.deadline, Clock::now() + options_.poll_interval);
+    flight->cv.wait_until(lock, until);
+  }
+  --flight->waiters;
+  if (!flight->result.ok()) return flight->result.status();
+  (void)joined;  // a follower's answer is as fresh as the leader's
+  answer.origin = Origin::kCompiled;
+  answer.entry = *flight->result;
+  return answer;
+}
+
+std::shared_ptr<const cache::Entry> KernelService::Store(const manifest::ResolvedKernel& resolved,
+                                                         compiler::CompileResult result) {
+  cache::EntryMeta meta;
+  meta.key = resolved.key;
+  meta.kernel = resolved.kernel;
+  meta.params = resolved.params;
+  meta.arch = resolved.arch;
+  for (const auto& o : resolved.job.options) {
+    if (!cache::IsKeyNeutralOption(o)) meta.options.push_back(o);  // no machine paths in the blob
+  }
+  meta.nvrtc_version = resolver()->toolchain().nvrtc_version;
+  for (auto& [expr, lowered] : result.lowered_names) meta.symbols.push_back({expr, lowered});
+  meta.log = result.log;
+  meta.compile_ms = result.compile_ms;
+  absl::Status stored = cache_->Publish(meta, result.cubin);
+  if (stored.ok()) {
+    // Read back what is on disk (verified, with its path for PATH delivery).
+    auto entry = cache_->Lookup(resolved.key);
+    if (entry.ok()) return std::make_shared<const cache::Entry>(std::move(*entry));
+    stored = entry.status();
+  }
+  {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.store_failures;
+  }
+  spdlog::warn("compiled {} ({}) but could not store it: {}; serving it from memory", resolved.kernel,
+               Short(resolved.key), stored.ToString());
+  auto entry = std::make_shared<cache::Entry>();
+  entry->meta = std::move(meta);
+  entry->cubin = std::move(result.cubin);
+  entry->checksum = cache::Checksum128(entry->cubin);
+  return entry;
+}
+
+void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::ResolvedKernel resolved,
+                              compiler::Priority priority) {
+  resolved.job.timeout = std::min(resolved.job.timeout, options_.compile_timeout);
+  auto start = Clock::now();
+  auto compiled = pool_->Compile(resolved.job, priority, flight->cancel);
+  double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  absl::StatusOr<std::shared_ptr<const cache::Entry>> result = absl::UnknownError("unset");
+  if (compiled.ok()) {
+    double nvrtc_ms = compiled->compile_ms;
+    result = Store(resolved, std::move(*compiled));
+    spdlog::info("compile {} {} {} key={} nvrtc={:.0f}ms wall={:.0f}ms ok", resolved.kernel, resolved.params,
+                 resolved.arch, Short(resolved.key), nvrtc_ms, wall_ms);
+  } else {
+    result = compiled.status();
+    spdlog::info("compile {} {} {} key={} wall={:.0f}ms failed: {}", resolved.kernel, resolved.params, resolved.arch,
+                 Short(resolved.key), wall_ms, std::string(compiled.status().message()).substr(0, 300));
+  }
+  {
+    std::lock_guard lock(flights_mu_);
+    if (result.ok()) {
+      hot_.Put(resolved.key, *result);
+    } else if (IsCompileFailure(result.status())) {
+      RememberFailure(resolved.key, result.status());
+    }
+    flights_.erase(resolved.key);
+  }
+  {
+    std::lock_guard lock(stats_mu_);
+    --stats_.in_flight;
+    if (!result.ok()) (IsCompileFailure(result.status()) ? stats_.compile_failures : stats_.compile_errors)++;
+  }
+  {
+    std::lock_guard lock(flight->mu);
+    flight->result = std::move(result);
+    flight->done = true;
+  }
+  flight->cv.notify_all();
+}
+
+}  // namespace jitd::serving

@@ -1,0 +1,162 @@
+// KernelService: the daemon's request path, independent of gRPC.
+//
+//   resolve (manifest) -> hot cache (memory) -> disk cache -> compile
+//
+// * Single flight: identical concurrent requests (same content key) share one
+//   compile; every caller waits on it and gets its result.
+// * A caller that gives up (deadline, cancellation) stops waiting at once;
+//   when the last waiter of a compile gives up and nobody else wants it
+//   (no PREFETCH), the compile is cancelled.
+// * Compile failures (NVRTC rejected the program) are remembered for
+//   Options::negative_ttl, so a broken kernel is not recompiled on every
+//   request; each request still gets the error and the NVRTC log.
+// * A compiled cubin is returned even when it cannot be stored on disk (full
+//   disk); the failure is counted and logged.
+// * The resolver can be swapped at run time (SIGHUP re-reads the kernels):
+//   requests in flight finish with the one they started with.
+//
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+#include <string>
+#include <unordered_map>
+
+#include "absl/status/statusor.h"
+#include "hot_cache.h"
+#include "jitd/cache.h"
+#include "manifest.h"
+#include "worker_pool.h"
+
+namespace jitd::serving {
+
+enum class Origin { kMemory, kDisk, kRemote, kCompiled, kNone };
+const char* OriginName(Origin origin);
+
+enum class Mode {
+  kCompile,     // compile on a miss
+  kCachedOnly,  // NOT_FOUND on a miss, never compile
+  kPrefetch,    // answer at once; on a miss start a compile nobody waits for
+};
+
+// What the caller brings besides the request: when it stops waiting and how
+// urgent it is.
+struct CallContext {
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Polled while waiting; true once the caller has gone away.
+  std::function<bool()> cancelled;
+  compiler::Priority priority = compiler::Priority::kLive;
+};
+
+struct KernelAnswer {
+  std::string key;
+  std::string kernel;
+  std::string params;
+  std::string arch;
+  Origin origin = Origin::kNone;
+  // The verified entry; null only for kNone (a PREFETCH that queued work).
+  std::shared_ptr<const cache::Entry> entry;
+};
+
+class KernelService {
+ public:
+  struct Options {
+    // Bytes of cubins kept in memory in front of the disk cache.
+    uint64_t hot_cache_bytes = 256ull << 20;
+    // How long a compile failure is answered from memory.
+    std::chrono::seconds negative_ttl{30};
+    // Entries the negative cache keeps at most (expired ones go first).
+    size_t negative_entries = 4096;
+    // The longest one compile may run before its worker is killed.
+    std::chrono::milliseconds compile_timeout{std::chrono::minutes(5)};
+    // How often a waiting caller checks whether it has gone away.
+    std::chrono::milliseconds poll_interval{20};
+  };
+
+  struct Stats {
+    uint64_t requests = 0;
+    uint64_t memory_hits = 0;
+    uint64_t disk_hits = 0;
+    uint64_t compiles = 0;          // compiles started (one per flight)
+    uint64_t compile_failures = 0;  // NVRTC rejected the program
+    uint64_t compile_errors = 0;    // worker crash, timeout, queue full, cancelled
+    uint64_t joined = 0;            // requests that waited on another's compile
+    uint64_t negative_hits = 0;
+    uint64_t cached_only_misses = 0;
+    uint64_t prefetches = 0;        // PREFETCH requests that started a compile
+    uint64_t abandoned = 0;         // requests that gave up waiting
+    uint64_t store_failures = 0;    // compiled but not stored on disk
+    uint64_t in_flight = 0;         // compiles running or queued now
+    HotCache::Stats hot;
+  };
+
+  KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache, compiler::WorkerPool* pool,
+                Options options);
+  // Waits for compiles still running (their results are stored).
+  ~KernelService();
+  KernelService(const KernelService&) = delete;
+  KernelService& operator=(const KernelService&) = delete;
+
+  // Errors: the resolver's (NOT_FOUND, INVALID_ARGUMENT); NOT_FOUND on a
+  // CACHED_ONLY miss; FAILED_PRECONDITION with the NVRTC log; the pool's
+  // RESOURCE_EXHAUSTED / UNAVAILABLE / DEADLINE_EXCEEDED; DEADLINE_EXCEEDED
+  // or CANCELLED when the caller gave up first.
+  absl::StatusOr<KernelAnswer> Get(const manifest::KernelRequest& request, Mode mode, const CallContext& context);
+
+  // Resolves only (key, canonical params), without looking anything up.
+  absl::StatusOr<manifest::ResolvedKernel> Resolve(const manifest::KernelRequest& request) const;
+
+  void SwapResolver(std::shared_ptr<const manifest::Resolver> resolver);
+  std::shared_ptr<const manifest::Resolver> resolver() const;
+
+  Stats stats() const;
+
+ private:
+  struct Flight;
+  struct Failure {
+    absl::Status status;
+    std::chrono::steady_clock::time_point expires;
+  };
+
+  absl::StatusOr<KernelAnswer> Wait(std::shared_ptr<Flight> flight, KernelAnswer answer, const CallContext& context,
+                                    bool joined);
+  void RunFlight(std::shared_ptr<Flight> flight, manifest::ResolvedKernel resolved, compiler::Priority priority);
+  std::shared_ptr<const cache::Entry> Store(const manifest::ResolvedKernel& resolved, compiler::CompileResult result);
+  std::optional<absl::Status> RecentFailure(const std::string& key);
+  void RememberFailure(const std::string& key, const absl::Status& status);
+
+  const Options options_;
+  cache::Cache* const cache_;
+  compiler::WorkerPool* const pool_;
+  HotCache hot_;
+
+  mutable std::mutex resolver_mu_;
+  std::shared_ptr<const manifest::Resolver> resolver_;
+
+  // Lock order: flights_mu_ before a Flight's own mutex; never the reverse.
+  std::mutex flights_mu_;
+  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
+  std::map<std::string, Failure> failures_;  // under flights_mu_
+
+  // One thread per running flight (bounded by the pool's queue); finished
+  // ones are joined when the next starts, the rest by the destructor.
+  struct CompileThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::mutex threads_mu_;
+  std::vector<CompileThread> threads_;
+
+  mutable std::mutex stats_mu_;
+  Stats stats_;
+};
+
+}  // namespace jitd::serving

@@ -1,0 +1,248 @@
+// The request path with real parts: a kernels tree on disk, NVRTC in worker
+// processes, a cache directory with its SQLite index.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "kernel_service.h"
+#include "testing.h"
+
+namespace jitd::serving {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using cache::testing::TempDir;
+
+void Write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+// A small kernels tree: a fast kernel, a broken one, and a CUB kernel slow
+// enough (about a second) to hold a compile open while callers come and go.
+void WriteKernels(const fs::path& dir, const std::string& fast_body = "out[0] = T(1);") {
+  Write(dir / "kernels.toml", R"toml(
+schema = 1
+[defaults]
+options = ["-std=c++17"]
+[[kernel]]
+name = "t.fast"
+source = "fast.cu"
+name_expressions = ["sglang::t::fast<{dtype}>"]
+  [[kernel.params]]
+  name = "dtype"
+  type = "dtype"
+  values = { fp32 = "float", fp64 = "double" }
+[[kernel]]
+name = "t.broken"
+source = "broken.cu"
+name_expressions = ["sglang::t::broken"]
+[[kernel]]
+name = "t.slow"
+source = "slow.cu"
+name_expressions = ["sglang::t::slow<{threads}>"]
+  [[kernel.params]]
+  name = "threads"
+  type = "int"
+  values = { "128" = "128", "256" = "256" }
+)toml");
+  Write(dir / "fast.cu", "namespace sglang::t {\ntemplate <typename T> __global__ void fast(T* out) { " + fast_body +
+                             " }\n}\n");
+  Write(dir / "broken.cu", "namespace sglang::t {\n__global__ void broken(float* out) { out[0] = undefined_name; }\n}\n");
+  Write(dir / "slow.cu", R"(#include <cub/block/block_reduce.cuh>
+namespace sglang::t {
+template <int kThreads> __global__ void slow(const float* in, float* out) {
+  using Reduce = cub::BlockReduce<float, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  float v = Reduce(tmp).Sum(in[threadIdx.x]);
+  if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+}
+)");
+}
+
+const manifest::Toolchain& Tools() {
+  static const manifest::Toolchain t = *manifest::Toolchain::Detect();
+  return t;
+}
+
+class KernelServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteKernels(dir_.path() / "kernels");
+    auto c = cache::Cache::Open(cache::testing::Options(dir_.path() / "cache"));
+    ASSERT_TRUE(c.ok()) << c.status();
+    cache_ = std::move(*c);
+    compiler::WorkerPool::Options po;
+    po.worker_argv = {JITD_WORKER_EXE};
+    po.workers = 2;
+    po.scratch_dir = dir_.path() / "scratch";
+    auto pool = compiler::WorkerPool::Start(po);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    pool_ = std::move(*pool);
+    service_ = std::make_unique<KernelService>(Resolver(), cache_.get(), pool_.get(), Options());
+  }
+  void TearDown() override {
+    service_.reset();
+    pool_.reset();
+  }
+  virtual KernelService::Options Options() { return {}; }
+  std::shared_ptr<const manifest::Resolver> Resolver() {
+    auto tree = manifest::KernelTree::Load(dir_.path() / "kernels", dir_.path() / "snapshots");
+    EXPECT_TRUE(tree.ok()) << tree.status();
+    auto r = manifest::Resolver::Create(*tree, Tools(), "sm_90");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return std::shared_ptr<const manifest::Resolver>(std::move(*r));
+  }
+  absl::StatusOr<KernelAnswer> Get(const manifest::KernelRequest& r, Mode mode = Mode::kCompile,
+                                   CallContext ctx = {}) {
+    return service_->Get(r, mode, ctx);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<cache::Cache> cache_;
+  std::unique_ptr<compiler::WorkerPool> pool_;
+  std::unique_ptr<KernelService> service_;
+};
+
+const manifest::KernelRequest kFast{"t.fast", {{"dtype", "fp32"}}, "", {}};
+const manifest::KernelRequest kSlow{"t.slow", {{"threads", "128"}}, "", {}};
+
+TEST_F(KernelServiceTest, CompilesThenServesFromMemoryThenFromDisk) {
+  auto first = Get(kFast);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->origin, Origin::kCompiled);
+  EXPECT_EQ(first->entry->cubin.substr(0, 4), "\x7f" "ELF");
+  ASSERT_EQ(first->entry->meta.symbols.size(), 1u);
+  EXPECT_EQ(first->entry->meta.symbols[0].name_expression, "sglang::t::fast<float>");
+  EXPECT_FALSE(first->entry->meta.symbols[0].lowered_name.empty());
+  EXPECT_FALSE(first->entry->blob_path.empty()) << "stored, with a path for PATH delivery";
+  auto second = Get(kFast);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->origin, Origin::kMemory);
+  EXPECT_EQ(second->entry->cubin, first->entry->cubin);
+  // A fresh service on the same cache (a restart) finds it on disk.
+  service_ = std::make_unique<KernelService>(Resolver(), cache_.get(), pool_.get(), Options());
+  auto third = Get(kFast);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->origin, Origin::kDisk);
+  EXPECT_EQ(third->key, first->key);
+  EXPECT_EQ(service_->stats().compiles, 0u);
+}
+
+TEST_F(KernelServiceTest, SixtyFourConcurrentIdenticalRequestsCompileOnce) {
+  std::vector<std::thread> threads;
+  std::vector<absl::StatusOr<KernelAnswer>> answers(64, absl::UnknownError("not run"));
+  for (int i = 0; i < 64; ++i) threads.emplace_back([&, i] { answers[i] = Get(kSlow); });
+  for (auto& t : threads) t.join();
+  for (const auto& a : answers) {
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->entry->cubin, answers[0]->entry->cubin);
+  }
+  auto s = service_->stats();
+  EXPECT_EQ(s.compiles, 1u);
+  EXPECT_EQ(pool_->Stats().compiles, 1u) << "the worker pool saw one compile";
+  EXPECT_EQ(s.joined + s.memory_hits + s.disk_hits + s.compiles, 64u);
+}
+
+TEST_F(KernelServiceTest, CachedOnlyMissIsNotFoundAndCompilesNothing) {
+  auto r = Get(kFast, Mode::kCachedOnly);
+  EXPECT_TRUE(absl::IsNotFound(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("CACHED_ONLY never compiles"), std::string_view::npos) << r.status();
+  EXPECT_EQ(pool_->Stats().compiles, 0u);
+  ASSERT_TRUE(Get(kFast).ok());
+  auto hit = Get(kFast, Mode::kCachedOnly);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+}
+
+TEST_F(KernelServiceTest, PrefetchAnswersAtOnceAndCompilesInTheBackground) {
+  auto r = Get(kSlow, Mode::kPrefetch);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->origin, Origin::kNone);
+  EXPECT_EQ(r->entry, nullptr);
+  EXPECT_FALSE(r->key.empty());
+  // A compile is running or done; a COMPILE request joins or hits it.
+  auto later = Get(kSlow);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(service_->stats().compiles, 1u);
+}
+
+TEST_F(KernelServiceTest, CompileFailureIsRememberedWithItsLog) {
+  auto first = Get({"t.broken", {}, "", {}});
+  ASSERT_TRUE(absl::IsFailedPrecondition(first.status())) << first.status();
+  EXPECT_NE(first.status().message().find("undefined_name"), std::string_view::npos) << first.status();
+  auto second = Get({"t.broken", {}, "", {}});
+  ASSERT_TRUE(absl::IsFailedPrecondition(second.status()));
+  EXPECT_NE(second.status().message().find("undefined_name"), std::string_view::npos) << "the log, every time";
+  EXPECT_NE(second.status().message().find("remembered"), std::string_view::npos);
+  EXPECT_EQ(pool_->Stats().failures, 1u) << "not recompiled";
+  EXPECT_EQ(service_->stats().negative_hits, 1u);
+}
+
+class ShortNegativeTtl : public KernelServiceTest {
+  KernelService::Options Options() override {
+    KernelService::Options o;
+    o.negative_ttl = 0s;
+    return o;
+  }
+};
+
+TEST_F(ShortNegativeTtl, FailureIsRetriedOnceItsTimeIsUp) {
+  ASSERT_FALSE(Get({"t.broken", {}, "", {}}).ok());
+  ASSERT_FALSE(Get({"t.broken", {}, "", {}}).ok());
+  EXPECT_EQ(pool_->Stats().failures, 2u);
+}
+
+TEST_F(KernelServiceTest, ACallerPastItsDeadlineGivesUpAndItsLoneCompileIsCancelled) {
+  CallContext ctx;
+  ctx.deadline = std::chrono::steady_clock::now() + 100ms;
+  auto r = Get(kSlow, Mode::kCompile, ctx);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("was cancelled"), std::string_view::npos) << r.status();
+  // Bounded wait for the cancelled flight to end.
+  auto until = std::chrono::steady_clock::now() + 30s;
+  while (service_->stats().in_flight > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(service_->stats().in_flight, 0u);
+  EXPECT_EQ(pool_->Stats().compiles, 0u) << "nobody wanted it: no cubin was produced";
+  EXPECT_FALSE(*cache_->Contains(service_->Resolve(kSlow)->key));
+}
+
+TEST_F(KernelServiceTest, ACallerGivingUpLeavesTheCompileToOthersWhoWait) {
+  CallContext impatient;
+  impatient.deadline = std::chrono::steady_clock::now() + 100ms;
+  absl::StatusOr<KernelAnswer> patient = absl::UnknownError("not run");
+  std::thread t([&] { patient = Get(kSlow); });
+  // Wait (bounded) until the patient caller's compile is in flight.
+  auto until = std::chrono::steady_clock::now() + 30s;
+  while (service_->stats().in_flight == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  auto r = Get(kSlow, Mode::kCompile, impatient);
+  t.join();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+  ASSERT_TRUE(patient.ok()) << patient.status();
+  EXPECT_EQ(pool_->Stats().compiles, 1u);
+}
+
+TEST_F(KernelServiceTest, ReloadedKernelsGiveNewKeysForWhatChangedOnly) {
+  auto fast = Get(kFast);
+  auto slow_key = service_->Resolve(kSlow)->key;
+  ASSERT_TRUE(fast.ok());
+  WriteKernels(dir_.path() / "kernels", "out[0] = T(2);");
+  service_->SwapResolver(Resolver());
+  auto again = Get(kFast);
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->key, fast->key);
+  EXPECT_EQ(again->origin, Origin::kCompiled);
+  EXPECT_EQ(service_->Resolve(kSlow)->key, slow_key);
+  EXPECT_TRUE(*cache_->Contains(fast->key)) << "nothing lost: the old entry stays";
+}
+
+TEST_F(KernelServiceTest, ResolverErrorsPassThrough) {
+  EXPECT_TRUE(absl::IsNotFound(Get({"t.nope", {}, "", {}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Get({"t.fast", {{"dtype", "int8"}}, "", {}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Get({"t.fast", {{"dtype", "fp32"}}, "sm_1", {}}).status()));
+}
+
+}  // namespace
+}  // namespace jitd::serving
