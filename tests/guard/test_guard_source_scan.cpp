@@ -1,7 +1,13 @@
 // The guard's source check: the two seed misses are found, named and placed;
 // correct code, comments, strings and preprocessor lines are not findings;
-// the shipped kernels are clean.
+// files kernels.toml does not register are checked too; the shipped kernels
+// are clean.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "namespace_guard.h"
 
@@ -68,6 +74,33 @@ TEST(SourceScan, NamespaceNamedLikeSglangButNotSglangIsFound) {
   EXPECT_EQ(CheckSource("x.cu", "namespace s = sglang;").size(), 1u);
 }
 
+// A block comment and a directive continued over lines are not code, even
+// where they hold what would be a global declaration or an unmatched brace.
+TEST(SourceScan, BlockCommentsAndContinuedDirectivesAreNotCode) {
+  const std::string source = R"(/* int global; namespace {
+*/
+#define SQUARE(x) \
+  ((x) * (x)) }
+namespace sglang::moe {
+__global__ void k(const char* s = "}") {}
+}  // namespace sglang::moe
+)";
+  auto f = CheckSource("c.cu", source);
+  EXPECT_TRUE(f.empty()) << ::testing::PrintToString(Whats(f));
+}
+
+TEST(SourceScan, GlobalFunctionAndVariableAreFindings) {
+  auto f = CheckSource("v.cu",
+                       "__device__ float square(float x) { return x * x; }\n"
+                       "constexpr int kWarp = 32;\n"
+                       "namespace sglang { }\n");
+  ASSERT_EQ(f.size(), 2u) << ::testing::PrintToString(Whats(f));
+  EXPECT_EQ(f[0].line, 1);
+  EXPECT_NE(f[0].what.find("square"), std::string::npos) << f[0].what;
+  EXPECT_EQ(f[1].line, 2);
+  EXPECT_NE(f[1].what.find("kWarp"), std::string::npos) << f[1].what;
+}
+
 TEST(Guard, FindsBothSeedMissesAndNothingElse) {
   auto tree = manifest::KernelTree::Load(std::string(JITD_GUARD_FIXTURES) + "/seed_misses");
   ASSERT_TRUE(tree.ok()) << tree.status();
@@ -81,6 +114,39 @@ TEST(Guard, FindsBothSeedMissesAndNothingElse) {
   EXPECT_NE(f[1].what.find("anonymous namespace"), std::string::npos);
   EXPECT_EQ(f[1].ToString().rfind("diffusion/residual_gate_add.cu:3: [diffusion.residual_gate_add] ", 0), 0u)
       << f[1].ToString();
+}
+
+// A file nobody registered in kernels.toml is never compiled, so only the
+// source check can catch it: it is checked like a registered one.
+TEST(Guard, UnregisteredSourcesAreCheckedToo) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("jitd-guard-unregistered-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto write = [&](const std::string& relative, const std::string& text) {
+    std::filesystem::create_directories((dir / relative).parent_path());
+    std::ofstream(dir / relative) << text;
+  };
+  write("kernels.toml", R"(schema = 1
+[[kernel]]
+name = "moe.scale"
+source = "moe/scale.cu"
+name_expressions = ["sglang::moe::scale_kernel"]
+)");
+  write("moe/scale.cu", "namespace sglang::moe {\n__global__ void scale_kernel(float* out) {}\n}\n");
+  write("moe/late.cu", "#include \"common/late.cuh\"\nnamespace {\n__global__ void late_kernel() {}\n}\n");
+  write("common/late.cuh", "__device__ float late_helper(float x) { return x; }\n");
+  auto tree = manifest::KernelTree::Load(dir);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  auto f = CheckSources(**tree);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(f.size(), 2u) << ::testing::PrintToString(Whats(f));
+  EXPECT_EQ(f[0].file, "common/late.cuh");
+  EXPECT_EQ(f[0].kernel, "");
+  EXPECT_NE(f[0].what.find("late_helper"), std::string::npos) << f[0].what;
+  EXPECT_EQ(f[1].file, "moe/late.cu");
+  EXPECT_EQ(f[1].line, 2);
+  EXPECT_EQ(f[1].kernel, "");
+  EXPECT_NE(f[1].what.find("anonymous namespace"), std::string::npos) << f[1].what;
 }
 
 TEST(Guard, ShippedKernelsAreClean) {

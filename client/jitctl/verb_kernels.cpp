@@ -1,0 +1,60 @@
+// `jitctl kernels`: the kernels the daemon's manifest registers.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "json_output.h"
+#include "table.h"
+#include "verb.h"
+
+namespace jitd::jitctl {
+namespace {
+
+// "dtype=bf16|fp16 block=128*|256": allowed values, default starred.
+std::string DescribeParams(const v1::KernelInfo& kernel) {
+  std::vector<std::string> parts;
+  for (const v1::KernelParam& param : kernel.params()) {
+    std::vector<std::string> values;
+    for (const std::string& value : param.allowed()) {
+      values.push_back(value == param.default_value() ? value + "*" : value);
+    }
+    parts.push_back(absl::StrCat(param.name(), "=", absl::StrJoin(values, "|")));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+class KernelsVerb final : public Verb {
+ public:
+  CLI::App* Register(CLI::App& app) override {
+    CLI::App* sub = app.add_subcommand("kernels", "List the kernels the daemon can compile");
+    sub->add_option("glob", glob_, "Only kernels matching this glob (\"moe.*\")")->type_name("GLOB");
+    return sub;
+  }
+
+  absl::StatusOr<int> Run(Client& client, const Output& output) override {
+    v1::ListKernelsRequest request;
+    request.set_glob(glob_);
+    absl::StatusOr<v1::ListKernelsResponse> response = client.ListKernels(request);
+    if (!response.ok()) return response.status();
+    if (output.json) {
+      output.out << ToJson(*response);
+      return 0;
+    }
+    Table table({{"KERNEL"}, {"PARAMS (* = default)"}, {"INSTANTIATIONS", Table::Align::kRight}, {"DESCRIPTION"}});
+    for (const v1::KernelInfo& kernel : response->kernels()) {
+      table.AddRow(
+          {kernel.name(), DescribeParams(kernel), absl::StrCat(kernel.instantiations()), kernel.description()});
+    }
+    table.Print(output.out);
+    output.out << response->kernels_size() << " kernels; default arch " << response->default_arch()
+               << "; supported: " << absl::StrJoin(response->supported_archs(), " ") << '\n';
+    return 0;
+  }
+
+ private:
+  std::string glob_;
+};
+
+}  // namespace
+
+std::unique_ptr<Verb> MakeKernelsVerb() { return std::make_unique<KernelsVerb>(); }
+
+}  // namespace jitd::jitctl

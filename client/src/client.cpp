@@ -1,0 +1,204 @@
+// jitd::Client: typed calls over one gRPC channel to the daemon.
+#include "jitd/client.h"
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "grpc_status.h"
+#include "health_check.h"
+#include "jitd/v1/cache_admin.grpc.pb.h"
+#include "jitd/v1/compiler.grpc.pb.h"
+#include "string_cat.h"
+
+namespace jitd {
+
+using client_detail::Cat;
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+// The daemon is local (or on the same network), so a refused connection is
+// retried after 100 ms rather than gRPC's default of one second: this is
+// what lets WaitUntilServing() notice a freshly started daemon quickly.
+constexpr int kReconnectBackoffMs = 100;
+constexpr int kMaxReconnectBackoffMs = 1000;
+// How long one health poll may wait for the socket before polling again.
+constexpr std::chrono::milliseconds kHealthPollTimeout{500};
+// Pause between polls while the daemon answers NOT_SERVING (it is starting
+// or draining); short, as readiness follows within milliseconds.
+constexpr std::chrono::milliseconds kNotServingPause{20};
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  // Cubins of large kernels pass gRPC's default 4 MiB receive limit.
+  args.SetMaxReceiveMessageSize(-1);
+  return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+}
+
+// A missing socket file is the common "daemon not started" case; saying so
+// beats gRPC's generic connect failure.
+absl::Status CheckUnixSocketExists(const std::string& endpoint) {
+  if (!endpoint.starts_with("unix:")) return absl::OkStatus();
+  const std::string path = endpoint.substr(5);
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) {
+    return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint, ": ", std::strerror(errno),
+                                      " (is the daemon running? start it with `jitd`)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+      : options_(std::move(options)),
+        channel_(std::move(channel)),
+        admin_(v1::CacheAdmin::NewStub(channel_)),
+        compiler_(v1::Compiler::NewStub(channel_)) {}
+
+  // Waits for the channel to connect, failing at the first refused attempt
+  // rather than retrying until the timeout.
+  absl::Status AwaitConnected() {
+    const auto deadline = Clock::now() + options_.connect_timeout;
+    grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY) {
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
+        return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint(),
+                                          ": connection refused (is the daemon running? start it with `jitd`)"));
+      }
+      if (!channel_->WaitForStateChange(state, deadline)) {
+        return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint(), ": no connection within ",
+                                          options_.connect_timeout.count(), " ms"));
+      }
+      state = channel_->GetState(/*try_to_connect=*/true);
+    }
+    return absl::OkStatus();
+  }
+
+  void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const {
+    if (timeout.count() > 0) context->set_deadline(Clock::now() + timeout);
+    if (!options_.admin_token.empty()) {
+      context->AddMetadata("authorization", "Bearer " + options_.admin_token);
+    }
+  }
+
+  // Runs one unary call: `invoke(context, response)` calls the stub.
+  template <typename Response, typename Invoke>
+  absl::StatusOr<Response> Unary(Invoke invoke) {
+    grpc::ClientContext context;
+    Prepare(&context, options_.call_timeout);
+    Response response;
+    const grpc::Status status = invoke(&context, &response);
+    if (!status.ok()) return client_detail::FromGrpcStatus(status, endpoint());
+    return response;
+  }
+
+  const std::string& endpoint() const { return options_.endpoint; }
+
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::CacheAdmin::Stub> admin_;
+  std::unique_ptr<v1::Compiler::Stub> compiler_;
+};
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  options.endpoint = ResolveEndpoint(options.endpoint);
+  if (absl::Status valid = ValidateEndpoint(options.endpoint); !valid.ok()) return valid;
+  auto impl = std::make_unique<Impl>(options, MakeChannel(options.endpoint));
+  if (options.connect_timeout.count() > 0) {
+    if (absl::Status exists = CheckUnixSocketExists(options.endpoint); !exists.ok()) return exists;
+    if (absl::Status connected = impl->AwaitConnected(); !connected.ok()) return connected;
+  }
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+const std::string& Client::endpoint() const { return impl_->endpoint(); }
+
+absl::StatusOr<bool> Client::IsServing() {
+  return client_detail::CheckServing(impl_->channel_, endpoint(), impl_->options_.call_timeout,
+                                     /*wait_for_ready=*/false);
+}
+
+absl::Status Client::WaitUntilServing(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  absl::Status last = absl::UnavailableError("not asked yet");
+  while (Clock::now() < deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    absl::StatusOr<bool> serving = client_detail::CheckServing(
+        impl_->channel_, endpoint(), std::min(left, kHealthPollTimeout), /*wait_for_ready=*/true);
+    if (serving.ok() && *serving) return absl::OkStatus();
+    if (serving.ok()) {
+      last = absl::UnavailableError("the daemon answers NOT_SERVING");
+      std::this_thread::sleep_for(kNotServingPause);
+    } else {
+      last = serving.status();
+    }
+  }
+  return absl::DeadlineExceededError(
+      Cat("jitd at ", endpoint(), " was not serving within ", timeout.count(), " ms; last: ", last.message()));
+}
+
+absl::StatusOr<v1::GetKernelResponse> Client::GetKernel(const v1::GetKernelRequest& request) {
+  return impl_->Unary<v1::GetKernelResponse>(
+      [&](auto* context, auto* response) { return impl_->compiler_->GetKernel(context, request, response); });
+}
+
+absl::StatusOr<v1::ListKernelsResponse> Client::ListKernels(const v1::ListKernelsRequest& request) {
+  return impl_->Unary<v1::ListKernelsResponse>(
+      [&](auto* context, auto* response) { return impl_->compiler_->ListKernels(context, request, response); });
+}
+
+absl::StatusOr<v1::WarmProgress> Client::Warm(const v1::WarmRequest& request,
+                                              const std::function<void(const v1::WarmProgress&)>& on_progress) {
+  grpc::ClientContext context;
+  impl_->Prepare(&context, impl_->options_.warm_timeout);
+  std::unique_ptr<grpc::ClientReader<v1::WarmProgress>> reader = impl_->compiler_->Warm(&context, request);
+  v1::WarmProgress progress;
+  v1::WarmProgress last;
+  while (reader->Read(&progress)) {
+    if (on_progress) on_progress(progress);
+    last = progress;
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return client_detail::FromGrpcStatus(status, endpoint());
+  return last;
+}
+
+absl::StatusOr<v1::StatsResponse> Client::Stats() {
+  return impl_->Unary<v1::StatsResponse>(
+      [&](auto* context, auto* response) { return impl_->admin_->Stats(context, v1::StatsRequest(), response); });
+}
+
+absl::StatusOr<v1::ListEntriesResponse> Client::ListEntries(const v1::ListEntriesRequest& request) {
+  return impl_->Unary<v1::ListEntriesResponse>(
+      [&](auto* context, auto* response) { return impl_->admin_->ListEntries(context, request, response); });
+}
+
+absl::StatusOr<v1::EvictResponse> Client::Evict(const v1::EvictRequest& request) {
+  return impl_->Unary<v1::EvictResponse>(
+      [&](auto* context, auto* response) { return impl_->admin_->Evict(context, request, response); });
+}
+
+absl::StatusOr<v1::VerifyResponse> Client::Verify(const v1::VerifyRequest& request) {
+  return impl_->Unary<v1::VerifyResponse>(
+      [&](auto* context, auto* response) { return impl_->admin_->Verify(context, request, response); });
+}
+
+}  // namespace jitd

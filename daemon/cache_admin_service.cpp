@@ -1,0 +1,120 @@
+#include "cache_admin_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "grpc_status.h"
+
+namespace jitd::daemon {
+namespace {
+
+void ToProto(const cache::EntryInfo& from, v1::EntryInfo* to) {
+  to->set_key(from.key);
+  to->set_kernel(from.kernel);
+  to->set_params(from.params);
+  to->set_arch(from.arch);
+  to->set_size_bytes(from.size_bytes);
+  to->set_created_unix_ms(from.created_unix_ms);
+  to->set_last_used_unix_ms(from.last_used_unix_ms);
+  to->set_hits(from.hits);
+  to->set_pinned(from.pinned);
+  to->set_nvrtc_version(from.nvrtc_version);
+  to->set_compile_ms(from.compile_ms);
+}
+
+cache::EvictFilter FromProto(const v1::EvictRequest& request) {
+  cache::EvictFilter filter;
+  filter.keys.assign(request.keys().begin(), request.keys().end());
+  filter.kernel_glob = request.kernel_glob();
+  filter.arch = request.arch();
+  if (request.older_than_s() > 0) {
+    filter.older_than = std::chrono::seconds(request.older_than_s());
+  }
+  if (request.has_max_bytes()) filter.max_bytes = request.max_bytes();
+  filter.dry_run = request.dry_run();
+  return filter;
+}
+
+}  // namespace
+
+CacheAdminService::CacheAdminService(cache::Cache& cache, const AdminAuth& auth,
+                                     std::chrono::steady_clock::time_point started)
+    : cache_(cache), auth_(auth), started_(started) {}
+
+grpc::Status CacheAdminService::Stats(grpc::ServerContext*, const v1::StatsRequest*, v1::StatsResponse* response) {
+  absl::StatusOr<cache::CacheStats> stats = cache_.Stats();
+  if (!stats.ok()) return ToGrpcStatus(stats.status());
+  response->set_entries(stats->entries);
+  response->set_bytes(stats->bytes);
+  response->set_max_bytes(stats->max_bytes);
+  response->set_high_watermark_bytes(stats->high_watermark_bytes);
+  response->set_low_watermark_bytes(stats->low_watermark_bytes);
+  response->set_pinned_entries(stats->pinned_entries);
+  response->set_pinned_bytes(stats->pinned_bytes);
+  response->set_hits(stats->hits);
+  response->set_misses(stats->misses);
+  response->set_evictions(stats->evictions);
+  response->set_corrupt(stats->corrupt);
+  response->set_publishes(stats->publishes);
+  response->set_publish_failures(stats->publish_failures);
+  response->set_cache_dir(std::filesystem::absolute(cache_.dir()).string());
+  response->set_uptime_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheAdminService::ListEntries(grpc::ServerContext*, const v1::ListEntriesRequest* request,
+                                            v1::ListEntriesResponse* response) {
+  // Listed without the limit so that `total` counts every match; the index
+  // rows are small (no blob is read), so this costs little even for large
+  // caches.
+  cache::ListFilter filter;
+  filter.kernel_glob = request->kernel_glob();
+  filter.arch = request->arch();
+  absl::StatusOr<std::vector<cache::EntryInfo>> entries = cache_.List(filter);
+  if (!entries.ok()) return ToGrpcStatus(entries.status());
+  response->set_total(entries->size());
+  const size_t shown = request->limit() == 0 ? entries->size() : std::min<size_t>(request->limit(), entries->size());
+  for (size_t i = 0; i < shown; ++i) ToProto((*entries)[i], response->add_entries());
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheAdminService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
+                                      v1::EvictResponse* response) {
+  if (absl::Status allowed = auth_.Authorize(*context, "Evict"); !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
+  absl::StatusOr<cache::EvictResult> result = cache_.Evict(FromProto(*request));
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  for (const cache::EntryInfo& entry : result->evicted) ToProto(entry, response->add_evicted());
+  response->set_evicted_entries(result->evicted.size());
+  response->set_evicted_bytes(result->evicted_bytes);
+  response->set_dry_run(result->dry_run);
+  response->set_remaining_entries(result->remaining_entries);
+  response->set_remaining_bytes(result->remaining_bytes);
+  if (!result->dry_run && !result->evicted.empty()) {
+    spdlog::info("evicted {} entries ({} bytes) on request from {}", result->evicted.size(), result->evicted_bytes,
+                 context->peer());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheAdminService::Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
+                                       v1::VerifyResponse* response) {
+  if (request->repair()) {
+    if (absl::Status allowed = auth_.Authorize(*context, "Verify with repair"); !allowed.ok()) {
+      return ToGrpcStatus(allowed);
+    }
+  }
+  absl::StatusOr<cache::VerifyReport> report = cache_.Verify(request->repair());
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  response->set_checked(report->checked);
+  response->set_ok(report->ok);
+  response->set_corrupt(report->corrupt);
+  response->set_missing_blobs(report->missing_blobs);
+  response->set_orphan_blobs(report->orphan_blobs);
+  response->set_repaired(report->repaired);
+  for (const std::string& problem : report->problems) response->add_problems(problem);
+  response->set_index_integrity(report->index_integrity);
+  return grpc::Status::OK;
+}
+
+}  // namespace jitd::daemon

@@ -1,0 +1,169 @@
+#include "command_line.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "jitd/client.h"
+
+namespace jitd::daemon {
+namespace {
+
+constexpr char kDescription[] =
+    "jitd: JIT compilation daemon for CUDA kernels.\n"
+    "Without a subcommand it serves: cubins to clients over gRPC, from its cache.\n"
+    "Talk to it with `jitctl` (jitctl --help).";
+
+// The flags as typed; checked and moved into a ConfigLayer after parsing.
+struct ServeFlags {
+  std::string config_file;
+  std::vector<std::string> listen;
+  std::string cache_dir;
+  std::string kernels_dir;
+  std::string max_cache_bytes;
+  int64_t workers = 0;
+  std::string arch;
+  std::string remote;
+  std::string metrics_listen;
+  std::string admin_token_file;
+};
+
+void AddServeFlags(CLI::App& app, ServeFlags& flags) {
+  app.add_option("--config", flags.config_file, "TOML file of settings (keys as these flags, '_' for '-'); flags win")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_option("--listen", flags.listen,
+                 "unix:PATH or HOST:PORT, repeatable (default: " + DefaultEndpoint() + "; never TCP unless asked)")
+      ->type_name("ADDR");
+  app.add_option("--cache-dir", flags.cache_dir, "Cache directory (default: " + DefaultCacheDir().string() + ")")
+      ->type_name("DIR");
+  app.add_option("--kernels", flags.kernels_dir,
+                 "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
+      ->type_name("DIR");
+  app.add_option("--max-cache-bytes", flags.max_cache_bytes,
+                 "Cache budget: bytes or 512M, 10G, 1T; 0 = unbounded (default: 10G)")
+      ->type_name("N");
+  app.add_option("--workers", flags.workers, "Compile workers (default: one per CPU)")->type_name("N");
+  app.add_option("--arch", flags.arch,
+                 absl::StrCat("Arch for requests that name none (default: ", std::string(kDefaultArch), ")"))
+      ->type_name("sm_XX");
+  app.add_option("--remote", flags.remote, "Shared remote tier: redis://HOST:PORT/DB or unix://PATH (not built in yet)")
+      ->type_name("URL");
+  app.add_option("--metrics-listen", flags.metrics_listen, "HOST:PORT for Prometheus metrics (not built in yet)")
+      ->type_name("HOST:PORT");
+  app.add_option("--admin-token-file", flags.admin_token_file,
+                 "Require this file's token (authorization: Bearer) for Evict and Verify --repair")
+      ->type_name("FILE");
+}
+
+// Checks one flag's value; on error prints "jitd: --flag: why".
+bool Check(const absl::Status& status, std::string_view flag) {
+  if (status.ok()) return true;
+  std::cerr << "jitd: " << flag << ": " << status.message() << '\n';
+  return false;
+}
+
+// Moves the flags that were given into a layer, checking each.
+std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags) {
+  ConfigLayer layer;
+  auto given = [&](const char* name) { return app.count(name) > 0; };
+  if (given("--listen")) {
+    for (const std::string& address : flags.listen) {
+      if (!Check(CheckListenAddress(address), "--listen")) return std::nullopt;
+    }
+    layer.listen = flags.listen;
+  }
+  if (given("--cache-dir")) layer.cache_dir = std::filesystem::absolute(flags.cache_dir);
+  if (given("--kernels")) layer.kernels_dir = std::filesystem::absolute(flags.kernels_dir);
+  if (given("--max-cache-bytes")) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(flags.max_cache_bytes);
+    if (!Check(bytes.status(), "--max-cache-bytes")) return std::nullopt;
+    layer.max_cache_bytes = *bytes;
+  }
+  if (given("--workers")) {
+    if (!Check(CheckWorkers(flags.workers), "--workers")) return std::nullopt;
+    layer.workers = static_cast<uint32_t>(flags.workers);
+  }
+  if (given("--arch")) {
+    if (!Check(CheckArch(flags.arch), "--arch")) return std::nullopt;
+    layer.arch = flags.arch;
+  }
+  if (given("--remote")) {
+    if (!Check(CheckRemoteUrl(flags.remote), "--remote")) return std::nullopt;
+    layer.remote = flags.remote;
+  }
+  if (given("--metrics-listen")) {
+    if (!Check(CheckMetricsListen(flags.metrics_listen), "--metrics-listen")) return std::nullopt;
+    layer.metrics_listen = flags.metrics_listen;
+  }
+  if (given("--admin-token-file")) {
+    layer.admin_token_file = std::filesystem::absolute(flags.admin_token_file);
+  }
+  return layer;
+}
+
+// `jitd lint` and `jitd warm` take their contract flags now so that scripts
+// written against the contract parse; they run once the compiler lands.
+struct OfflineFlags {
+  std::string kernels_dir;
+  std::string cache_dir;
+  std::vector<std::string> archs;
+  bool all = false;
+  std::string manifest;
+};
+
+void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
+  CLI::App* lint =
+      app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
+  lint->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
+  lint->add_option("--arch", flags.archs, "Arch to check for (repeatable)");
+
+  CLI::App* warm = app.add_subcommand("warm", "Fill a cache directory without serving (image builds; no GPU needed)");
+  warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")->required();
+  CLI::Option* all = warm->add_flag("--all", flags.all, "Every instantiation of the manifest");
+  CLI::Option* manifest = warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm");
+  all->excludes(manifest);
+  warm->add_option("--arch", flags.archs, "Arch to warm for (repeatable)");
+  warm->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
+}
+
+}  // namespace
+
+std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
+  CLI::App app(kDescription, "jitd");
+  app.set_version_flag("--version", JITD_VERSION);
+  ServeFlags serve_flags;
+  AddServeFlags(app, serve_flags);
+  // `jitd serve --listen X` and `jitd --listen X` mean the same: the serve
+  // flags live on the top level and `serve` passes them through.
+  CLI::App* serve = app.add_subcommand("serve", "Serve (the default when no subcommand is given)");
+  serve->fallthrough();
+  OfflineFlags offline_flags;
+  AddOfflineSubcommands(app, offline_flags);
+  app.require_subcommand(0, 1);
+  app.footer(
+      "Examples:\n"
+      "  jitd                                    serve on the default socket and cache\n"
+      "  jitd --listen unix:/run/jitd.sock --listen 127.0.0.1:7070 --max-cache-bytes 20G\n"
+      "  jitd --config /etc/jitd/jitd.toml\n"
+      "Ready when grpc.health.v1.Health/Check answers SERVING; SIGTERM drains and exits 0.");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? 0 : kExitUsage;
+  }
+
+  CommandLine command_line;
+  if (app.got_subcommand("lint")) command_line.command = CommandLine::Command::kLint;
+  if (app.got_subcommand("warm")) command_line.command = CommandLine::Command::kWarm;
+  if (app.count("--config") > 0) command_line.config_file = serve_flags.config_file;
+  std::optional<ConfigLayer> layer = ToLayer(app, serve_flags);
+  if (!layer.has_value()) return kExitUsage;
+  command_line.flags = *std::move(layer);
+  return command_line;
+}
+
+}  // namespace jitd::daemon

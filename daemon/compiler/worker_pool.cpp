@@ -1,0 +1,462 @@
+#include "worker_pool.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "detail/worker_process.h"
+#include "detail/worker_protocol.h"
+#include "spdlog/spdlog.h"
+
+namespace jitd::compiler {
+
+using detail::WorkerProcess;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// After EOF from a worker it is already exiting; this bounds the wait for
+// its exit status before SIGKILL (a worker that closed its socket and lives on).
+constexpr std::chrono::milliseconds kExitedWorkerGrace{1000};
+
+Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
+  // A timeout of "forever" (or anything past a year) must not overflow.
+  if (timeout > std::chrono::hours(24 * 365)) return Clock::time_point::max();
+  return Clock::now() + std::max(timeout, std::chrono::milliseconds(0));
+}
+
+void Poke(int event_fd) {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t written = write(event_fd, &one, sizeof(one));
+}
+
+void Drain(int event_fd) {
+  std::uint64_t count = 0;
+  [[maybe_unused]] const ssize_t drained = read(event_fd, &count, sizeof(count));
+}
+
+}  // namespace
+
+// ---- CancelFlag ----
+
+void CancelFlag::Cancel() {
+  std::lock_guard lock(mu_);
+  if (cancelled_.exchange(true)) return;
+  // Run under mu_ so that Unsubscribe can promise the callback is finished.
+  for (auto& [id, callback] : callbacks_) callback();
+  callbacks_.clear();
+}
+
+std::uint64_t CancelFlag::Subscribe(std::function<void()> callback) {
+  std::lock_guard lock(mu_);
+  if (cancelled_.load()) return 0;
+  const std::uint64_t id = next_id_++;
+  callbacks_.emplace(id, std::move(callback));
+  return id;
+}
+
+void CancelFlag::Unsubscribe(std::uint64_t id) {
+  std::lock_guard lock(mu_);
+  callbacks_.erase(id);
+}
+
+// ---- WorkerPool ----
+
+struct WorkerPool::Ticket {
+  enum class State { kNew, kQueued, kRunning, kDone };
+  const CompileJob* job = nullptr;
+  Priority priority = Priority::kLive;
+  std::shared_ptr<CancelFlag> cancel;
+  // Guarded by mu_.
+  State state = State::kNew;
+  Slot* slot = nullptr;  // while kRunning
+  std::optional<absl::StatusOr<CompileResult>> result;
+  std::condition_variable done;
+
+  bool cancelled() const { return cancel != nullptr && cancel->cancelled(); }
+};
+
+struct WorkerPool::Slot {
+  size_t index = 0;
+  std::filesystem::path pch_dir;
+  // An eventfd: a cancel or the shutdown pokes it to wake the slot's thread
+  // while it waits on its worker's socket.
+  int wake_fd = -1;
+  std::thread thread;
+  // Owned by the slot's thread (by Start and the destructor while no thread runs).
+  std::unique_ptr<WorkerProcess> worker;
+  bool started_once = false;
+  // Guarded by mu_.
+  pid_t pid = 0;  // 0 while no worker runs
+  bool busy = false;
+};
+
+WorkerPool::WorkerPool(Options options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
+  if (options.worker_argv.empty()) return absl::InvalidArgumentError("WorkerPool: empty worker_argv");
+  if (options.scratch_dir.empty()) return absl::InvalidArgumentError("WorkerPool: empty scratch_dir");
+  if (options.workers == 0) options.workers = std::max(1u, std::thread::hardware_concurrency());
+  std::error_code ec;
+  std::filesystem::create_directories(options.scratch_dir, ec);
+  if (ec) {
+    return absl::UnavailableError("WorkerPool: cannot create scratch directory " + options.scratch_dir.string() + ": " +
+                                  ec.message());
+  }
+
+  std::unique_ptr<WorkerPool> pool(new WorkerPool(std::move(options)));
+  for (size_t i = 0; i < pool->options_.workers; ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->index = i;
+    slot->pch_dir = pool->options_.scratch_dir / ("pch-" + std::to_string(i));
+    slot->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (slot->wake_fd < 0) return absl::UnavailableError("WorkerPool: eventfd failed");
+    pool->slots_.push_back(std::move(slot));
+  }
+
+  // Start the workers side by side: each start is an exec plus loading NVRTC.
+  std::vector<absl::Status> started(pool->slots_.size());
+  {
+    std::vector<std::thread> starters;
+    for (size_t i = 0; i < pool->slots_.size(); ++i) {
+      starters.emplace_back([&pool, &started, i] { started[i] = pool->StartWorker(*pool->slots_[i]); });
+    }
+    for (std::thread& starter : starters) starter.join();
+  }
+  for (const absl::Status& status : started) {
+    if (!status.ok()) return status;  // the destructor stops the ones that started
+  }
+  for (auto& slot : pool->slots_) {
+    Slot* raw = slot.get();
+    slot->thread = std::thread([pool = pool.get(), raw] { pool->RunSlot(*raw); });
+  }
+  return pool;
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard lock(mu_);
+    shutting_down_ = true;
+    for (auto* queue : {&live_, &warm_}) {
+      for (auto& ticket : *queue) CompleteLocked(*ticket, absl::UnavailableError("the compile pool is shutting down"));
+      queue->clear();
+    }
+  }
+  work_cv_.notify_all();
+  for (auto& slot : slots_) {
+    if (slot->wake_fd >= 0) Poke(slot->wake_fd);
+  }
+  for (auto& slot : slots_) {
+    if (slot->thread.joinable()) slot->thread.join();
+  }
+  // Workers of slots whose thread never ran (Start failed) or already quit.
+  for (auto& slot : slots_) {
+    if (slot->worker != nullptr) slot->worker->Terminate(options_.shutdown_grace);
+    slot->worker.reset();
+    if (slot->wake_fd >= 0) close(slot->wake_fd);
+  }
+}
+
+absl::StatusOr<CompileResult> WorkerPool::Compile(const CompileJob& job, Priority priority,
+                                                  std::shared_ptr<CancelFlag> cancel) {
+  auto ticket = std::make_shared<Ticket>();
+  ticket->job = &job;
+  ticket->priority = priority;
+  ticket->cancel = std::move(cancel);
+  CancelFlag* const flag = ticket->cancel.get();
+  std::uint64_t subscription = 0;
+  if (flag != nullptr) {
+    std::weak_ptr<Ticket> weak = ticket;
+    subscription = flag->Subscribe([this, weak] {
+      if (std::shared_ptr<Ticket> locked = weak.lock()) OnCancel(locked);
+    });
+  }
+
+  absl::StatusOr<CompileResult> result;
+  {
+    std::unique_lock lock(mu_);
+    const size_t queued = live_.size() + warm_.size();
+    if (ticket->cancelled()) {
+      ++stats_.cancellations;
+      result = absl::CancelledError("compile of " + job.program_name + " was cancelled before it was queued");
+    } else if (shutting_down_) {
+      result = absl::UnavailableError("the compile pool is shutting down");
+    } else if (queued >= options_.max_queue) {
+      ++stats_.rejected;
+      result = absl::ResourceExhaustedError("compile queue is full (" + std::to_string(queued) +
+                                            " jobs waiting); not compiling " + job.program_name);
+    } else {
+      ticket->state = Ticket::State::kQueued;
+      (priority == Priority::kLive ? live_ : warm_).push_back(ticket);
+      work_cv_.notify_one();
+      ticket->done.wait(lock, [&] { return ticket->state == Ticket::State::kDone; });
+      result = *std::move(ticket->result);
+    }
+  }
+  // Outside mu_ (lock order): after this the cancel callback cannot run.
+  if (subscription != 0) flag->Unsubscribe(subscription);
+  return result;
+}
+
+void WorkerPool::OnCancel(const std::shared_ptr<Ticket>& ticket) {
+  std::lock_guard lock(mu_);
+  switch (ticket->state) {
+    case Ticket::State::kQueued: {
+      auto& queue = ticket->priority == Priority::kLive ? live_ : warm_;
+      queue.erase(std::remove(queue.begin(), queue.end(), ticket), queue.end());
+      ++stats_.cancellations;
+      CompleteLocked(*ticket,
+                     absl::CancelledError("compile of " + ticket->job->program_name + " was cancelled while queued"));
+      break;
+    }
+    case Ticket::State::kRunning:
+      Poke(ticket->slot->wake_fd);  // its slot answers and tells the worker
+      break;
+    case Ticket::State::kNew:  // Compile sees the flag when it takes mu_
+    case Ticket::State::kDone:
+      break;
+  }
+}
+
+void WorkerPool::CompleteLocked(Ticket& ticket, absl::StatusOr<CompileResult> result) {
+  if (ticket.state == Ticket::State::kDone) return;
+  ticket.result = std::move(result);
+  ticket.state = Ticket::State::kDone;
+  ticket.slot = nullptr;
+  ticket.done.notify_all();
+}
+
+void WorkerPool::Complete(Ticket& ticket, absl::StatusOr<CompileResult> result) {
+  std::lock_guard lock(mu_);
+  CompleteLocked(ticket, std::move(result));
+}
+
+void WorkerPool::RunSlot(Slot& slot) {
+  for (;;) {
+    std::shared_ptr<Ticket> ticket;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return shutting_down_ || !live_.empty() || !warm_.empty(); });
+      if (shutting_down_) break;
+      auto& queue = !live_.empty() ? live_ : warm_;
+      ticket = std::move(queue.front());
+      queue.pop_front();
+      ticket->state = Ticket::State::kRunning;
+      ticket->slot = &slot;
+    }
+    RunTicket(slot, ticket);
+    std::lock_guard lock(mu_);
+    slot.busy = false;
+  }
+  if (slot.worker != nullptr) slot.worker->Terminate(options_.shutdown_grace);
+  slot.worker.reset();
+  std::lock_guard lock(mu_);
+  slot.pid = 0;
+}
+
+absl::Status WorkerPool::StartWorker(Slot& slot) {
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_) return absl::UnavailableError("the compile pool is shutting down");
+  }
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> worker =
+      WorkerProcess::Spawn(options_.worker_argv, slot.pch_dir, DeadlineAfter(options_.start_timeout));
+  if (!worker.ok()) {
+    spdlog::error("compile worker {} failed to start: {}", slot.index, std::string(worker.status().message()));
+    return worker.status();
+  }
+  std::lock_guard lock(mu_);
+  slot.pid = (*worker)->pid();
+  if (slot.started_once) ++stats_.restarts;
+  slot.started_once = true;
+  slot.worker = *std::move(worker);
+  return absl::OkStatus();
+}
+
+std::string WorkerPool::ReplaceWorker(Slot& slot, std::chrono::milliseconds grace, int* wait_status) {
+  *wait_status = slot.worker->Terminate(grace);
+  slot.worker.reset();
+  {
+    std::lock_guard lock(mu_);
+    slot.pid = 0;
+  }
+  absl::Status started = StartWorker(slot);
+  // On failure the slot tries again when it takes its next job.
+  return started.ok() ? "it has been replaced" : "starting a replacement failed: " + std::string(started.message());
+}
+
+void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
+  // A poke left over from an earlier job's cancel must not count for this
+  // one; a cancel that came before this drain is seen by cancelled() below.
+  Drain(slot.wake_fd);
+  const CompileJob& job = *ticket->job;
+  const std::string& program = job.program_name;
+  if (ticket->cancelled()) {
+    std::lock_guard lock(mu_);
+    ++stats_.cancellations;
+    CompleteLocked(*ticket, absl::CancelledError("compile of " + program + " was cancelled while queued"));
+    return;
+  }
+
+  // A worker that died while idle is replaced before it gets a job.
+  if (slot.worker != nullptr && !slot.worker->IdleAndAlive()) {
+    const pid_t pid = slot.worker->pid();
+    const int status = slot.worker->Terminate(kExitedWorkerGrace);
+    spdlog::warn("compile worker (pid {}) {} while idle; replacing it", pid, WorkerProcess::DescribeExit(status));
+    slot.worker.reset();
+    std::lock_guard lock(mu_);
+    slot.pid = 0;
+  }
+  if (slot.worker == nullptr) {
+    if (absl::Status started = StartWorker(slot); !started.ok()) {
+      Complete(*ticket,
+               absl::UnavailableError("no compile worker for " + program + ": " + std::string(started.message())));
+      return;
+    }
+  }
+
+  const std::uint64_t job_id = next_job_id_++;
+  const Clock::time_point deadline = DeadlineAfter(job.timeout);
+  const pid_t pid = slot.worker->pid();
+  const std::string who = "compile worker (pid " + std::to_string(pid) + ")";
+  int wait_status = -1;
+
+  absl::Status sent = slot.worker->Send(detail::Encode(detail::CompileRequest{job_id, job}), deadline);
+  {
+    std::lock_guard lock(mu_);
+    slot.busy = true;
+  }
+  // A failed send is judged by what the socket says next: EOF (it died) or a timeout.
+  bool answered = false;  // the caller has its answer (after a cancel)
+  Clock::time_point grace_deadline = Clock::time_point::max();
+  for (;;) {
+    absl::StatusOr<WorkerProcess::Received> received =
+        sent.ok() ? slot.worker->Receive(slot.wake_fd, answered ? grace_deadline : deadline)
+                  : absl::StatusOr<WorkerProcess::Received>(WorkerProcess::Received{
+                        sent.code() == absl::StatusCode::kDeadlineExceeded ? WorkerProcess::Event::kTimeout
+                                                                           : WorkerProcess::Event::kClosed,
+                        {}});
+    std::optional<detail::CompileResponse> response;
+    if (received.ok() && received->event == WorkerProcess::Event::kFrame) {
+      absl::StatusOr<detail::CompileResponse> decoded = detail::DecodeCompileResponse(received->payload);
+      if (decoded.ok() && decoded->job_id == job_id) {
+        response = *std::move(decoded);
+      } else {
+        received = decoded.ok() ? absl::InvalidArgumentError("answered job " + std::to_string(decoded->job_id) +
+                                                             " while compiling job " + std::to_string(job_id))
+                                : decoded.status();
+      }
+    }
+    if (!received.ok()) {
+      const std::string note = ReplaceWorker(slot, std::chrono::milliseconds(0), &wait_status);
+      const std::string message = who + " broke the protocol while compiling " + program + " (" +
+                                  std::string(received.status().message()) + "); " + note;
+      spdlog::error("{}", message);
+      std::lock_guard lock(mu_);
+      ++stats_.crashes;
+      CompleteLocked(*ticket, absl::UnavailableError(message));
+      return;
+    }
+    if (response.has_value()) {
+      if (answered) return;  // a cancelled job finished within its grace; the worker is free
+      std::lock_guard lock(mu_);
+      if (response->status.ok()) {
+        ++stats_.compiles;
+        CompleteLocked(*ticket, std::move(response->result));
+      } else {
+        ++(response->status.code() == absl::StatusCode::kCancelled ? stats_.cancellations : stats_.failures);
+        CompleteLocked(*ticket, std::move(response->status));
+      }
+      return;
+    }
+
+    switch (received->event) {
+      case WorkerProcess::Event::kFrame:
+        break;  // handled above
+      case WorkerProcess::Event::kClosed: {
+        const std::string note = ReplaceWorker(slot, kExitedWorkerGrace, &wait_status);
+        const std::string message =
+            who + " " + WorkerProcess::DescribeExit(wait_status) + " while compiling " + program + "; " + note;
+        if (answered) {
+          spdlog::info("{} (after its job was cancelled)", message);
+          return;
+        }
+        spdlog::warn("{}", message);
+        std::lock_guard lock(mu_);
+        ++stats_.crashes;
+        CompleteLocked(*ticket, absl::UnavailableError(message));
+        return;
+      }
+      case WorkerProcess::Event::kWake: {
+        bool shutting_down = false;
+        {
+          std::lock_guard lock(mu_);
+          shutting_down = shutting_down_;
+        }
+        if (shutting_down) {
+          slot.worker->Terminate(std::chrono::milliseconds(0));
+          slot.worker.reset();
+          std::lock_guard lock(mu_);
+          slot.pid = 0;
+          CompleteLocked(*ticket, absl::UnavailableError("the compile pool is shutting down"));
+          return;
+        }
+        if (!answered && ticket->cancelled()) {
+          // Answer the caller now; the worker gets cancel_grace to stop.
+          answered = true;
+          grace_deadline = DeadlineAfter(options_.cancel_grace);
+          sent = slot.worker->Send(detail::Encode(detail::CancelRequest{job_id}), grace_deadline);
+          std::lock_guard lock(mu_);
+          ++stats_.cancellations;
+          CompleteLocked(*ticket, absl::CancelledError("compile of " + program + " was cancelled"));
+        }
+        break;
+      }
+      case WorkerProcess::Event::kTimeout: {
+        const std::string note = ReplaceWorker(slot, std::chrono::milliseconds(0), &wait_status);
+        if (answered) {
+          spdlog::info("{} did not stop within {} ms of a cancel; killed, {}", who, options_.cancel_grace.count(),
+                       note);
+          return;
+        }
+        const std::string message = "compile of " + program + " exceeded its timeout of " +
+                                    std::to_string(job.timeout.count()) + " ms; " + who + " was killed and " +
+                                    (note == "it has been replaced" ? "has been replaced" : "not replaced: " + note);
+        spdlog::warn("{}", message);
+        std::lock_guard lock(mu_);
+        ++stats_.timeouts;
+        CompleteLocked(*ticket, absl::DeadlineExceededError(message));
+        return;
+      }
+    }
+  }
+}
+
+WorkerPool::Statistics WorkerPool::Stats() const {
+  std::lock_guard lock(mu_);
+  Statistics stats = stats_;
+  stats.queue_depth = live_.size() + warm_.size();
+  for (const auto& slot : slots_) {
+    stats.busy_workers += slot->busy ? 1 : 0;
+    stats.workers += slot->pid != 0 ? 1 : 0;
+  }
+  return stats;
+}
+
+std::vector<pid_t> WorkerPool::WorkerPids() const {
+  std::lock_guard lock(mu_);
+  std::vector<pid_t> pids;
+  for (const auto& slot : slots_) {
+    if (slot->pid != 0) pids.push_back(slot->pid);
+  }
+  return pids;
+}
+
+size_t WorkerPool::size() const { return slots_.size(); }
+
+}  // namespace jitd::compiler

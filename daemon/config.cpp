@@ -1,0 +1,113 @@
+#include "config.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <regex>
+#include <system_error>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "jitd/client.h"
+#include "listen_address.h"
+
+namespace jitd::daemon {
+namespace {
+
+// The most compile workers a daemon accepts: NVRTC needs ~1 GiB of memory
+// per compile of the larger kernels, so more would exhaust any host.
+constexpr int64_t kMaxWorkers = 1024;
+
+std::string EnvOrEmpty(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+template <typename T>
+void Overlay(std::optional<T>& into, const std::optional<T>& from) {
+  if (from.has_value()) into = from;
+}
+
+}  // namespace
+
+std::filesystem::path DefaultCacheDir() {
+  if (std::string cache_home = EnvOrEmpty("XDG_CACHE_HOME"); !cache_home.empty()) {
+    return std::filesystem::path(cache_home) / "jitd";
+  }
+  std::string home = EnvOrEmpty("HOME");
+  if (home.empty()) home = "/tmp";
+  return std::filesystem::path(home) / ".cache" / "jitd";
+}
+
+std::filesystem::path DefaultKernelsDir() {
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "share/jitd/kernels";
+    if (std::filesystem::is_directory(installed, error)) return installed;
+  }
+  return JITD_SOURCE_KERNELS_DIR;
+}
+
+DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
+  ConfigLayer merged = file;
+  Overlay(merged.listen, flags.listen);
+  Overlay(merged.cache_dir, flags.cache_dir);
+  Overlay(merged.kernels_dir, flags.kernels_dir);
+  Overlay(merged.max_cache_bytes, flags.max_cache_bytes);
+  Overlay(merged.workers, flags.workers);
+  Overlay(merged.arch, flags.arch);
+  Overlay(merged.remote, flags.remote);
+  Overlay(merged.metrics_listen, flags.metrics_listen);
+  Overlay(merged.admin_token_file, flags.admin_token_file);
+
+  DaemonConfig config;
+  config.listen = merged.listen.value_or(std::vector<std::string>{});
+  if (config.listen.empty()) config.listen.push_back(DefaultEndpoint());
+  config.cache_dir = merged.cache_dir.value_or(DefaultCacheDir());
+  config.kernels_dir = merged.kernels_dir.value_or(DefaultKernelsDir());
+  config.max_cache_bytes = merged.max_cache_bytes.value_or(kDefaultMaxCacheBytes);
+  config.workers = merged.workers.value_or(std::max(1u, std::thread::hardware_concurrency()));
+  config.arch = merged.arch.value_or(std::string(kDefaultArch));
+  config.remote = merged.remote.value_or("");
+  config.metrics_listen = merged.metrics_listen.value_or("");
+  config.admin_token_file = merged.admin_token_file.value_or("");
+  return config;
+}
+
+absl::Status CheckListenAddress(const std::string& address) { return ParseListenAddress(address).status(); }
+
+absl::Status CheckArch(const std::string& arch) {
+  static const std::regex kArch("sm_[0-9]{2,3}[af]?");
+  if (!std::regex_match(arch.begin(), arch.end(), kArch)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", arch, "' is not a GPU architecture (examples: sm_90, sm_90a, sm_100a)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRemoteUrl(const std::string& url) {
+  static const std::regex kRedis(R"(redis://[^/:]+:[0-9]{1,5}(/[0-9]+)?)");
+  if (std::regex_match(url.begin(), url.end(), kRedis)) return absl::OkStatus();
+  if (url.starts_with("unix://") && url.size() > 7) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", url, "' is not a remote tier URL (redis://HOST:PORT/DB or unix://PATH)"));
+}
+
+absl::Status CheckMetricsListen(const std::string& address) {
+  absl::StatusOr<ListenAddress> parsed = ParseListenAddress(address);
+  if (!parsed.ok() || parsed->kind != ListenAddress::Kind::kTcp) {
+    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not HOST:PORT (example: 127.0.0.1:9464)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWorkers(int64_t workers) {
+  if (workers < 1 || workers > kMaxWorkers) {
+    return absl::InvalidArgumentError(absl::StrCat(workers, " workers is out of range (1..", kMaxWorkers, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace jitd::daemon

@@ -1,0 +1,160 @@
+#include "config_file.h"
+
+#include <toml++/toml.h>
+
+#include <functional>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "jitd/client.h"
+
+namespace jitd::daemon {
+namespace {
+
+// Reads one key's value into the layer; errors name neither file nor key
+// (ReadConfigFile adds both).
+using KeyReader = std::function<absl::Status(const toml::node&, ConfigLayer&)>;
+
+const char* TypeName(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "a date or time";
+  }
+}
+
+absl::Status WrongType(const toml::node& node, const char* expected) {
+  return absl::InvalidArgumentError(absl::StrCat("must be ", expected, ", not ", TypeName(node)));
+}
+
+absl::StatusOr<std::string> AsString(const toml::node& node) {
+  if (const auto* text = node.as_string()) return text->get();
+  return WrongType(node, "a string");
+}
+
+// A string value checked by `check` (one of config.h's Check* functions).
+KeyReader StringKey(std::optional<std::string> ConfigLayer::*field, absl::Status (*check)(const std::string&)) {
+  return [field, check](const toml::node& node, ConfigLayer& layer) -> absl::Status {
+    absl::StatusOr<std::string> text = AsString(node);
+    if (!text.ok()) return text.status();
+    if (absl::Status valid = check(*text); !valid.ok()) return valid;
+    layer.*field = *text;
+    return absl::OkStatus();
+  };
+}
+
+KeyReader PathKey(std::optional<std::filesystem::path> ConfigLayer::*field, const std::filesystem::path& base) {
+  return [field, base](const toml::node& node, ConfigLayer& layer) -> absl::Status {
+    absl::StatusOr<std::string> text = AsString(node);
+    if (!text.ok()) return text.status();
+    if (text->empty()) return absl::InvalidArgumentError("must not be empty");
+    layer.*field = base / *text;  // an absolute *text replaces base
+    return absl::OkStatus();
+  };
+}
+
+absl::Status ReadListen(const toml::node& node, const std::filesystem::path& base, ConfigLayer& layer) {
+  std::vector<std::string> addresses;
+  if (node.is_string()) {
+    addresses.push_back(node.as_string()->get());
+  } else if (const auto* array = node.as_array(); array != nullptr && array->is_homogeneous(toml::node_type::string)) {
+    for (const auto& item : *array) addresses.push_back(item.as_string()->get());
+  } else {
+    return WrongType(node, "a string or an array of strings");
+  }
+  for (std::string& address : addresses) {
+    if (absl::StartsWith(address, "unix:") && address.size() > 5 && address[5] != '/') {
+      address = "unix:" + (base / address.substr(5)).string();
+    }
+    if (absl::Status valid = CheckListenAddress(address); !valid.ok()) return valid;
+  }
+  layer.listen = std::move(addresses);
+  return absl::OkStatus();
+}
+
+absl::Status ReadMaxCacheBytes(const toml::node& node, ConfigLayer& layer) {
+  if (const auto* number = node.as_integer()) {
+    if (number->get() < 0) return absl::InvalidArgumentError("must not be negative");
+    layer.max_cache_bytes = static_cast<uint64_t>(number->get());
+    return absl::OkStatus();
+  }
+  if (!node.is_string()) return WrongType(node, "an integer or a size string like \"10G\"");
+  absl::StatusOr<uint64_t> bytes = ParseByteSize(node.as_string()->get());
+  if (!bytes.ok()) return bytes.status();
+  layer.max_cache_bytes = *bytes;
+  return absl::OkStatus();
+}
+
+absl::Status ReadWorkers(const toml::node& node, ConfigLayer& layer) {
+  const auto* number = node.as_integer();
+  if (number == nullptr) return WrongType(node, "an integer");
+  if (absl::Status valid = CheckWorkers(number->get()); !valid.ok()) return valid;
+  layer.workers = static_cast<uint32_t>(number->get());
+  return absl::OkStatus();
+}
+
+std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::path& base) {
+  return {
+      {"listen", [base](const toml::node& n, ConfigLayer& l) { return ReadListen(n, base, l); }},
+      {"cache_dir", PathKey(&ConfigLayer::cache_dir, base)},
+      {"kernels", PathKey(&ConfigLayer::kernels_dir, base)},
+      {"max_cache_bytes", ReadMaxCacheBytes},
+      {"workers", ReadWorkers},
+      {"arch", StringKey(&ConfigLayer::arch, CheckArch)},
+      {"remote", StringKey(&ConfigLayer::remote, CheckRemoteUrl)},
+      {"metrics_listen", StringKey(&ConfigLayer::metrics_listen, CheckMetricsListen)},
+      {"admin_token_file", PathKey(&ConfigLayer::admin_token_file, base)},
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<ConfigLayer> ReadConfigFile(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return absl::NotFoundError(absl::StrCat("config file ", name, " does not exist or is not a file"));
+  }
+  toml::table root;
+  try {
+    root = toml::parse_file(name);
+  } catch (const toml::parse_error& parse_error) {
+    const toml::source_position where = parse_error.source().begin;
+    return absl::InvalidArgumentError(absl::StrCat(name, ":", where.line, ":", where.column,
+                                                   ": invalid TOML: ", std::string(parse_error.description())));
+  }
+
+  const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
+  const auto readers = KeyReaders(base);
+  ConfigLayer layer;
+  for (const auto& [key, value] : root) {
+    const std::string line = absl::StrCat(name, ":", value.source().begin.line);
+    const std::string key_name(key.str());
+    const auto reader = readers.find(key_name);
+    if (reader == readers.end()) {
+      std::vector<std::string> known;
+      for (const auto& [known_key, unused] : readers) known.push_back(known_key);
+      return absl::InvalidArgumentError(
+          absl::StrCat(line, ": unknown key '", key_name, "' (known keys: ", absl::StrJoin(known, ", "), ")"));
+    }
+    if (absl::Status read = reader->second(value, layer); !read.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(line, ": key '", key_name, "': ", read.message()));
+    }
+  }
+  return layer;
+}
+
+}  // namespace jitd::daemon

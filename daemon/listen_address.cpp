@@ -1,0 +1,45 @@
+#include "listen_address.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace jitd::daemon {
+namespace {
+
+// sockaddr_un.sun_path holds 108 bytes including the terminating NUL; a
+// longer path fails at bind with an error that does not say why.
+constexpr size_t kMaxUnixPathBytes = 107;
+
+}  // namespace
+
+std::string ListenAddress::GrpcTarget() const { return kind == Kind::kUnix ? "unix:" + unix_path.string() : host_port; }
+
+absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& text) {
+  ListenAddress address;
+  if (absl::StartsWith(text, "unix:")) {
+    const std::string path = text.substr(5);
+    if (path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "' names no socket path"));
+    }
+    address.kind = ListenAddress::Kind::kUnix;
+    address.unix_path = std::filesystem::absolute(path).lexically_normal();
+    if (address.unix_path.string().size() > kMaxUnixPathBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("socket path '", address.unix_path.string(),
+                                                     "' is longer than the ", kMaxUnixPathBytes,
+                                                     " bytes a Unix socket address holds"));
+    }
+    return address;
+  }
+  const size_t colon = text.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(text.substr(colon + 1), &port) || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is neither unix:PATH nor HOST:PORT (examples: unix:/run/jitd.sock, 127.0.0.1:7070)"));
+  }
+  address.kind = ListenAddress::Kind::kTcp;
+  address.host_port = std::string(text);
+  return address;
+}
+
+}  // namespace jitd::daemon

@@ -1,0 +1,82 @@
+// jitd: parse the command line, then serve until SIGTERM or SIGINT.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <iostream>
+
+#include "command_line.h"
+#include "config_file.h"
+#include "server.h"
+#include "shutdown_signals.h"
+
+namespace {
+
+using jitd::daemon::CommandLine;
+
+constexpr int kExitFailure = 1;
+// Calls in flight get this long to finish at shutdown; short enough for
+// systemd's default 90 s stop timeout and container runtimes' 10 s grace.
+constexpr std::chrono::seconds kDrainDeadline{5};
+
+int Serve(const CommandLine& command_line) {
+  jitd::daemon::ConfigLayer file;
+  if (command_line.config_file.has_value()) {
+    absl::StatusOr<jitd::daemon::ConfigLayer> read = jitd::daemon::ReadConfigFile(*command_line.config_file);
+    if (!read.ok()) {
+      spdlog::error("{}", std::string(read.status().message()));
+      return kExitFailure;
+    }
+    file = *std::move(read);
+  }
+  const jitd::daemon::DaemonConfig config = jitd::daemon::ResolveConfig(file, command_line.flags);
+  spdlog::info("jitd {} starting: listen {}, cache {}, budget {}, {} workers, arch {}", JITD_VERSION,
+               fmt::join(config.listen, " "), config.cache_dir.string(),
+               config.max_cache_bytes == 0
+                   ? std::string("unbounded")
+                   : fmt::format("{:.1f} GiB ({} bytes)", static_cast<double>(config.max_cache_bytes) / (1 << 30),
+                                 config.max_cache_bytes),
+               config.workers, config.arch);
+  if (!config.remote.empty()) {
+    spdlog::warn("--remote {}: this build has no remote tier yet; serving the local cache only", config.remote);
+  }
+  if (!config.metrics_listen.empty()) {
+    spdlog::warn("--metrics-listen {}: this build serves no metrics yet", config.metrics_listen);
+  }
+
+  absl::StatusOr<std::unique_ptr<jitd::daemon::Server>> server = jitd::daemon::Server::Start(config);
+  if (!server.ok()) {
+    spdlog::error("{}", std::string(server.status().message()));
+    return kExitFailure;
+  }
+  spdlog::info("jitd ready: serving on {}", fmt::join((*server)->addresses(), " "));
+
+  const int signal = jitd::daemon::ShutdownSignals::Wait();
+  spdlog::info("received {}; draining (up to {} s)", signal == SIGTERM ? "SIGTERM" : "SIGINT", kDrainDeadline.count());
+  if (absl::Status stopped = (*server)->Shutdown(kDrainDeadline); !stopped.ok()) {
+    spdlog::error("cache flush at shutdown failed: {}", std::string(stopped.message()));
+    return kExitFailure;
+  }
+  server->reset();
+  spdlog::info("jitd stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything starts a thread: every thread inherits the mask.
+  jitd::daemon::ShutdownSignals::Block();
+  spdlog::set_default_logger(spdlog::stderr_color_mt("jitd"));
+
+  std::variant<CommandLine, int> parsed = jitd::daemon::ParseCommandLine(argc, argv);
+  if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
+  const CommandLine& command_line = std::get<CommandLine>(parsed);
+  if (command_line.command != CommandLine::Command::kServe) {
+    std::cerr << "jitd: " << (command_line.command == CommandLine::Command::kLint ? "lint" : "warm")
+              << " needs the kernel compiler, which is not part of this build yet "
+                 "(this jitd serves its cache only)\n";
+    return jitd::daemon::kExitUsage;
+  }
+  return Serve(command_line);
+}

@@ -1,0 +1,181 @@
+// jitctl run as a program against a real daemon: each verb makes its RPC,
+// prints a table or one JSON document, and exits 0, 1 or 2 as documented.
+#include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "cache_seed.h"
+#include "jitd/v1/cache_admin.pb.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using testing::kProcessTimeout;
+using ::testing::Not;
+using testing::ProcessResult;
+using testing::TempDir;
+using testing::TestDaemon;
+
+class JitctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::SeedCache(dir_ / "cache", testing::ThreeEntries());
+    std::ofstream(dir_ / "token") << "s3cret-token\n";
+    daemon_ =
+        std::make_unique<TestDaemon>(dir_, std::vector<std::string>{"--admin-token-file", (dir_ / "token").string()});
+    ASSERT_TRUE(daemon_->WaitUntilServing().ok());
+  }
+
+  // Runs `jitctl --endpoint <daemon> args...`.
+  ProcessResult Jitctl(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+    std::vector<std::string> argv = {testing::JitctlBinary(), "--endpoint", daemon_->endpoint()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunProcess(argv, dir_ / "jitctl.log", kProcessTimeout, env);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<TestDaemon> daemon_;
+};
+
+TEST_F(JitctlTest, LsJsonIsOneDocumentListingThePublishedEntries) {
+  const ProcessResult ls = Jitctl({"--json", "ls"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.output;
+  v1::ListEntriesResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ls.output, &parsed).ok()) << ls.output;
+  EXPECT_EQ(parsed.total(), 3u);
+  EXPECT_EQ(parsed.entries_size(), 3);
+  EXPECT_THAT(ls.output, HasSubstr(std::string(32, 'a')));  // whole keys in JSON
+  EXPECT_THAT(ls.output, HasSubstr("\"kernel\": \"moe.topk_sum\""));
+}
+
+TEST_F(JitctlTest, LsPrintsAnAlignedTableWithHumanSizes) {
+  const ProcessResult ls = Jitctl({"ls", "--kernel", "moe.*"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.output;
+  EXPECT_THAT(ls.output, HasSubstr("KEY"));
+  EXPECT_THAT(ls.output, HasSubstr("LAST USED"));
+  EXPECT_THAT(ls.output,
+              ContainsRegex("aaaaaaaaaaaaaaaa +moe.topk_sum +dtype=bf16 +sm_90 +4\\.[0-9] KiB +0 +just now"));
+  EXPECT_THAT(ls.output, HasSubstr("moe.align_block"));
+  EXPECT_THAT(ls.output, Not(HasSubstr("norm.rms")));
+  EXPECT_THAT(ls.output, HasSubstr("2 of 2 entries"));
+}
+
+TEST_F(JitctlTest, StatsShowsTheCacheDirAndEntryCount) {
+  const ProcessResult stats = Jitctl({"stats"});
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  EXPECT_THAT(stats.output, HasSubstr("cache dir  "));
+  EXPECT_THAT(stats.output, HasSubstr((dir_ / "cache").string()));
+  EXPECT_THAT(stats.output, HasSubstr("3 (0 pinned)"));
+}
+
+TEST_F(JitctlTest, EvictWithoutTheTokenFailsWithTheDaemonsMessageAndCode) {
+  const ProcessResult evict = Jitctl({"evict", "--kernel", "moe.*"});
+  EXPECT_EQ(evict.exit_code, 1);
+  EXPECT_THAT(evict.output, HasSubstr("jitctl: evict: PERMISSION_DENIED: Evict needs the admin token"));
+}
+
+TEST_F(JitctlTest, EvictDryRunThenRealWithTheToken) {
+  const std::string token_flag = "--admin-token-file=" + (dir_ / "token").string();
+  const ProcessResult dry = Jitctl({token_flag, "evict", "--kernel", "moe.*", "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_THAT(dry.output, HasSubstr("would evict 2 entries"));
+  const ProcessResult real = Jitctl({token_flag, "--json", "evict", "--older-than", "0s", "--kernel", "moe.*"});
+  ASSERT_EQ(real.exit_code, 0) << real.output;
+  v1::EvictResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(real.output, &parsed).ok());
+  EXPECT_EQ(parsed.evicted_entries(), 2u);
+  EXPECT_EQ(parsed.remaining_entries(), 1u);
+}
+
+TEST_F(JitctlTest, EvictWithoutAFilterIsAUsageErrorBeforeAnyCall) {
+  const ProcessResult evict = Jitctl({"evict"});
+  EXPECT_EQ(evict.exit_code, 2);
+  EXPECT_THAT(evict.output, HasSubstr("at least one of --max-bytes"));
+}
+
+TEST_F(JitctlTest, EvictRejectsBadSizesAndDurations) {
+  EXPECT_EQ(Jitctl({"evict", "--max-bytes", "lots"}).exit_code, 2);
+  const ProcessResult age = Jitctl({"evict", "--older-than", "3w"});
+  EXPECT_EQ(age.exit_code, 2);
+  EXPECT_THAT(age.output, HasSubstr("--older-than"));
+}
+
+TEST_F(JitctlTest, VerifyExitsZeroWhenCleanAndOneOnAFlippedByte) {
+  EXPECT_EQ(Jitctl({"verify"}).exit_code, 0);
+  testing::FlipByte(testing::BlobPathOf(dir_ / "cache", std::string(32, 'c')));
+  const ProcessResult verify = Jitctl({"verify"});
+  EXPECT_EQ(verify.exit_code, 1) << verify.output;
+  EXPECT_THAT(verify.output, HasSubstr("problem: "));
+  EXPECT_THAT(verify.output, HasSubstr(std::string(32, 'c')));
+}
+
+TEST_F(JitctlTest, GetReportsTheDaemonsUnimplementedAnswer) {
+  const ProcessResult get = Jitctl({"get", "diffusion.modulate_scale_shift", "-p", "dtype=bf16", "--arch", "sm_90",
+                                    "-o", (dir_ / "k.cubin").string()});
+  EXPECT_EQ(get.exit_code, 1);
+  EXPECT_THAT(get.output, HasSubstr("jitctl: get: UNIMPLEMENTED: this jitd build serves its cache only"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "k.cubin"));
+}
+
+TEST_F(JitctlTest, GetRejectsAParamWithoutEquals) {
+  const ProcessResult get = Jitctl({"get", "k", "-p", "dtype"});
+  EXPECT_EQ(get.exit_code, 2);
+  EXPECT_THAT(get.output, HasSubstr("expected K=V"));
+}
+
+TEST_F(JitctlTest, KernelsAndWarmReachTheCompilerService) {
+  EXPECT_THAT(Jitctl({"kernels"}).output, HasSubstr("UNIMPLEMENTED"));
+  const ProcessResult warm = Jitctl({"warm", "--all", "--arch", "sm_90"});
+  EXPECT_EQ(warm.exit_code, 1);
+  EXPECT_THAT(warm.output, HasSubstr("jitctl: warm: UNIMPLEMENTED"));
+}
+
+TEST_F(JitctlTest, WarmNeedsAllOrAManifest) { EXPECT_EQ(Jitctl({"warm"}).exit_code, 2); }
+
+TEST_F(JitctlTest, EndpointComesFromJitdEndpointWhenNotGiven) {
+  const ProcessResult stats = testing::RunProcess({testing::JitctlBinary(), "stats"}, dir_ / "env.log", kProcessTimeout,
+                                                  {{"JITD_ENDPOINT", daemon_->endpoint()}});
+  EXPECT_EQ(stats.exit_code, 0) << stats.output;
+}
+
+TEST(JitctlWithoutDaemon, FailsFastNamingTheEndpoint) {
+  TempDir dir;
+  const std::string endpoint = "unix:" + (dir / "absent.sock").string();
+  const ProcessResult stats =
+      testing::RunProcess({testing::JitctlBinary(), "--endpoint", endpoint, "stats"}, dir / "log", kProcessTimeout);
+  EXPECT_EQ(stats.exit_code, 1);
+  EXPECT_THAT(stats.output, HasSubstr("UNAVAILABLE: cannot reach jitd at " + endpoint));
+  EXPECT_LT(stats.elapsed, std::chrono::seconds(2));
+}
+
+TEST(JitctlWithoutDaemon, FailsFastOnAStaleSocketFile) {
+  // A socket file with nobody listening: the connection is refused at once.
+  TempDir dir;
+  TestDaemon daemon(dir);
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  daemon.process().Signal(SIGKILL);  // leaves its socket file behind
+  ASSERT_TRUE(daemon.process().WaitForExit(kProcessTimeout).has_value());
+  ASSERT_TRUE(std::filesystem::exists(daemon.socket_path()));
+  const ProcessResult stats = testing::RunProcess({testing::JitctlBinary(), "--endpoint", daemon.endpoint(), "stats"},
+                                                  dir / "log", kProcessTimeout);
+  EXPECT_EQ(stats.exit_code, 1);
+  EXPECT_THAT(stats.output, HasSubstr("cannot reach jitd at " + daemon.endpoint()));
+  EXPECT_LT(stats.elapsed, std::chrono::seconds(4));
+}
+
+TEST(JitctlWithoutDaemon, HelpListsEveryContractVerb) {
+  TempDir dir;
+  const ProcessResult help = testing::RunProcess({testing::JitctlBinary(), "--help"}, dir / "log", kProcessTimeout);
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* verb : {"get", "kernels", "warm", "ls", "stats", "evict", "verify"}) {
+    EXPECT_THAT(help.output, HasSubstr(std::string("  ") + verb + " ")) << verb;
+  }
+}
+
+}  // namespace
+}  // namespace jitd

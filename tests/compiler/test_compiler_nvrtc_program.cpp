@@ -1,0 +1,84 @@
+// CompileInProcess: NVRTC in the test process (the reference the workers
+// are compared against).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "nvrtc_program.h"
+#include "test_programs.h"
+
+namespace jitd::compiler {
+namespace {
+
+using testing::HasElfMagic;
+using testing::TrivialJob;
+
+TEST(NvrtcProgram, CompilesTrivialKernelToCubinWithDistinctLoweredNames) {
+  const CompileJob job = TrivialJob();
+  absl::StatusOr<CompileResult> result = CompileInProcess(job, nullptr, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(HasElfMagic(result->cubin));
+  ASSERT_EQ(result->lowered_names.size(), 2u);
+  EXPECT_EQ(result->lowered_names[0].first, "sglang::scale<float>");
+  EXPECT_EQ(result->lowered_names[1].first, "sglang::scale<int>");
+  EXPECT_FALSE(result->lowered_names[0].second.empty());
+  EXPECT_FALSE(result->lowered_names[1].second.empty());
+  EXPECT_NE(result->lowered_names[0].second, result->lowered_names[1].second);
+  EXPECT_GT(result->compile_ms, 0);
+  EXPECT_FALSE(result->used_pch);
+}
+
+TEST(NvrtcProgram, SameJobWithRandomSeedGivesIdenticalCubin) {
+  const CompileJob job = TrivialJob();
+  absl::StatusOr<CompileResult> first = CompileInProcess(job, nullptr, nullptr);
+  absl::StatusOr<CompileResult> second = CompileInProcess(job, nullptr, nullptr);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->cubin, second->cubin);
+}
+
+TEST(NvrtcProgram, SyntaxErrorIsFailedPreconditionCarryingTheLog) {
+  CompileJob job = TrivialJob();
+  job.source = "namespace sglang { __global__ void broken(float* x) { x[0] = 1 } }";
+  job.name_expressions = {"sglang::broken"};
+  absl::StatusOr<CompileResult> result = CompileInProcess(job, nullptr, nullptr);
+  ASSERT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_NE(result.status().message().find("expected a \";\""), absl::string_view::npos) << result.status();
+  EXPECT_NE(result.status().message().find(job.program_name), absl::string_view::npos);
+  std::optional<std::string> log = NvrtcLogOf(result.status());
+  ASSERT_TRUE(log.has_value());
+  EXPECT_NE(log->find("error"), std::string::npos);
+}
+
+TEST(NvrtcProgram, UnknownOptionIsInvalidArgument) {
+  CompileJob job = TrivialJob();
+  job.options.push_back("--no-such-option");
+  absl::StatusOr<CompileResult> result = CompileInProcess(job, nullptr, nullptr);
+  ASSERT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << result.status();
+  EXPECT_NE(result.status().message().find("--no-such-option"), absl::string_view::npos);
+}
+
+TEST(NvrtcProgram, VirtualArchitectureHasNoCubin) {
+  CompileJob job = TrivialJob();
+  std::replace(job.options.begin(), job.options.end(), std::string("-arch=sm_90"), std::string("-arch=compute_90"));
+  absl::StatusOr<CompileResult> result = CompileInProcess(job, nullptr, nullptr);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+}
+
+TEST(NvrtcProgram, SetCancelFlagCancelsTheCompile) {
+  const std::atomic<bool> cancel{true};
+  absl::StatusOr<CompileResult> result = CompileInProcess(TrivialJob(), nullptr, &cancel);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+}
+
+TEST(NvrtcProgram, ReportsVersionAndSupportedArchs) {
+  const NvrtcVersionNumber version = NvrtcVersion();
+  EXPECT_GE(version.major, 12);
+  const std::vector<int> archs = SupportedArchs();
+  ASSERT_FALSE(archs.empty());
+  EXPECT_TRUE(std::is_sorted(archs.begin(), archs.end()));
+  EXPECT_NE(std::find(archs.begin(), archs.end(), 90), archs.end());
+}
+
+}  // namespace
+}  // namespace jitd::compiler

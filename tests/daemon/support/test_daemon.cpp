@@ -1,0 +1,54 @@
+#include "test_daemon.h"
+
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+
+namespace jitd::testing {
+namespace {
+
+// One health poll; short, so that a daemon that exits is noticed quickly.
+constexpr std::chrono::milliseconds kPollTimeout{250};
+
+}  // namespace
+
+std::vector<std::string> TestDaemon::DefaultArgs(const TempDir& dir) {
+  return {JitdBinary(),  "serve",
+          "--listen",    "unix:" + (dir / "jitd.sock").string(),
+          "--cache-dir", (dir / "cache").string()};
+}
+
+TestDaemon::TestDaemon(const TempDir& dir, const std::vector<std::string>& extra_args,
+                       const std::map<std::string, std::string>& env)
+    : socket_path_(dir / "jitd.sock"), cache_dir_(dir / "cache") {
+  std::vector<std::string> args = DefaultArgs(dir);
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  process_ = std::make_unique<Process>(args, dir / "jitd.log", env);
+}
+
+absl::Status TestDaemon::WaitUntilServing() {
+  std::unique_ptr<Client> client = Connect();
+  const auto deadline = std::chrono::steady_clock::now() + kProcessTimeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (process_->Exited()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("jitd exited before serving; its output:\n", process_->Output()));
+    }
+    if (client->WaitUntilServing(kPollTimeout).ok()) return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("jitd was not serving after ", kProcessTimeout.count(), " s; its output:\n", process_->Output()));
+}
+
+std::unique_ptr<Client> TestDaemon::Connect(const std::string& admin_token) const {
+  ClientOptions options;
+  options.endpoint = endpoint();
+  options.connect_timeout = std::chrono::milliseconds(0);  // connect on first call
+  options.call_timeout = std::chrono::seconds(10);
+  options.admin_token = admin_token;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  if (!client.ok()) throw std::runtime_error(std::string(client.status().message()));
+  return *std::move(client);
+}
+
+}  // namespace jitd::testing

@@ -1,0 +1,98 @@
+// UnixSocketClaim: a stale socket is cleared, a live one or a locked path is
+// refused, a non-socket is never deleted.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "temp_dir.h"
+#include "unix_socket_claim.h"
+
+namespace jitd::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A bound Unix socket; listening when `listen` is true. Closing without
+// unlinking leaves the stale file a killed daemon leaves.
+int BindSocket(const std::filesystem::path& path, bool listen_too) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  EXPECT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  if (listen_too) {
+    EXPECT_EQ(listen(fd, 4), 0);
+  }
+  return fd;
+}
+
+TEST(UnixSocketClaim, CreatesTheParentDirectory) {
+  jitd::testing::TempDir dir;
+  auto claim = UnixSocketClaim::Acquire(dir / "run/deeper/jitd.sock");
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "run/deeper"));
+  EXPECT_FALSE((*claim)->removed_stale());
+}
+
+TEST(UnixSocketClaim, RemovesAStaleSocketNobodyAcceptsOn) {
+  jitd::testing::TempDir dir;
+  close(BindSocket(dir / "jitd.sock", /*listen_too=*/false));
+  ASSERT_TRUE(std::filesystem::exists(dir / "jitd.sock"));
+  auto claim = UnixSocketClaim::Acquire(dir / "jitd.sock");
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  EXPECT_TRUE((*claim)->removed_stale());
+  EXPECT_FALSE(std::filesystem::exists(dir / "jitd.sock"));
+}
+
+TEST(UnixSocketClaim, RefusesASocketSomeoneAcceptsOn) {
+  jitd::testing::TempDir dir;
+  const int live = BindSocket(dir / "jitd.sock", /*listen_too=*/true);
+  auto claim = UnixSocketClaim::Acquire(dir / "jitd.sock");
+  EXPECT_EQ(claim.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(claim.status().message()), HasSubstr("already serving"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "jitd.sock"));
+  close(live);
+}
+
+TEST(UnixSocketClaim, RefusesAPathAnotherClaimHolds) {
+  jitd::testing::TempDir dir;
+  auto first = UnixSocketClaim::Acquire(dir / "jitd.sock");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = UnixSocketClaim::Acquire(dir / "jitd.sock");
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("pid " + std::to_string(getpid())));
+}
+
+TEST(UnixSocketClaim, NeverDeletesAFileThatIsNotASocket) {
+  jitd::testing::TempDir dir;
+  std::ofstream(dir / "jitd.sock") << "precious";
+  auto claim = UnixSocketClaim::Acquire(dir / "jitd.sock");
+  EXPECT_EQ(claim.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(claim.status().message()), HasSubstr("not a socket"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "jitd.sock"));
+}
+
+TEST(UnixSocketClaim, ReleasingRemovesTheSocketFile) {
+  jitd::testing::TempDir dir;
+  {
+    auto claim = UnixSocketClaim::Acquire(dir / "jitd.sock");
+    ASSERT_TRUE(claim.ok()) << claim.status();
+    close(BindSocket(dir / "jitd.sock", /*listen_too=*/false));
+    ASSERT_TRUE((*claim)->RestrictMode().ok());
+    struct stat info {};
+    ASSERT_EQ(stat((dir / "jitd.sock").c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0660u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "jitd.sock"));
+  // And the path can be claimed again at once.
+  EXPECT_TRUE(UnixSocketClaim::Acquire(dir / "jitd.sock").ok());
+}
+
+}  // namespace
+}  // namespace jitd::daemon

@@ -1,0 +1,53 @@
+# One step of the install test (cmake -P), chosen by STEP:
+#   install   cmake --install BUILD_DIR into WORK_DIR/prefix (fresh)
+#   layout    the prefix holds what CONTRACT.md promises, and the installed
+#             binaries run from it
+#   consumer  a project using find_package(jitd) + jitd::client configures,
+#             builds and runs against the prefix
+set(prefix ${WORK_DIR}/prefix)
+
+function(run)
+  execute_process(COMMAND ${ARGV} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "failed (${result}): ${ARGV}\n${out}\n${err}")
+  endif()
+  set(run_output "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+if(STEP STREQUAL "install")
+  file(REMOVE_RECURSE ${prefix})
+  run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+elseif(STEP STREQUAL "layout")
+  foreach(path bin/jitd bin/jitctl include/jitd/client.h include/jitd/v1/compiler.pb.h
+               include/jitd/v1/cache_admin.grpc.pb.h lib/cmake/jitd/jitdConfig.cmake
+               lib/cmake/jitd/jitdConfigVersion.cmake lib/cmake/jitd/jitdTargets.cmake)
+    if(NOT EXISTS ${prefix}/${path})
+      message(FATAL_ERROR "missing from the installed prefix: ${path}")
+    endif()
+  endforeach()
+  if(NOT IS_DIRECTORY ${prefix}/share/jitd/kernels)
+    message(FATAL_ERROR "missing from the installed prefix: share/jitd/kernels/")
+  endif()
+  # The installed daemon finds the installed kernels by default.
+  run(${prefix}/bin/jitd --help)
+  string(FIND "${run_output}" "${prefix}/share/jitd/kernels" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "installed jitd does not default to ${prefix}/share/jitd/kernels:\n${run_output}")
+  endif()
+  run(${prefix}/bin/jitctl --help)
+
+elseif(STEP STREQUAL "consumer")
+  set(build ${WORK_DIR}/consumer-build)
+  file(REMOVE_RECURSE ${build})
+  run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${build} -DCMAKE_BUILD_TYPE=Release
+      -DCMAKE_PREFIX_PATH=${prefix})
+  run(${CMAKE_COMMAND} --build ${build})
+  run(${build}/consumer)
+  if(NOT run_output MATCHES "consumer ok")
+    message(FATAL_ERROR "the consumer ran but did not report success:\n${run_output}")
+  endif()
+
+else()
+  message(FATAL_ERROR "unknown STEP '${STEP}'")
+endif()
