@@ -104,29 +104,36 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   return layer;
 }
 
-// `jitd lint` and `jitd warm` take their contract flags now so that scripts
-// written against the contract parse; they run once the compiler lands.
 struct OfflineFlags {
   std::string kernels_dir;
   std::string cache_dir;
   std::vector<std::string> archs;
   bool all = false;
   std::string manifest;
+  uint32_t workers = 0;
+  bool source_only = false;
 };
 
 void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   CLI::App* lint =
       app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
   lint->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
-  lint->add_option("--arch", flags.archs, "Arch to check for (repeatable)");
+  lint->add_option("--arch", flags.archs, "Arch to check for (repeatable; default sm_90)");
+  lint->add_option("--workers", flags.workers, "Compile workers (default: one per core)");
+  lint->add_flag("--source-only", flags.source_only, "Only the textual check, no compiles (milliseconds)");
+  lint->footer("Exit 0 when every kernel file is in namespace sglang and every instantiation compiles and\n"
+               "resolves for every arch; 1 with one finding per problem otherwise.");
 
   CLI::App* warm = app.add_subcommand("warm", "Fill a cache directory without serving (image builds; no GPU needed)");
   warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")->required();
   CLI::Option* all = warm->add_flag("--all", flags.all, "Every instantiation of the manifest");
   CLI::Option* manifest = warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm");
   all->excludes(manifest);
-  warm->add_option("--arch", flags.archs, "Arch to warm for (repeatable)");
+  warm->add_option("--arch", flags.archs, "Arch to warm for (repeatable; default sm_90)");
   warm->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
+  warm->add_option("--workers", flags.workers, "Compile workers (default: one per core)");
+  warm->footer("Safe while a daemon uses the same cache directory. Example:\n"
+               "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
 }
 
 }  // namespace
@@ -160,6 +167,26 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
   if (app.got_subcommand("lint")) command_line.command = CommandLine::Command::kLint;
   if (app.got_subcommand("warm")) command_line.command = CommandLine::Command::kWarm;
   if (app.count("--config") > 0) command_line.config_file = serve_flags.config_file;
+  if (command_line.command != CommandLine::Command::kServe) {
+    OfflineOptions& o = command_line.offline;
+    o.kernels_dir = offline_flags.kernels_dir;
+    o.cache_dir = offline_flags.cache_dir;
+    o.archs = offline_flags.archs;
+    o.all = offline_flags.all;
+    o.manifest = offline_flags.manifest;
+    o.workers = offline_flags.workers;
+    o.source_only = offline_flags.source_only;
+    for (const auto& arch : o.archs) {
+      if (absl::Status s = CheckArch(arch); !s.ok()) {
+        std::cerr << "jitd: --arch " << arch << ": " << s.message() << "\n";
+        return kExitUsage;
+      }
+    }
+    if (command_line.command == CommandLine::Command::kWarm && !o.all && o.manifest.empty()) {
+      std::cerr << "jitd warm: say what to warm: --all (every instantiation) or --manifest FILE\n";
+      return kExitUsage;
+    }
+  }
   std::optional<ConfigLayer> layer = ToLayer(app, serve_flags);
   if (!layer.has_value()) return kExitUsage;
   command_line.flags = *std::move(layer);

@@ -4,15 +4,29 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <variant>
+#include <vector>
 
 #include "config.h"
 
 namespace jitd::daemon {
 
+// What `jitd lint` and `jitd warm` were given.
+struct OfflineOptions {
+  std::filesystem::path kernels_dir;  // empty = DefaultKernelsDir()
+  std::filesystem::path cache_dir;    // warm: the directory to fill
+  std::vector<std::string> archs;     // empty = the default arch
+  bool all = false;                   // warm: every instantiation
+  std::filesystem::path manifest;     // warm: a file of [[spec]] tables
+  uint32_t workers = 0;               // 0 = one per core
+  bool source_only = false;           // lint: skip the compile-all half
+};
+
 struct CommandLine {
   enum class Command { kServe, kLint, kWarm };
   Command command = Command::kServe;
+  OfflineOptions offline;
   // --config FILE, read under the flags.
   std::optional<std::filesystem::path> config_file;
   // What the flags set, each value already checked.

@@ -6,7 +6,10 @@
 #include <iostream>
 
 #include "command_line.h"
+#include "compile_stack.h"
+#include "compile_worker.h"
 #include "config_file.h"
+#include "offline_commands.h"
 #include "server.h"
 #include "shutdown_signals.h"
 
@@ -65,6 +68,8 @@ int Serve(const CommandLine& command_line) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `jitd worker ...`: a compile worker the daemon started (not in --help).
+  if (argc > 1 && argv[1] == jitd::daemon::kWorkerCommand) return jitd::compiler::CompileWorkerMain(argc - 1, argv + 1);
   // Before anything starts a thread: every thread inherits the mask.
   jitd::daemon::ShutdownSignals::Block();
   spdlog::set_default_logger(spdlog::stderr_color_mt("jitd"));
@@ -72,11 +77,10 @@ int main(int argc, char** argv) {
   std::variant<CommandLine, int> parsed = jitd::daemon::ParseCommandLine(argc, argv);
   if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
   const CommandLine& command_line = std::get<CommandLine>(parsed);
-  if (command_line.command != CommandLine::Command::kServe) {
-    std::cerr << "jitd: " << (command_line.command == CommandLine::Command::kLint ? "lint" : "warm")
-              << " needs the kernel compiler, which is not part of this build yet "
-                 "(this jitd serves its cache only)\n";
-    return jitd::daemon::kExitUsage;
+  switch (command_line.command) {
+    case CommandLine::Command::kLint: return jitd::daemon::RunLint(command_line);
+    case CommandLine::Command::kWarm: return jitd::daemon::RunWarm(command_line);
+    case CommandLine::Command::kServe: break;
   }
   return Serve(command_line);
 }

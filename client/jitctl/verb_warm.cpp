@@ -3,7 +3,7 @@
 #include "absl/strings/str_join.h"
 #include "json_output.h"
 #include "verb.h"
-#include "warm_manifest.h"
+
 
 namespace jitd::jitctl {
 namespace {
@@ -37,7 +37,7 @@ class WarmVerb final : public Verb {
     for (const std::string& arch : archs_) request_.add_archs(arch);
     request_.set_concurrency(concurrency_);
     if (!manifest_.empty()) {
-      absl::StatusOr<std::vector<v1::KernelSpec>> specs = LoadWarmManifest(manifest_);
+      absl::StatusOr<std::vector<v1::KernelSpec>> specs = LoadSpecFile(manifest_);
       if (!specs.ok()) return specs.status();
       for (v1::KernelSpec& spec : *specs) *request_.add_specs() = std::move(spec);
     }

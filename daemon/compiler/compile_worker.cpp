@@ -1,5 +1,11 @@
 #include "compile_worker.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+#include "spdlog/sinks/stdout_color_sinks.h"
+
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -205,6 +211,42 @@ int RunCompileWorker(int fd, const std::filesystem::path& pch_dir) {
   reader.join();
   close(fd);
   return state.failed() ? 1 : 0;
+}
+
+namespace {
+
+int WorkerUsage(const char* argv0) {
+  std::fprintf(stderr, "usage: %s --fd N --pch-dir DIR\n", argv0);
+  return 2;
+}
+
+}  // namespace
+
+int CompileWorkerMain(int argc, char** argv) {
+  int fd = -1;
+  std::filesystem::path pch_dir;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (i + 1 >= argc) return WorkerUsage(argv[0]);
+    const char* value = argv[++i];
+    if (arg == "--fd") {
+      char* end = nullptr;
+      errno = 0;
+      const long parsed = std::strtol(value, &end, 10);
+      if (errno != 0 || end == value || *end != '\0' || parsed < 0 || parsed > 1 << 20) return WorkerUsage(argv[0]);
+      fd = static_cast<int>(parsed);
+    } else if (arg == "--pch-dir") {
+      pch_dir = value;
+    } else {
+      return WorkerUsage(argv[0]);
+    }
+  }
+  if (fd < 0 || pch_dir.empty()) return WorkerUsage(argv[0]);
+  // stdout may be the daemon's; diagnostics go to stderr.
+  auto logger = spdlog::stderr_color_mt("compile-worker");
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [compile-worker %P] [%l] %v");
+  spdlog::set_default_logger(logger);
+  return RunCompileWorker(fd, pch_dir);
 }
 
 }  // namespace jitd::compiler

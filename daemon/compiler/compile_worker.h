@@ -23,4 +23,10 @@ namespace jitd::compiler {
 // Takes ownership of `fd` (marks it close-on-exec, closes it on return).
 int RunCompileWorker(int fd, const std::filesystem::path& pch_dir);
 
+// The command line of a worker process, `--fd N --pch-dir DIR` (argv[0] is
+// the command's name): parses it, logs to stderr as "compile-worker PID",
+// and runs RunCompileWorker. Used by `jitd worker` and jitd-compile-worker.
+// Exit code 2 on a bad command line.
+int CompileWorkerMain(int argc, char** argv);
+
 }  // namespace jitd::compiler

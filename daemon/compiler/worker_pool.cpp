@@ -294,8 +294,12 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
   // A poke left over from an earlier job's cancel must not count for this
   // one; a cancel that came before this drain is seen by cancelled() below.
   Drain(slot.wake_fd);
+  // `job` belongs to the caller, who returns as soon as its ticket is
+  // complete (a cancel completes it while the worker still runs): whatever
+  // is needed after that point is copied here.
   const CompileJob& job = *ticket->job;
-  const std::string& program = job.program_name;
+  const std::string program = job.program_name;
+  const std::chrono::milliseconds timeout = job.timeout;
   if (ticket->cancelled()) {
     std::lock_guard lock(mu_);
     ++stats_.cancellations;
@@ -321,7 +325,7 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
   }
 
   const std::uint64_t job_id = next_job_id_++;
-  const Clock::time_point deadline = DeadlineAfter(job.timeout);
+  const Clock::time_point deadline = DeadlineAfter(timeout);
   const pid_t pid = slot.worker->pid();
   const std::string who = "compile worker (pid " + std::to_string(pid) + ")";
   int wait_status = -1;
@@ -425,7 +429,7 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
           return;
         }
         const std::string message = "compile of " + program + " exceeded its timeout of " +
-                                    std::to_string(job.timeout.count()) + " ms; " + who + " was killed and " +
+                                    std::to_string(timeout.count()) + " ms; " + who + " was killed and " +
                                     (note == "it has been replaced" ? "has been replaced" : "not replaced: " + note);
         spdlog::warn("{}", message);
         std::lock_guard lock(mu_);

@@ -20,9 +20,11 @@ struct Item {
 }  // namespace
 
 std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::vector<std::string>& archs,
-                                const CompileFunction& compile, size_t parallelism, const Progress& progress) {
+                                const CompileFunction& compile, size_t parallelism, const Progress& progress,
+                                const std::set<std::string>& skip) {
   std::vector<Item> items;
   for (const auto& k : resolver.tree().manifest().kernels) {
+    if (skip.count(k.name)) continue;
     for (const auto& params : manifest::Manifest::Instantiations(k)) {
       for (const auto& arch : archs) items.push_back({&k, params, arch});
     }

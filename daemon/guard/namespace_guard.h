@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,8 +49,10 @@ using Progress = std::function<void(size_t, size_t, const std::string&, const st
 
 // Compiles every instantiation for every arch with `compile` (called from
 // up to `parallelism` threads at once) and checks every name expression
-// lowered to a non-empty name.
+// lowered to a non-empty name. Kernels named in `skip` (those with source
+// findings, whose compile would only repeat them) are left out.
 std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::vector<std::string>& archs,
-                                const CompileFunction& compile, size_t parallelism, const Progress& progress = {});
+                                const CompileFunction& compile, size_t parallelism, const Progress& progress = {},
+                                const std::set<std::string>& skip = {});
 
 }  // namespace jitd::guard

@@ -9,6 +9,8 @@ namespace {
 using text::Cat;
 using text::Join;
 
+constexpr const char* kRandomSeedOption = "-frandom-seed=jitd";
+
 // Kernel names are dotted identifiers; anything longer is not one of ours.
 constexpr size_t kMaxKernelName = 128;
 
@@ -125,6 +127,10 @@ absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const
   job.options.insert(job.options.end(), def->options.begin(), def->options.end());
   job.options.insert(job.options.end(), out.request_options.begin(), out.request_options.end());
   job.options.push_back(Cat("-arch=", out.arch));
+  // NVRTC names internal symbols with a random number unless seeded; the
+  // seed makes a compile reproducible byte for byte, so that any cubin in
+  // the cache (or the shared tier) can be checked against a fresh compile.
+  job.options.push_back(kRandomSeedOption);
   job.options.push_back(Cat("-I", tree_->include_root().string()));
   job.options.push_back(Cat("-I", toolchain_.cccl_include.string()));
   job.options.push_back(Cat("-I", toolchain_.cuda_include.string()));

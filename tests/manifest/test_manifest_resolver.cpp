@@ -55,6 +55,8 @@ TEST(Resolver, ResolvesARequestIntoAProgramAndAKey) {
   EXPECT_EQ(r->job.name_expressions[0], "sglang::modulate_scale_shift::modulate_scale_shift_kernel<__nv_bfloat16>");
   EXPECT_EQ(r->job.program_name, "diffusion/modulate_scale_shift.cu");
   EXPECT_NE(std::find(r->job.options.begin(), r->job.options.end(), "-arch=sm_90"), r->job.options.end());
+  EXPECT_NE(std::find(r->job.options.begin(), r->job.options.end(), "-frandom-seed=jitd"), r->job.options.end())
+      << "every compile is seeded, so it is reproducible byte for byte";
   EXPECT_TRUE(cache::IsValidKey(r->key));
   EXPECT_EQ(r->key.size(), 64u);
 }

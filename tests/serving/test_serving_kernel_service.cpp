@@ -132,6 +132,17 @@ TEST_F(KernelServiceTest, CompilesThenServesFromMemoryThenFromDisk) {
   EXPECT_EQ(service_->stats().compiles, 0u);
 }
 
+TEST_F(KernelServiceTest, ARecompileOfAKeyGivesTheSameBytes) {
+  auto first = Get(kSlow);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(cache_->Evict({.keys = {first->key}}).ok());
+  service_ = std::make_unique<KernelService>(Resolver(), cache_.get(), pool_.get(), Options());
+  auto again = Get(kSlow);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->origin, Origin::kCompiled);
+  EXPECT_EQ(again->entry->cubin, first->entry->cubin);
+}
+
 TEST_F(KernelServiceTest, SixtyFourConcurrentIdenticalRequestsCompileOnce) {
   std::vector<std::thread> threads;
   std::vector<absl::StatusOr<KernelAnswer>> answers(64, absl::UnknownError("not run"));

@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -90,6 +91,22 @@ absl::StatusOr<std::chrono::seconds> ParseDuration(std::string_view text);
 // NOT_FOUND when the file cannot be read, INVALID_ARGUMENT when it holds no
 // token or whitespace inside one (which no Bearer header can carry).
 absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path);
+
+// ---------------------------------------------------------------------------
+// Spec files: the instantiations `jitctl warm --manifest FILE` and
+// `jitd warm --manifest FILE` warm.
+//
+//   # One table per instantiation; fields as in jitd.v1.KernelSpec.
+//   [[spec]]
+//   kernel = "diffusion.modulate_scale_shift"
+//   params = { dtype = "bf16" }
+//   arch = "sm_90"              # optional: default is --arch, then the daemon's
+//   options = ["-lineinfo"]     # optional
+
+// The specs of the file at `path`, in file order. INVALID_ARGUMENT naming
+// the file, line and key for a syntax error, an unknown key or a value of
+// the wrong type; NOT_FOUND when the file cannot be read.
+absl::StatusOr<std::vector<v1::KernelSpec>> LoadSpecFile(const std::filesystem::path& path);
 
 // ---------------------------------------------------------------------------
 // The client

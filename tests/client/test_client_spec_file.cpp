@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "temp_dir.h"
-#include "warm_manifest.h"
+#include "jitd/client.h"
 
-namespace jitd::jitctl {
+namespace jitd {
 namespace {
 
 using ::testing::HasSubstr;
@@ -23,7 +23,7 @@ class WarmManifestTest : public ::testing::Test {
 };
 
 TEST_F(WarmManifestTest, ReadsEverySpecInOrder) {
-  absl::StatusOr<std::vector<v1::KernelSpec>> specs = LoadWarmManifest(Write(R"(
+  absl::StatusOr<std::vector<v1::KernelSpec>> specs = LoadSpecFile(Write(R"(
 [[spec]]
 kernel = "moe.topk_sum"
 params = { dtype = "bf16", k = "8" }
@@ -56,15 +56,15 @@ TEST_F(WarmManifestTest, MistakesNameTheFileLineAndKey) {
                         Case{"[[spec]]\narch = \"sm_90\"\n", "spec[0] has no kernel"},
                         Case{"[[specs]]\nkernel = \"a\"\n", "unknown key specs"},
                         Case{"# nothing\n", "no [[spec]] tables"}, Case{"[[spec]\n", "warm.toml:1"}}) {
-    absl::StatusOr<std::vector<v1::KernelSpec>> specs = LoadWarmManifest(Write(c.text));
+    absl::StatusOr<std::vector<v1::KernelSpec>> specs = LoadSpecFile(Write(c.text));
     EXPECT_EQ(specs.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
     EXPECT_THAT(std::string(specs.status().message()), HasSubstr(c.expected)) << c.text;
   }
 }
 
 TEST_F(WarmManifestTest, MissingFileIsNotFound) {
-  EXPECT_EQ(LoadWarmManifest(dir_ / "absent.toml").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadSpecFile(dir_ / "absent.toml").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
-}  // namespace jitd::jitctl
+}  // namespace jitd

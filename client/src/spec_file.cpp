@@ -1,10 +1,10 @@
-#include "warm_manifest.h"
+#include "jitd/client.h"
 
 #include <toml++/toml.h>
 
 #include "absl/strings/str_cat.h"
 
-namespace jitd::jitctl {
+namespace jitd {
 namespace {
 
 std::string Where(const std::filesystem::path& path, const toml::node& node) {
@@ -54,7 +54,7 @@ absl::StatusOr<v1::KernelSpec> ParseSpec(const std::filesystem::path& path, cons
 
 }  // namespace
 
-absl::StatusOr<std::vector<v1::KernelSpec>> LoadWarmManifest(const std::filesystem::path& path) {
+absl::StatusOr<std::vector<v1::KernelSpec>> LoadSpecFile(const std::filesystem::path& path) {
   toml::table root;
   try {
     root = toml::parse_file(path.string());
@@ -86,4 +86,4 @@ absl::StatusOr<std::vector<v1::KernelSpec>> LoadWarmManifest(const std::filesyst
   return specs;
 }
 
-}  // namespace jitd::jitctl
+}  // namespace jitd

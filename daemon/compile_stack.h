@@ -1,0 +1,59 @@
+// The compile half of jitd, shared by `jitd serve`, `jitd lint` and
+// `jitd warm`: the toolchain, the kernels (resolver) and the worker pool.
+//
+// Workers are this same binary in a hidden mode (`jitd worker --fd N
+// --pch-dir DIR`), started with posix_spawn: gRPC threads and fork() do not
+// mix, and a separate executable could drift from the daemon's NVRTC.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "manifest.h"
+#include "worker_pool.h"
+
+namespace jitd::daemon {
+
+// The argv[1] that selects worker mode; not listed in --help.
+inline constexpr std::string_view kWorkerCommand = "worker";
+
+// This executable's worker command line ({"/path/to/jitd", "worker"}).
+std::vector<std::string> SelfWorkerArgv();
+
+// A private, empty directory for the pool's precompiled headers, removed
+// with everything in it when the object goes away.
+class ScratchDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<ScratchDir>> Create(std::string_view purpose);
+  ~ScratchDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  explicit ScratchDir(std::filesystem::path p) : path_(std::move(p)) {}
+  std::filesystem::path path_;
+};
+
+struct CompileStack {
+  std::shared_ptr<const manifest::Resolver> resolver;
+  std::unique_ptr<ScratchDir> scratch;
+  std::unique_ptr<compiler::WorkerPool> pool;  // declared last: stopped first
+};
+
+// Reads the kernels directory (into an immutable snapshot under
+// `snapshot_root` when given) and builds a resolver with `default_arch`.
+absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const std::filesystem::path& kernels_dir,
+                                                                      const std::filesystem::path& snapshot_root,
+                                                                      const manifest::Toolchain& toolchain,
+                                                                      const std::string& default_arch);
+
+// Detects the toolchain once per process (the header fingerprint reads the
+// toolkit's ~30 MB of headers).
+absl::StatusOr<manifest::Toolchain> DetectToolchain();
+
+// Starts `workers` compile workers of this binary.
+absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers);
+
+}  // namespace jitd::daemon

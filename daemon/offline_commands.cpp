@@ -1,0 +1,180 @@
+#include "offline_commands.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cstdio>
+#include <set>
+#include <thread>
+
+#include "compile_stack.h"
+#include "config.h"
+#include "jitd/client.h"
+#include "jitd/detail/text.h"
+#include "jitd/progress.h"
+#include "kernel_service.h"
+#include "namespace_guard.h"
+
+namespace jitd::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using text::Cat;
+
+constexpr int kExitFindings = 1;
+constexpr int kExitCannotRun = 2;
+
+size_t WorkerCount(uint32_t requested) {
+  return requested > 0 ? requested : std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::vector<std::string> Archs(const OfflineOptions& o) {
+  return o.archs.empty() ? std::vector<std::string>{std::string(kDefaultArch)} : o.archs;
+}
+
+int CannotRun(std::string_view what, const absl::Status& s) {
+  std::fprintf(stderr, "jitd %.*s: %s\n", static_cast<int>(what.size()), what.data(), std::string(s.message()).c_str());
+  return kExitCannotRun;
+}
+
+}  // namespace
+
+int RunLint(const CommandLine& command_line) {
+  spdlog::set_level(spdlog::level::warn);
+  const OfflineOptions& o = command_line.offline;
+  fs::path kernels_dir = o.kernels_dir.empty() ? DefaultKernelsDir() : o.kernels_dir;
+  auto tree = manifest::KernelTree::Load(kernels_dir);
+  if (!tree.ok()) return CannotRun("lint", tree.status());
+  std::vector<guard::Finding> findings = guard::CheckSources(**tree);
+  std::set<std::string> skip;
+  for (const auto& f : findings) {
+    std::printf("%s\n", f.ToString().c_str());
+    if (!f.kernel.empty()) skip.insert(f.kernel);
+  }
+  size_t files = 0;
+  for (const auto& [rel, content] : (*tree)->files()) files += rel.ends_with(".cu") || rel.ends_with(".cuh") || rel.ends_with(".h");
+  std::printf("jitd lint: %zu source files in %s: %zu findings\n", files, kernels_dir.c_str(), findings.size());
+  if (o.source_only) return findings.empty() ? 0 : kExitFindings;
+
+  auto toolchain = DetectToolchain();
+  if (!toolchain.ok()) return CannotRun("lint", toolchain.status());
+  const std::vector<std::string> archs = Archs(o);
+  auto resolver = manifest::Resolver::Create(*tree, *toolchain, archs.front());
+  if (!resolver.ok()) return CannotRun("lint", resolver.status());
+  std::shared_ptr<const manifest::Resolver> shared(std::move(*resolver));
+  const size_t workers = WorkerCount(o.workers);
+  auto stack = StartCompileStack(shared, workers);
+  if (!stack.ok()) return CannotRun("lint", stack.status());
+
+  size_t total = 0;
+  for (const auto& k : (*tree)->manifest().kernels) {
+    if (!skip.count(k.name)) total += manifest::Manifest::Instantiations(k).size() * archs.size();
+  }
+  Progress progress("compile-all", total);
+  auto compiled = guard::CompileAll(
+      *shared, archs, [&](const compiler::CompileJob& job) { return stack->pool->Compile(job, compiler::Priority::kLive); },
+      workers,
+      [&](size_t, size_t, const std::string& kernel, const std::string& params, const std::string& arch, bool ok) {
+        progress.Done(ok ? "ok" : "failed", Cat(kernel, params.empty() ? "" : Cat(" ", params), " ", arch));
+      },
+      skip);
+  progress.Finish();
+  for (const auto& f : compiled) std::printf("%s\n", f.ToString().c_str());
+  std::printf("jitd lint: %zu instantiations compiled for %zu arch(s) with NVRTC %s in %.1f s: %zu findings%s\n",
+              total, archs.size(), toolchain->nvrtc_version.c_str(), progress.elapsed_s(), compiled.size(),
+              skip.empty() ? "" : Cat(" (", skip.size(), " kernels with source findings not compiled)").c_str());
+  return findings.empty() && compiled.empty() ? 0 : kExitFindings;
+}
+
+int RunWarm(const CommandLine& command_line) {
+  // The progress lines say what each compile did; the per-compile log lines
+  // a daemon writes would only repeat them.
+  spdlog::set_level(spdlog::level::warn);
+  const OfflineOptions& o = command_line.offline;
+  fs::path kernels_dir = o.kernels_dir.empty() ? DefaultKernelsDir() : o.kernels_dir;
+  const std::vector<std::string> archs = Archs(o);
+  cache::CacheOptions cache_options;
+  cache_options.dir = o.cache_dir;
+  // A warm-up writer adds; the budget is the serving daemon's to enforce.
+  cache_options.max_bytes = 0;
+  auto cache = cache::Cache::Open(cache_options);
+  if (!cache.ok()) return CannotRun("warm", cache.status());
+  auto toolchain = DetectToolchain();
+  if (!toolchain.ok()) return CannotRun("warm", toolchain.status());
+  auto resolver = LoadKernels(kernels_dir, (*cache)->dir() / "kernel-trees", *toolchain, archs.front());
+  if (!resolver.ok()) return CannotRun("warm", resolver.status());
+
+  std::vector<manifest::KernelRequest> requests;
+  if (o.all) {
+    for (const auto& k : (*resolver)->tree().manifest().kernels) {
+      for (const auto& params : manifest::Manifest::Instantiations(k)) {
+        for (const auto& arch : archs) requests.push_back({k.name, params, arch, {}});
+      }
+    }
+  } else {
+    auto specs = LoadSpecFile(o.manifest);
+    if (!specs.ok()) return CannotRun("warm", specs.status());
+    for (const auto& spec : *specs) {
+      manifest::KernelRequest r{spec.kernel(), {spec.params().begin(), spec.params().end()}, spec.arch(),
+                                {spec.options().begin(), spec.options().end()}};
+      if (!r.arch.empty()) {
+        requests.push_back(r);
+        continue;
+      }
+      for (const auto& arch : archs) {
+        r.arch = arch;
+        requests.push_back(r);
+      }
+    }
+  }
+
+  const size_t workers = WorkerCount(o.workers);
+  auto stack = StartCompileStack(*resolver, workers);
+  if (!stack.ok()) return CannotRun("warm", stack.status());
+  serving::KernelService::Options service_options;
+  service_options.hot_cache_bytes = 0;  // nothing is served: keep no cubins in memory
+  serving::KernelService service(*resolver, cache->get(), stack->pool.get(), service_options);
+
+  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", requests.size(),
+              (*cache)->dir().c_str(), workers);
+  std::fflush(stdout);
+  Progress progress("warm", requests.size());
+  std::atomic<size_t> next{0}, compiled{0}, cached{0};
+  std::mutex failures_mu;
+  std::vector<std::string> failures;
+  auto work = [&] {
+    for (size_t i = next++; i < requests.size(); i = next++) {
+      const auto& r = requests[i];
+      serving::CallContext ctx;
+      ctx.priority = compiler::Priority::kWarm;
+      auto answer = service.Get(r, serving::Mode::kCompile, ctx);
+      std::string what = Cat(r.kernel, " ", answer.ok() ? answer->params : "", " ", r.arch);
+      if (!answer.ok()) {
+        std::string why(answer.status().message());
+        progress.Done("failed", what, why.substr(0, why.find('\n')));
+        std::lock_guard lock(failures_mu);
+        failures.push_back(Cat(what, ": ", why));
+      } else if (answer->origin == serving::Origin::kCompiled) {
+        ++compiled;
+        progress.Done("compiled", what, Cat(static_cast<int>(answer->entry->meta.compile_ms), " ms"));
+      } else {
+        ++cached;
+        progress.Done("cached", what);
+      }
+    }
+  };
+  // One more thread than workers keeps every worker busy while a result is
+  // being stored.
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < workers; ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  progress.Finish();
+  if (auto s = (*cache)->Flush(); !s.ok()) spdlog::warn("flushing the cache index: {}", s.ToString());
+  for (const auto& f : failures) std::printf("failed: %s\n", f.c_str());
+  std::printf("jitd warm: %zu instantiations in %.1f s: %zu compiled, %zu already cached, %zu failed\n",
+              requests.size(), progress.elapsed_s(), compiled.load(), cached.load(), failures.size());
+  return failures.empty() ? 0 : kExitFindings;
+}
+
+}  // namespace jitd::daemon

@@ -1,0 +1,17 @@
+# Runs `jitd lint` and checks its exit code and findings:
+#   cmake -DJITD=... -DARGS="lint;--kernels;DIR" -DEXIT=1 -DFINDINGS=2 -DEXPECT="re1;re2" -P expect_lint.cmake
+execute_process(COMMAND ${JITD} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(NOT rc EQUAL EXIT)
+  message(FATAL_ERROR "jitd lint exited ${rc}, expected ${EXIT}\n${err}")
+endif()
+string(REGEX MATCHALL "[^\n]*\\.cuh?:[0-9]+: \\[[^\n]*" findings "${out}")
+list(LENGTH findings n)
+if(NOT n EQUAL FINDINGS)
+  message(FATAL_ERROR "expected ${FINDINGS} findings, got ${n}: ${findings}")
+endif()
+foreach(re IN LISTS EXPECT)
+  if(NOT out MATCHES "${re}")
+    message(FATAL_ERROR "output lacks /${re}/")
+  endif()
+endforeach()
