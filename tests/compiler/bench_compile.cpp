@@ -1,5 +1,6 @@
 // bench_compile: what the compile worker pool costs and what it buys, for a
-// header-heavy (CUB) and a trivial kernel.
+// header-heavy (CUB) and a trivial test kernel, then for every shipped kernel
+// through the production resolver.
 //
 //   build-dir/tests/compiler/bench_compile [runs]     (default 3 runs)
 //
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "manifest.h"
 #include "nvrtc_program.h"
 #include "test_programs.h"
 #include "worker_pool.h"
@@ -184,6 +186,45 @@ class Bench {
   std::filesystem::path scratch_;
 };
 
+// The shipped kernels, resolved by the production resolver: each kernel's
+// first instantiation cold, in this process and through a 1-worker pool;
+// then the full set of measurements for rmsnorm (the CUB kernel).
+void RunShippedKernels(Bench& bench, int runs) {
+  using namespace jitd::manifest;
+  auto toolchain = Toolchain::Detect();
+  auto tree = KernelTree::Load(JITD_KERNELS_DIR);
+  if (!toolchain.ok() || !tree.ok()) std::exit(1);
+  auto resolver = Resolver::Create(*tree, *toolchain, "sm_90");
+  if (!resolver.ok()) std::exit(1);
+  auto job_for = [&](const std::string& kernel, size_t instance) {
+    const KernelDef* def = (*tree)->manifest().Find(kernel);
+    auto all = Manifest::Instantiations(*def);
+    auto resolved = (*resolver)->Resolve({kernel, all[std::min(instance, all.size() - 1)], "sm_90", {}});
+    if (!resolved.ok()) std::exit(1);
+    return resolved->job;
+  };
+  std::printf("\nshipped kernels, first instantiation, sm_90: cold compile in-process vs through a 1-worker pool\n");
+  std::unique_ptr<WorkerPool> pool = bench.StartPool(1);
+  for (const auto& kernel : (*tree)->manifest().kernels) {
+    CompileJob job = job_for(kernel.name, 0);
+    job.use_pch = false;
+    std::vector<double> direct, pooled;
+    for (int run = 0; run < runs; ++run) {
+      direct.push_back(TimeMs([&] { return CompileInProcess(job, nullptr, nullptr); }));
+      pooled.push_back(TimeMs([&] { return pool->Compile(job, Priority::kLive); }));
+    }
+    std::printf("%-32s %9.1f ms in-process %9.1f ms pool   %.2fx\n", kernel.name.c_str(), Median(direct), Median(pooled),
+                Median(pooled) / Median(direct));
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+  bench.Run(Kernel{"rmsnorm", 1, [&](int instance, bool use_pch) {
+                     CompileJob job = job_for("norm.rmsnorm", instance == 0 ? 0 : 1);
+                     job.use_pch = use_pch;
+                     return job;
+                   }});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,5 +246,6 @@ int main(int argc, char** argv) {
   Bench bench(runs);
   bench.Run(cub);
   bench.Run(trivial);
+  RunShippedKernels(bench, runs);
   return 0;
 }
