@@ -14,15 +14,11 @@ using testing::CubinFor;
 using testing::KeyFor;
 using testing::MetaFor;
 using testing::Options;
+using testing::OpenCache;
 using testing::TempDir;
 
 constexpr size_t kCubin = 4000;
 
-std::unique_ptr<Cache> Open(const CacheOptions& o) {
-  auto c = Cache::Open(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
 
 uint64_t BlobSize(Cache& cache, uint64_t n) {
   auto list = cache.List({});
@@ -35,7 +31,7 @@ uint64_t BlobSize(Cache& cache, uint64_t n) {
 TEST(Eviction, BudgetIsRespectedUnderChurnAndKeepsRecentlyUsedEntries) {
   TempDir dir;
   constexpr uint64_t kBudget = 100 * 1024;
-  auto cache = Open(Options(dir.path(), kBudget));
+  auto cache = OpenCache(Options(dir.path(), kBudget));
   // A "hot" entry used between every publish must survive all the churn.
   ASSERT_TRUE(cache->Publish(MetaFor(0), CubinFor(0, kCubin)).ok());
   for (uint64_t i = 1; i <= 300; ++i) {
@@ -57,14 +53,14 @@ TEST(Eviction, BudgetIsRespectedUnderChurnAndKeepsRecentlyUsedEntries) {
 
 TEST(Eviction, EvictsDownToTheLowWatermarkOnlyPastTheHighOne) {
   TempDir dir;
-  auto probe = Open(Options(dir.path()));
+  auto probe = OpenCache(Options(dir.path()));
   ASSERT_TRUE(probe->Publish(MetaFor(1000), CubinFor(1000, kCubin)).ok());
   const uint64_t entry = BlobSize(*probe, 1000);
   ASSERT_TRUE(probe->Evict({.keys = {KeyFor(1000)}}).ok());
   probe.reset();
 
   CacheOptions o = Options(dir.path(), 20 * entry);  // high = 19 entries, low = 17
-  auto cache = Open(o);
+  auto cache = OpenCache(o);
   for (uint64_t i = 0; i < 19; ++i) ASSERT_TRUE(cache->Publish(MetaFor(i), CubinFor(i, kCubin)).ok());
   ASSERT_TRUE(cache->Flush().ok());
   EXPECT_EQ(cache->Stats()->entries, 19u) << "at the high watermark nothing is evicted";
@@ -81,7 +77,7 @@ TEST(Eviction, BackgroundThreadEnforcesTheBudgetWithoutFlush) {
   CacheOptions o = Options(dir.path(), 50 * 1024);
   o.background = true;
   o.flush_interval = 50ms;
-  auto cache = Open(o);
+  auto cache = OpenCache(o);
   for (uint64_t i = 0; i < 60; ++i) ASSERT_TRUE(cache->Publish(MetaFor(i), CubinFor(i, kCubin)).ok());
   // Wait (bounded) for the background thread to catch up.
   auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -93,7 +89,7 @@ TEST(Eviction, BackgroundThreadEnforcesTheBudgetWithoutFlush) {
 
 TEST(Eviction, PinnedEntriesSurviveBudgetAndExplicitEviction) {
   TempDir dir;
-  auto cache = Open(Options(dir.path(), 40 * 1024));
+  auto cache = OpenCache(Options(dir.path(), 40 * 1024));
   ASSERT_TRUE(cache->Publish(MetaFor(0), CubinFor(0, kCubin)).ok());
   ASSERT_TRUE(cache->Pin(KeyFor(0), true).ok());
   EXPECT_TRUE(absl::IsNotFound(cache->Pin(KeyFor(12345), true)));
@@ -114,7 +110,7 @@ TEST(Eviction, PinnedEntriesSurviveBudgetAndExplicitEviction) {
 
 TEST(Eviction, OnlyPinnedEntriesLeftOverBudgetIsReportedNotLooped) {
   TempDir dir;
-  auto cache = Open(Options(dir.path(), 10 * 1024));
+  auto cache = OpenCache(Options(dir.path(), 10 * 1024));
   for (uint64_t i = 0; i < 5; ++i) {
     ASSERT_TRUE(cache->Publish(MetaFor(i), CubinFor(i, kCubin)).ok());
     ASSERT_TRUE(cache->Pin(KeyFor(i), true).ok());
@@ -126,7 +122,7 @@ TEST(Eviction, OnlyPinnedEntriesLeftOverBudgetIsReportedNotLooped) {
 class Seeded : public ::testing::Test {
  protected:
   void SetUp() override {
-    cache_ = Open(Options(dir_.path()));
+    cache_ = OpenCache(Options(dir_.path()));
     const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch()).count();
     // moe.* on sm_90 and sm_100a, norm.* on sm_90; entries 0-3 a day old.
@@ -225,7 +221,7 @@ TEST_F(Seeded, EvictionsAreCountedAndFilesRemoved) {
 
 TEST(Eviction, BudgetChangedAtRunTimeTakesEffect) {
   TempDir dir;
-  auto cache = Open(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   for (uint64_t i = 0; i < 20; ++i) ASSERT_TRUE(cache->Publish(MetaFor(i), CubinFor(i, kCubin)).ok());
   ASSERT_TRUE(cache->Flush().ok());
   EXPECT_EQ(cache->Stats()->entries, 20u);

@@ -19,14 +19,10 @@ using testing::CubinFor;
 using testing::KeyFor;
 using testing::MetaFor;
 using testing::Options;
+using testing::OpenCache;
 using testing::TempDir;
 using testing::TempFileCount;
 
-std::unique_ptr<Cache> Open(const CacheOptions& o) {
-  auto c = Cache::Open(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
 
 pid_t DeadPid() {
   pid_t pid = ::fork();
@@ -49,19 +45,19 @@ fs::path PlaceUnindexedBlob(const fs::path& dir, uint64_t n) {
 
 TEST(Recovery, TempFilesOfDeadWritersAreSweptAtOpen) {
   TempDir dir;
-  { auto c = Open(Options(dir.path())); }
+  { auto c = OpenCache(Options(dir.path())); }
   std::string key = KeyFor(1);
   std::ofstream(dir.path() / "tmp" / (key + "." + std::to_string(DeadPid()) + ".0.tmp")) << "partial";
   std::ofstream(dir.path() / "tmp" / (key + "." + std::to_string(::getpid()) + ".0.tmp")) << "in progress";
-  auto c = Open(Options(dir.path()));
+  auto c = OpenCache(Options(dir.path()));
   EXPECT_EQ(TempFileCount(dir.path()), 1u) << "only the live writer's temp file stays";
 }
 
 TEST(Recovery, BlobWrittenButNotIndexedIsAdopted) {
   TempDir dir;
-  { auto c = Open(Options(dir.path())); }
+  { auto c = OpenCache(Options(dir.path())); }
   PlaceUnindexedBlob(dir.path(), 7);
-  auto c = Open(Options(dir.path()));
+  auto c = OpenCache(Options(dir.path()));
   ASSERT_TRUE(c->Flush().ok());  // runs the reconcile that follows an open
   auto e = c->Lookup(KeyFor(7));
   ASSERT_TRUE(e.ok()) << e.status();
@@ -71,10 +67,10 @@ TEST(Recovery, BlobWrittenButNotIndexedIsAdopted) {
 
 TEST(Recovery, CorruptUnindexedBlobIsRemovedNotAdopted) {
   TempDir dir;
-  { auto c = Open(Options(dir.path())); }
+  { auto c = OpenCache(Options(dir.path())); }
   fs::path blob = PlaceUnindexedBlob(dir.path(), 8);
   testing::FlipBytes(blob, 50);
-  auto c = Open(Options(dir.path()));
+  auto c = OpenCache(Options(dir.path()));
   ASSERT_TRUE(c->Flush().ok());
   EXPECT_FALSE(fs::exists(blob));
   EXPECT_EQ(c->Stats()->entries, 0u);
@@ -84,13 +80,13 @@ TEST(Recovery, RowsWhoseBlobVanishedAreDroppedAtOpen) {
   TempDir dir;
   fs::path blob;
   {
-    auto c = Open(Options(dir.path()));
+    auto c = OpenCache(Options(dir.path()));
     ASSERT_TRUE(c->Publish(MetaFor(1), CubinFor(1)).ok());
     ASSERT_TRUE(c->Publish(MetaFor(2), CubinFor(2)).ok());
     blob = c->Lookup(KeyFor(1))->blob_path;
   }
   fs::remove(blob);
-  auto c = Open(Options(dir.path()));
+  auto c = OpenCache(Options(dir.path()));
   ASSERT_TRUE(c->Flush().ok());
   EXPECT_EQ(c->Stats()->entries, 1u);
   EXPECT_EQ(c->Stats()->corrupt, 1u);
@@ -102,7 +98,7 @@ class BrokenIndex : public ::testing::TestWithParam<std::string> {};
 TEST_P(BrokenIndex, IsRebuiltFromTheBlobs) {
   TempDir dir;
   {
-    auto c = Open(Options(dir.path()));
+    auto c = OpenCache(Options(dir.path()));
     for (int i = 0; i < 20; ++i) ASSERT_TRUE(c->Publish(MetaFor(i), CubinFor(i)).ok());
   }
   fs::path index = dir.path() / "index.sqlite";
@@ -119,7 +115,7 @@ TEST_P(BrokenIndex, IsRebuiltFromTheBlobs) {
     fs::remove(index);
   }
   for (const char* s : {"-wal", "-shm"}) fs::remove(index.string() + s);
-  auto c = Open(Options(dir.path()));
+  auto c = OpenCache(Options(dir.path()));
   ASSERT_TRUE(c->Flush().ok());
   for (int i = 0; i < 20; ++i) {
     auto e = c->Lookup(KeyFor(i));
@@ -172,7 +168,7 @@ TEST(Recovery, WriterKilledAtRandomMomentsLosesNothingItReported) {
     ASSERT_TRUE(WIFSIGNALED(status)) << "writer failed with exit " << WEXITSTATUS(status);
     next = reported.empty() ? first + 1000 : std::max(first + 1000, reported.back() + 1);
   }
-  auto c = Open(Options(dir.path()));
+  auto c = OpenCache(Options(dir.path()));
   ASSERT_TRUE(c->Flush().ok());
   EXPECT_EQ(TempFileCount(dir.path()), 0u);
   for (uint64_t k : reported) {

@@ -62,6 +62,12 @@ CacheOptions Options(const fs::path& dir, uint64_t max_bytes) {
   return o;
 }
 
+std::unique_ptr<Cache> OpenCache(const CacheOptions& options) {
+  auto c = Cache::Open(options);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
 void FlipBytes(const fs::path& file, uint64_t offset, size_t count) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
   ASSERT_TRUE(f) << file;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "jitd/cache.h"
@@ -34,6 +35,9 @@ EntryMeta MetaFor(uint64_t n, std::string kernel = "test.kernel", std::string ar
 std::string CubinFor(uint64_t n, size_t size = 4096);
 
 CacheOptions Options(const std::filesystem::path& dir, uint64_t max_bytes = 0);
+
+// Opens a cache, failing the current test (and returning null) if it cannot.
+std::unique_ptr<Cache> OpenCache(const CacheOptions& options);
 
 // XORs `count` bytes at `offset` with 0xFF (ccache's `dd` test, in C++).
 void FlipBytes(const std::filesystem::path& file, uint64_t offset, size_t count = 3);
