@@ -36,11 +36,18 @@ cache::EvictFilter FromProto(const v1::EvictRequest& request) {
 
 }  // namespace
 
-CacheAdminService::CacheAdminService(cache::Cache& cache, const AdminAuth& auth,
-                                     std::chrono::steady_clock::time_point started)
-    : cache_(cache), auth_(auth), started_(started) {}
+CacheAdminService::CacheAdminService(cache::Cache& cache, const AdminAuth& auth, InFlightCalls& calls,
+                                     std::chrono::steady_clock::time_point started, ServingStats serving_stats,
+                                     EvictedHook on_evicted)
+    : cache_(cache),
+      auth_(auth),
+      calls_(calls),
+      started_(started),
+      serving_stats_(std::move(serving_stats)),
+      on_evicted_(std::move(on_evicted)) {}
 
 grpc::Status CacheAdminService::Stats(grpc::ServerContext*, const v1::StatsRequest*, v1::StatsResponse* response) {
+  const InFlightCalls::Scope in_flight(calls_);
   absl::StatusOr<cache::CacheStats> stats = cache_.Stats();
   if (!stats.ok()) return ToGrpcStatus(stats.status());
   response->set_entries(stats->entries);
@@ -58,11 +65,13 @@ grpc::Status CacheAdminService::Stats(grpc::ServerContext*, const v1::StatsReque
   response->set_publish_failures(stats->publish_failures);
   response->set_cache_dir(std::filesystem::absolute(cache_.dir()).string());
   response->set_uptime_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  if (serving_stats_) serving_stats_(response);
   return grpc::Status::OK;
 }
 
 grpc::Status CacheAdminService::ListEntries(grpc::ServerContext*, const v1::ListEntriesRequest* request,
                                             v1::ListEntriesResponse* response) {
+  const InFlightCalls::Scope in_flight(calls_);
   // Listed without the limit so that `total` counts every match; the index
   // rows are small (no blob is read), so this costs little even for large
   // caches.
@@ -79,6 +88,7 @@ grpc::Status CacheAdminService::ListEntries(grpc::ServerContext*, const v1::List
 
 grpc::Status CacheAdminService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                                       v1::EvictResponse* response) {
+  const InFlightCalls::Scope in_flight(calls_);
   if (absl::Status allowed = auth_.Authorize(*context, "Evict"); !allowed.ok()) {
     return ToGrpcStatus(allowed);
   }
@@ -90,6 +100,11 @@ grpc::Status CacheAdminService::Evict(grpc::ServerContext* context, const v1::Ev
   response->set_dry_run(result->dry_run);
   response->set_remaining_entries(result->remaining_entries);
   response->set_remaining_bytes(result->remaining_bytes);
+  if (!result->dry_run && !result->evicted.empty() && on_evicted_) {
+    std::vector<std::string> keys;
+    for (const cache::EntryInfo& entry : result->evicted) keys.push_back(entry.key);
+    on_evicted_(keys);
+  }
   if (!result->dry_run && !result->evicted.empty()) {
     spdlog::info("evicted {} entries ({} bytes) on request from {}", result->evicted.size(), result->evicted_bytes,
                  context->peer());
@@ -99,6 +114,7 @@ grpc::Status CacheAdminService::Evict(grpc::ServerContext* context, const v1::Ev
 
 grpc::Status CacheAdminService::Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                                        v1::VerifyResponse* response) {
+  const InFlightCalls::Scope in_flight(calls_);
   if (request->repair()) {
     if (absl::Status allowed = auth_.Authorize(*context, "Verify with repair"); !allowed.ok()) {
       return ToGrpcStatus(allowed);

@@ -1,10 +1,13 @@
 // jitd.v1.CacheAdmin over jitd::cache::Cache: inspection (Stats,
 // ListEntries, Verify) and eviction, each RPC one call into the cache.
+// Stats adds what the serving side reports (see serving_stats.h).
 #pragma once
 
 #include <chrono>
+#include <functional>
 
 #include "admin_auth.h"
+#include "in_flight_calls.h"
 #include "jitd/cache.h"
 #include "jitd/v1/cache_admin.grpc.pb.h"
 
@@ -12,9 +15,19 @@ namespace jitd::daemon {
 
 class CacheAdminService final : public v1::CacheAdmin::Service {
  public:
-  // `cache` and `auth` must outlive the service. `started` is when the
-  // daemon started, for Stats' uptime.
-  CacheAdminService(cache::Cache& cache, const AdminAuth& auth, std::chrono::steady_clock::time_point started);
+  // Fills the request path's and the worker pool's fields of a Stats answer.
+  using ServingStats = std::function<void(v1::StatsResponse*)>;
+
+  // Called with the keys a (non-dry-run) Evict removed, so that layers in
+  // front of the disk cache (the hot cache) drop them too.
+  using EvictedHook = std::function<void(const std::vector<std::string>& keys)>;
+
+  // `cache`, `auth` and `calls` (which counts each call while it runs)
+  // must outlive the service. `started` is when the daemon started, for
+  // Stats' uptime. `serving_stats` and `on_evicted` may be empty.
+  CacheAdminService(cache::Cache& cache, const AdminAuth& auth, InFlightCalls& calls,
+                    std::chrono::steady_clock::time_point started, ServingStats serving_stats = {},
+                    EvictedHook on_evicted = {});
 
   grpc::Status Stats(grpc::ServerContext* context, const v1::StatsRequest* request,
                      v1::StatsResponse* response) override;
@@ -31,7 +44,10 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
  private:
   cache::Cache& cache_;
   const AdminAuth& auth_;
+  InFlightCalls& calls_;
   const std::chrono::steady_clock::time_point started_;
+  const ServingStats serving_stats_;
+  const EvictedHook on_evicted_;
 };
 
 }  // namespace jitd::daemon

@@ -28,6 +28,11 @@ struct ServeFlags {
   std::string remote;
   std::string metrics_listen;
   std::string admin_token_file;
+  int64_t max_queue = 0;
+  std::string hot_cache_bytes;
+  std::string negative_ttl;
+  bool log_hits = false;
+  bool allow_guard_findings = false;
 };
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags) {
@@ -56,6 +61,20 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--admin-token-file", flags.admin_token_file,
                  "Require this file's token (authorization: Bearer) for Evict and Verify --repair")
       ->type_name("FILE");
+  app.add_option("--max-queue", flags.max_queue,
+                 absl::StrCat("Compiles allowed to wait for a worker; beyond, RESOURCE_EXHAUSTED (default: ",
+                              kDefaultMaxQueue, ")"))
+      ->type_name("N");
+  app.add_option("--hot-cache-bytes", flags.hot_cache_bytes,
+                 "Bytes of cubins kept in memory in front of the disk cache (default: 256M)")
+      ->type_name("N");
+  app.add_option("--negative-ttl", flags.negative_ttl,
+                 absl::StrCat("How long a compile failure is answered without recompiling: seconds or 30s, 2m; ",
+                              "0 = off (default: ", kDefaultNegativeTtl.count(), "s)"))
+      ->type_name("SECONDS");
+  app.add_flag("--log-hits", flags.log_hits, "Log one line per cache hit (compiles are always logged)");
+  app.add_flag("--allow-guard-findings", flags.allow_guard_findings,
+               "Serve even when kernel sources fail the namespace guard's check (warns instead of refusing)");
 }
 
 // Checks one flag's value; on error prints "jitd: --flag: why".
@@ -101,6 +120,23 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   if (given("--admin-token-file")) {
     layer.admin_token_file = std::filesystem::absolute(flags.admin_token_file);
   }
+  if (given("--max-queue")) {
+    if (!Check(CheckMaxQueue(flags.max_queue), "--max-queue")) return std::nullopt;
+    layer.max_queue = static_cast<uint64_t>(flags.max_queue);
+  }
+  if (given("--hot-cache-bytes")) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(flags.hot_cache_bytes);
+    if (!Check(bytes.status(), "--hot-cache-bytes")) return std::nullopt;
+    layer.hot_cache_bytes = *bytes;
+  }
+  if (given("--negative-ttl")) {
+    absl::StatusOr<std::chrono::seconds> ttl = ParseDuration(flags.negative_ttl);
+    if (!Check(ttl.status(), "--negative-ttl")) return std::nullopt;
+    if (!Check(CheckNegativeTtl(ttl->count()), "--negative-ttl")) return std::nullopt;
+    layer.negative_ttl = *ttl;
+  }
+  if (given("--log-hits")) layer.log_hits = flags.log_hits;
+  if (given("--allow-guard-findings")) layer.allow_guard_findings = flags.allow_guard_findings;
   return layer;
 }
 

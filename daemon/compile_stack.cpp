@@ -1,8 +1,12 @@
 #include "compile_stack.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <mutex>
 
 #include "jitd/detail/text.h"
@@ -18,10 +22,37 @@ std::vector<std::string> SelfWorkerArgv() {
   return {ec ? std::string("/proc/self/exe") : self.string(), std::string(kWorkerCommand)};
 }
 
+namespace {
+
+// Removes this user's scratch directories of `purpose` whose process is
+// gone: a process killed with SIGKILL (or crashed) never ran ~ScratchDir,
+// and precompiled headers left behind take tens of MB each.
+void RemoveOrphanScratchDirs(const fs::path& parent, std::string_view purpose) {
+  const std::string prefix = Cat("jitd-", purpose, "-");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());
+    pid_t pid = 0;
+    const auto [end, parse_error] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+    if (parse_error != std::errc() || pid <= 0 || end == rest.data() + rest.size() || *end != '-') continue;
+    struct stat info {};
+    if (::lstat(entry.path().c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::geteuid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    fs::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ScratchDir>> ScratchDir::Create(std::string_view purpose) {
-  std::string tmpl = (fs::temp_directory_path() / Cat("jitd-", purpose, "-XXXXXX")).string();
+  RemoveOrphanScratchDirs(fs::temp_directory_path(), purpose);
+  // The pid in the name lets a later process tell an orphan from a live one.
+  std::string tmpl = (fs::temp_directory_path() / Cat("jitd-", purpose, "-", ::getpid(), "-XXXXXX")).string();
   if (::mkdtemp(tmpl.data()) == nullptr) {
-    return absl::FailedPreconditionError(Cat("cannot create a scratch directory under ", fs::temp_directory_path().string()));
+    return absl::FailedPreconditionError(
+        Cat("cannot create a scratch directory under ", fs::temp_directory_path().string()));
   }
   return std::unique_ptr<ScratchDir>(new ScratchDir(tmpl));
 }
@@ -49,7 +80,19 @@ absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const fs::
   return std::shared_ptr<const manifest::Resolver>(std::move(*resolver));
 }
 
-absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers) {
+absl::StatusOr<CheckedKernels> LoadCheckedKernels(const fs::path& kernels_dir, const fs::path& snapshot_root,
+                                                  const manifest::Toolchain& toolchain,
+                                                  const std::string& default_arch) {
+  auto resolver = LoadKernels(kernels_dir, snapshot_root, toolchain, default_arch);
+  if (!resolver.ok()) return resolver.status();
+  CheckedKernels checked;
+  checked.findings = guard::CheckSources((*resolver)->tree());
+  checked.resolver = *std::move(resolver);
+  return checked;
+}
+
+absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers,
+                                               size_t max_queue) {
   CompileStack stack;
   stack.resolver = std::move(resolver);
   auto scratch = ScratchDir::Create("workers");
@@ -59,6 +102,7 @@ absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::R
   options.worker_argv = SelfWorkerArgv();
   options.workers = workers;
   options.scratch_dir = stack.scratch->path();
+  if (max_queue > 0) options.max_queue = max_queue;
   auto pool = compiler::WorkerPool::Start(options);
   if (!pool.ok()) return pool.status();
   stack.pool = std::move(*pool);

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "manifest.h"
+#include "namespace_guard.h"
 #include "worker_pool.h"
 
 namespace jitd::daemon {
@@ -23,8 +24,10 @@ inline constexpr std::string_view kWorkerCommand = "worker";
 // This executable's worker command line ({"/path/to/jitd", "worker"}).
 std::vector<std::string> SelfWorkerArgv();
 
-// A private, empty directory for the pool's precompiled headers, removed
-// with everything in it when the object goes away.
+// A private, empty directory for the pool's precompiled headers
+// ($TMPDIR/jitd-<purpose>-<pid>-XXXXXX), removed with everything in it when
+// the object goes away; those of processes that died without removing
+// theirs are removed when the next one is created.
 class ScratchDir {
  public:
   static absl::StatusOr<std::unique_ptr<ScratchDir>> Create(std::string_view purpose);
@@ -49,11 +52,29 @@ absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const std:
                                                                       const manifest::Toolchain& toolchain,
                                                                       const std::string& default_arch);
 
+// A kernels directory loaded for serving, and what the namespace guard's
+// source check found in it (empty when clean). The caller decides whether
+// findings stop it: the daemon refuses to start on them, and a reload
+// keeps the kernels it serves.
+struct CheckedKernels {
+  std::shared_ptr<const manifest::Resolver> resolver;
+  std::vector<guard::Finding> findings;
+};
+
+// LoadKernels, then guard::CheckSources over the tree it read (the same
+// bytes the keys and compiles use, not a second read of the directory).
+absl::StatusOr<CheckedKernels> LoadCheckedKernels(const std::filesystem::path& kernels_dir,
+                                                  const std::filesystem::path& snapshot_root,
+                                                  const manifest::Toolchain& toolchain,
+                                                  const std::string& default_arch);
+
 // Detects the toolchain once per process (the header fingerprint reads the
 // toolkit's ~30 MB of headers).
 absl::StatusOr<manifest::Toolchain> DetectToolchain();
 
-// Starts `workers` compile workers of this binary.
-absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers);
+// Starts `workers` compile workers of this binary; beyond `max_queue`
+// waiting jobs, Compile answers RESOURCE_EXHAUSTED (0 = the pool's default).
+absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers,
+                                               size_t max_queue = 0);
 
 }  // namespace jitd::daemon

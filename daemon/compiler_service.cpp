@@ -1,27 +1,298 @@
 #include "compiler_service.h"
 
+#include <fnmatch.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "grpc_status.h"
+#include "jitd/detail/text.h"
+#include "manifest.h"
+
 namespace jitd::daemon {
 namespace {
 
-grpc::Status NotBuiltIn() {
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                      "this jitd build serves its cache only; the kernel compiler is not built in yet");
+using text::Cat;
+using text::Join;
+using Steady = std::chrono::steady_clock;
+
+// Compiles one Warm call keeps in flight at most, whatever it asks for:
+// more would only fill the worker queue (and push live callers into
+// RESOURCE_EXHAUSTED) without compiling any sooner.
+constexpr size_t kMaxWarmConcurrency = 64;
+
+// The caller's gRPC deadline on the steady clock the service waits with;
+// no deadline stays "never".
+Steady::time_point SteadyDeadline(const grpc::ServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return Steady::time_point::max();
+  const auto left = deadline - std::chrono::system_clock::now();
+  // Beyond a year is "never" too (and would overflow the steady clock).
+  if (left > std::chrono::hours(24 * 365)) return Steady::time_point::max();
+  return Steady::now() + std::chrono::duration_cast<Steady::duration>(left);
+}
+
+serving::CallContext CallContextOf(grpc::ServerContext& context, compiler::Priority priority) {
+  serving::CallContext call;
+  call.deadline = SteadyDeadline(context);
+  call.cancelled = [&context] { return context.IsCancelled(); };
+  call.priority = priority;
+  return call;
+}
+
+manifest::KernelRequest ToKernelRequest(const std::string& kernel,
+                                        const google::protobuf::Map<std::string, std::string>& params,
+                                        const std::string& arch,
+                                        const google::protobuf::RepeatedPtrField<std::string>& options) {
+  manifest::KernelRequest request;
+  request.kernel = kernel;
+  request.params.insert(params.begin(), params.end());
+  request.arch = arch;
+  request.options.assign(options.begin(), options.end());
+  return request;
+}
+
+absl::StatusOr<serving::Mode> ModeOf(v1::GetKernelRequest::Mode mode) {
+  switch (mode) {
+    case v1::GetKernelRequest::COMPILE:
+      return serving::Mode::kCompile;
+    case v1::GetKernelRequest::CACHED_ONLY:
+      return serving::Mode::kCachedOnly;
+    case v1::GetKernelRequest::PREFETCH:
+      return serving::Mode::kPrefetch;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      Cat("unknown mode ", static_cast<int>(mode), " (COMPILE = 0, CACHED_ONLY = 1, PREFETCH = 2)"));
+}
+
+v1::GetKernelResponse::Source SourceOf(serving::Origin origin) {
+  switch (origin) {
+    case serving::Origin::kMemory:
+      return v1::GetKernelResponse::MEMORY;
+    case serving::Origin::kDisk:
+      return v1::GetKernelResponse::DISK;
+    case serving::Origin::kRemote:
+      return v1::GetKernelResponse::REMOTE;
+    case serving::Origin::kCompiled:
+      return v1::GetKernelResponse::COMPILED;
+    case serving::Origin::kNone:
+      return v1::GetKernelResponse::NONE;
+  }
+  return v1::GetKernelResponse::SOURCE_UNSPECIFIED;
+}
+
+void FillResponse(const serving::KernelAnswer& answer, bool by_path, v1::GetKernelResponse* response) {
+  response->set_key(answer.key);
+  response->set_arch(answer.arch);
+  response->set_source(SourceOf(answer.origin));
+  if (answer.entry == nullptr) return;  // PREFETCH that queued a compile
+  const cache::Entry& entry = *answer.entry;
+  // PATH only when there is a file to name: a cubin that could not be
+  // stored (full disk) is served from memory, and so is one whose blob was
+  // evicted since it entered the hot cache; their bytes must travel. (One
+  // stat, about a microsecond; a file evicted after it is the client's
+  // to re-ask for as bytes.)
+  std::error_code error;
+  if (by_path && !entry.blob_path.empty() && std::filesystem::exists(entry.blob_path, error)) {
+    response->set_blob_path(std::filesystem::absolute(entry.blob_path).string());
+  } else {
+    response->set_cubin(entry.cubin);
+  }
+  response->set_cubin_size(entry.cubin.size());
+  for (const cache::Symbol& symbol : entry.meta.symbols) {
+    v1::Symbol* out = response->add_symbols();
+    out->set_name_expression(symbol.name_expression);
+    out->set_lowered_name(symbol.lowered_name);
+  }
+  response->set_compile_ms(entry.meta.compile_ms);
+  response->set_log(entry.meta.log);
+  response->set_nvrtc_version(entry.meta.nvrtc_version);
+}
+
+// What one Warm call compiles: every instantiation of the manifest, or the
+// given specs, each for every requested arch (a spec's own arch wins).
+absl::StatusOr<std::vector<manifest::KernelRequest>> WarmItems(const v1::WarmRequest& request,
+                                                               const manifest::Resolver& resolver) {
+  std::vector<std::string> archs(request.archs().begin(), request.archs().end());
+  for (const std::string& arch : archs) {
+    if (absl::Status valid = manifest::ValidateArch(arch, resolver.toolchain()); !valid.ok()) return valid;
+  }
+  if (archs.empty()) archs.push_back(resolver.default_arch());
+  std::vector<manifest::KernelRequest> items;
+  if (request.all()) {
+    for (const manifest::KernelDef& kernel : resolver.tree().manifest().kernels) {
+      for (const auto& params : manifest::Manifest::Instantiations(kernel)) {
+        for (const std::string& arch : archs) items.push_back({kernel.name, params, arch, {}});
+      }
+    }
+    return items;
+  }
+  if (request.specs().empty()) {
+    return absl::InvalidArgumentError(
+        "nothing to warm: set `all` or give `specs` (jitctl warm --all or --manifest FILE)");
+  }
+  for (const v1::KernelSpec& spec : request.specs()) {
+    manifest::KernelRequest item = ToKernelRequest(spec.kernel(), spec.params(), spec.arch(), spec.options());
+    if (!item.arch.empty()) {
+      items.push_back(std::move(item));
+      continue;
+    }
+    for (const std::string& arch : archs) {
+      item.arch = arch;
+      items.push_back(item);
+    }
+  }
+  return items;
+}
+
+void FillSpec(const manifest::KernelRequest& item, v1::KernelSpec* spec) {
+  spec->set_kernel(item.kernel);
+  spec->mutable_params()->insert(item.params.begin(), item.params.end());
+  spec->set_arch(item.arch);
+  for (const std::string& option : item.options) spec->add_options(option);
+}
+
+std::string NameExpressionTemplate(const manifest::KernelDef& kernel) {
+  // Most kernels have one entry point; several are listed with "; " (a
+  // template's own arguments are separated by ", ").
+  return Join(kernel.name_expressions, "; ");
 }
 
 }  // namespace
 
-grpc::Status CompilerService::GetKernel(grpc::ServerContext*, const v1::GetKernelRequest*, v1::GetKernelResponse*) {
-  return NotBuiltIn();
+CompilerService::CompilerService(serving::KernelService& service, InFlightCalls& calls, Options options)
+    : service_(service), calls_(calls), options_(options) {}
+
+grpc::Status CompilerService::GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
+                                        v1::GetKernelResponse* response) {
+  const InFlightCalls::Scope in_flight(calls_);
+  const auto started = Steady::now();
+  absl::StatusOr<serving::Mode> mode = ModeOf(request->mode());
+  if (!mode.ok()) return ToGrpcStatus(mode.status());
+  if (request->delivery() != v1::GetKernelRequest::BYTES && request->delivery() != v1::GetKernelRequest::PATH) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        Cat("unknown delivery ", static_cast<int>(request->delivery()), " (BYTES = 0, PATH = 1)")));
+  }
+  const manifest::KernelRequest kernel_request =
+      ToKernelRequest(request->kernel(), request->params(), request->arch(), request->options());
+  absl::StatusOr<serving::KernelAnswer> answer =
+      service_.Get(kernel_request, *mode, CallContextOf(*context, compiler::Priority::kLive));
+  if (!answer.ok()) return ToGrpcStatus(answer.status());
+  FillResponse(*answer, request->delivery() == v1::GetKernelRequest::PATH, response);
+  const auto served_us = std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - started).count();
+  response->set_served_us(static_cast<uint64_t>(served_us));
+  if (options_.log_hits && (answer->origin == serving::Origin::kMemory || answer->origin == serving::Origin::kDisk)) {
+    spdlog::info("hit {} {} {} key={} from {} in {}us", answer->kernel, answer->params, answer->arch,
+                 answer->key.substr(0, 12), serving::OriginName(answer->origin), served_us);
+  }
+  return grpc::Status::OK;
 }
 
-grpc::Status CompilerService::Warm(grpc::ServerContext*, const v1::WarmRequest*,
-                                   grpc::ServerWriter<v1::WarmProgress>*) {
-  return NotBuiltIn();
+grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmRequest* request,
+                                   grpc::ServerWriter<v1::WarmProgress>* writer) {
+  const InFlightCalls::Scope in_flight(calls_);
+  const auto started = Steady::now();
+  const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
+  absl::StatusOr<std::vector<manifest::KernelRequest>> items = WarmItems(*request, *resolver);
+  if (!items.ok()) return ToGrpcStatus(items.status());
+  const size_t total = items->size();
+  const size_t asked = request->concurrency() > 0 ? request->concurrency() : options_.workers;
+  const size_t concurrency = std::clamp<size_t>(asked, 1, std::max<size_t>(1, std::min(kMaxWarmConcurrency, total)));
+  spdlog::info("warm-up: {} instantiations, {} at a time (caller {})", total, concurrency, context->peer());
+
+  // `stop` ends the loop early: the caller cancelled, or a write failed
+  // (the stream is gone). Items in flight then end CANCELLED, unreported.
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> next{0};
+  std::mutex mu;  // guards the counts and the writer (one Write at a time)
+  uint32_t done = 0, compiled = 0, cached = 0, failed = 0;
+  serving::CallContext call = CallContextOf(*context, compiler::Priority::kWarm);
+  call.cancelled = [&] { return stop.load() || context->IsCancelled(); };
+
+  auto work = [&] {
+    for (size_t i = next++; i < total && !stop.load(); i = next++) {
+      if (context->IsCancelled()) {
+        stop = true;
+        return;
+      }
+      const manifest::KernelRequest& item = (*items)[i];
+      absl::StatusOr<serving::KernelAnswer> answer = service_.Get(item, serving::Mode::kCompile, call);
+      if (!answer.ok() && call.cancelled()) return;  // gave up because the stream ended
+      v1::WarmProgress progress;
+      FillSpec(item, progress.mutable_spec());
+      if (answer.ok()) {
+        progress.set_key(answer->key);
+        const bool fresh = answer->origin == serving::Origin::kCompiled;
+        progress.set_outcome(fresh ? v1::WarmProgress::COMPILED : v1::WarmProgress::CACHED);
+        if (fresh) progress.set_compile_ms(answer->entry->meta.compile_ms);
+      } else {
+        if (auto resolved = service_.Resolve(item); resolved.ok()) progress.set_key(resolved->key);
+        progress.set_outcome(v1::WarmProgress::FAILED);
+        progress.set_error(Cat(absl::StatusCodeToString(answer.status().code()), ": ", answer.status().message()));
+      }
+      std::lock_guard lock(mu);
+      ++done;
+      ++(answer.ok() ? (progress.outcome() == v1::WarmProgress::COMPILED ? compiled : cached) : failed);
+      progress.set_done(done);
+      progress.set_total(static_cast<uint32_t>(total));
+      progress.set_compiled(compiled);
+      progress.set_cached(cached);
+      progress.set_failed(failed);
+      progress.set_elapsed_ms(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - started).count()));
+      if (!writer->Write(progress)) stop = true;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < concurrency; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& thread : threads) thread.join();
+
+  const double seconds = std::chrono::duration<double>(Steady::now() - started).count();
+  if (done < total) {
+    spdlog::info("warm-up stopped after {} of {} instantiations ({:.1f} s): the caller went away", done, total,
+                 seconds);
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        Cat("warm-up cancelled after ", done, " of ", total, " instantiations"));
+  }
+  spdlog::info("warm-up: {} instantiations in {:.1f} s: {} compiled, {} already cached, {} failed", total, seconds,
+               compiled, cached, failed);
+  return grpc::Status::OK;
 }
 
-grpc::Status CompilerService::ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest*,
-                                          v1::ListKernelsResponse*) {
-  return NotBuiltIn();
+grpc::Status CompilerService::ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest* request,
+                                          v1::ListKernelsResponse* response) {
+  const InFlightCalls::Scope in_flight(calls_);
+  const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
+  const manifest::Manifest& manifest = resolver->tree().manifest();
+  for (const manifest::KernelDef& kernel : manifest.kernels) {
+    if (!request->glob().empty() && fnmatch(request->glob().c_str(), kernel.name.c_str(), 0) != 0) continue;
+    v1::KernelInfo* info = response->add_kernels();
+    info->set_name(kernel.name);
+    info->set_source(kernel.source);
+    info->set_name_expression(NameExpressionTemplate(kernel));
+    info->set_description(kernel.description);
+    for (const manifest::ParamDef& param : kernel.params) {
+      v1::KernelParam* out = info->add_params();
+      out->set_name(param.name);
+      out->set_type(param.type);
+      for (const auto& [value, cpp] : param.values) out->add_allowed(value);
+      out->set_default_value(param.default_value.value_or(""));
+    }
+    for (const std::string& option : manifest.default_options) info->add_default_options(option);
+    for (const std::string& option : kernel.options) info->add_default_options(option);
+    info->set_instantiations(static_cast<uint32_t>(manifest::Manifest::Instantiations(kernel).size()));
+  }
+  response->set_default_arch(resolver->default_arch());
+  for (int arch : resolver->toolchain().archs) response->add_supported_archs(Cat("sm_", arch));
+  return grpc::Status::OK;
 }
 
 }  // namespace jitd::daemon

@@ -1,20 +1,52 @@
-// jitd.v1.Compiler in a build without the kernel compiler: registered so
-// that clients see the service (and reflection lists it), answering every
-// call UNIMPLEMENTED with a message that says why.
+// jitd.v1.Compiler over serving::KernelService: the wire half of the
+// request path. Each RPC converts the request, calls the service once and
+// converts the answer; errors go through ToGrpcStatus (grpc_status.h), so
+// their codes and messages are the service's, unchanged.
+//
+//   GetKernel    one request: the caller's deadline and cancellation reach
+//                the service, so a caller that gives up stops waiting (and a
+//                compile nobody else wants is cancelled).
+//   Warm         many requests at warm priority (live GetKernel calls go
+//                first), a bounded number at once, one WarmProgress per
+//                finished item; stops when the caller cancels the stream.
+//   ListKernels  the manifest the service resolves with right now.
+//
+// Thread safety: gRPC calls every method from its own threads, concurrently.
 #pragma once
 
+#include <cstddef>
+
+#include "in_flight_calls.h"
 #include "jitd/v1/compiler.grpc.pb.h"
+#include "kernel_service.h"
 
 namespace jitd::daemon {
 
 class CompilerService final : public v1::Compiler::Service {
  public:
+  struct Options {
+    // Warm's concurrency when the request says 0: the worker count, which
+    // keeps every worker busy without queueing more than it can run.
+    size_t workers = 1;
+    // Log one line per cache hit (every compile is logged by the service).
+    bool log_hits = false;
+  };
+
+  // `service` and `calls` (which counts each call while it runs) must
+  // outlive this object.
+  CompilerService(serving::KernelService& service, InFlightCalls& calls, Options options);
+
   grpc::Status GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                          v1::GetKernelResponse* response) override;
   grpc::Status Warm(grpc::ServerContext* context, const v1::WarmRequest* request,
                     grpc::ServerWriter<v1::WarmProgress>* writer) override;
   grpc::Status ListKernels(grpc::ServerContext* context, const v1::ListKernelsRequest* request,
                            v1::ListKernelsResponse* response) override;
+
+ private:
+  serving::KernelService& service_;
+  InFlightCalls& calls_;
+  const Options options_;
 };
 
 }  // namespace jitd::daemon

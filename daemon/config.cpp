@@ -18,6 +18,11 @@ namespace {
 // The most compile workers a daemon accepts: NVRTC needs ~1 GiB of memory
 // per compile of the larger kernels, so more would exhaust any host.
 constexpr int64_t kMaxWorkers = 1024;
+// More waiting compiles than this is a backlog of hours: no caller waits
+// that long, so a larger queue only hides an overload.
+constexpr int64_t kMaxMaxQueue = 1000000;
+// A day: a failure remembered longer would outlive any reason to cache it.
+constexpr int64_t kMaxNegativeTtlSeconds = 86400;
 
 std::string EnvOrEmpty(const char* name) {
   const char* value = std::getenv(name);
@@ -61,6 +66,11 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.remote, flags.remote);
   Overlay(merged.metrics_listen, flags.metrics_listen);
   Overlay(merged.admin_token_file, flags.admin_token_file);
+  Overlay(merged.max_queue, flags.max_queue);
+  Overlay(merged.hot_cache_bytes, flags.hot_cache_bytes);
+  Overlay(merged.negative_ttl, flags.negative_ttl);
+  Overlay(merged.log_hits, flags.log_hits);
+  Overlay(merged.allow_guard_findings, flags.allow_guard_findings);
 
   DaemonConfig config;
   config.listen = merged.listen.value_or(std::vector<std::string>{});
@@ -73,6 +83,11 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.remote = merged.remote.value_or("");
   config.metrics_listen = merged.metrics_listen.value_or("");
   config.admin_token_file = merged.admin_token_file.value_or("");
+  config.max_queue = merged.max_queue.value_or(kDefaultMaxQueue);
+  config.hot_cache_bytes = merged.hot_cache_bytes.value_or(kDefaultHotCacheBytes);
+  config.negative_ttl = merged.negative_ttl.value_or(kDefaultNegativeTtl);
+  config.log_hits = merged.log_hits.value_or(false);
+  config.allow_guard_findings = merged.allow_guard_findings.value_or(false);
   return config;
 }
 
@@ -106,6 +121,22 @@ absl::Status CheckMetricsListen(const std::string& address) {
 absl::Status CheckWorkers(int64_t workers) {
   if (workers < 1 || workers > kMaxWorkers) {
     return absl::InvalidArgumentError(absl::StrCat(workers, " workers is out of range (1..", kMaxWorkers, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMaxQueue(int64_t max_queue) {
+  if (max_queue < 1 || max_queue > kMaxMaxQueue) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(max_queue, " waiting compiles is out of range (1..", kMaxMaxQueue, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNegativeTtl(int64_t seconds) {
+  if (seconds < 0 || seconds > kMaxNegativeTtlSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(seconds, " s is out of range (0..", kMaxNegativeTtlSeconds,
+                                                   " s; 0 turns the negative cache off)"));
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 // checked where it is read, so an error names the flag or file:line:key.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -28,6 +29,11 @@ struct ConfigLayer {
   std::optional<std::string> remote;
   std::optional<std::string> metrics_listen;
   std::optional<std::filesystem::path> admin_token_file;
+  std::optional<uint64_t> max_queue;
+  std::optional<uint64_t> hot_cache_bytes;
+  std::optional<std::chrono::seconds> negative_ttl;
+  std::optional<bool> log_hits;
+  std::optional<bool> allow_guard_findings;
 };
 
 // The settings the daemon runs with, every field decided.
@@ -38,7 +44,7 @@ struct DaemonConfig {
   std::filesystem::path kernels_dir;
   // Byte budget of the on-disk cache; 0 = unbounded.
   uint64_t max_cache_bytes = 0;
-  // Compile workers (used once the compiler is built in).
+  // Compile worker processes.
   uint32_t workers = 1;
   // Architecture for requests that name none.
   std::string arch;
@@ -48,12 +54,33 @@ struct DaemonConfig {
   std::string metrics_listen;
   // Token file guarding state-changing admin calls; empty = no guard.
   std::filesystem::path admin_token_file;
+  // Compiles allowed to wait for a worker; one more is RESOURCE_EXHAUSTED.
+  uint64_t max_queue = 0;
+  // Bytes of cubins the daemon keeps in memory in front of the disk cache.
+  uint64_t hot_cache_bytes = 0;
+  // How long a compile failure is answered from memory without recompiling.
+  std::chrono::seconds negative_ttl{0};
+  // Log one line per cache hit (compiles are always logged).
+  bool log_hits = false;
+  // Serve even when the namespace guard's source check has findings.
+  bool allow_guard_findings = false;
 };
 
 // 10 GiB: cubins are 10 KiB to a few MiB, so this holds every instantiation
 // of a large model's kernels for several archs, yet stays a small share of
 // a build machine's disk.
 inline constexpr uint64_t kDefaultMaxCacheBytes = uint64_t{10} << 30;
+// 256 waiting compiles: at the ~1 s a header-heavy compile takes, a full
+// queue is minutes of work for a few workers, so a caller beyond it is
+// better told at once (RESOURCE_EXHAUSTED) than left to time out.
+inline constexpr uint64_t kDefaultMaxQueue = 256;
+// 256 MiB of hot cubins: every instantiation of the shipped kernels for a
+// few archs many times over, a small share of a serving host's memory.
+inline constexpr uint64_t kDefaultHotCacheBytes = uint64_t{256} << 20;
+// 30 s: long enough that a crash-looping client cannot keep a worker busy
+// recompiling a broken kernel, short enough that a fixed source (after
+// SIGHUP) or a transient cause is retried soon.
+inline constexpr std::chrono::seconds kDefaultNegativeTtl{30};
 // The default arch until the compiler can ask the GPU: Hopper, the
 // architecture jitd is deployed on first.
 inline constexpr std::string_view kDefaultArch = "sm_90";
@@ -75,5 +102,7 @@ absl::Status CheckArch(const std::string& arch);              // sm_NN[N][a|f]
 absl::Status CheckRemoteUrl(const std::string& url);          // redis://H:P[/DB] or unix://PATH
 absl::Status CheckMetricsListen(const std::string& address);  // HOST:PORT
 absl::Status CheckWorkers(int64_t workers);                   // 1..1024
+absl::Status CheckMaxQueue(int64_t max_queue);                // 1..1000000
+absl::Status CheckNegativeTtl(int64_t seconds);               // 0..86400 (0 = off)
 
 }  // namespace jitd::daemon

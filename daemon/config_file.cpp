@@ -85,16 +85,53 @@ absl::Status ReadListen(const toml::node& node, const std::filesystem::path& bas
   return absl::OkStatus();
 }
 
-absl::Status ReadMaxCacheBytes(const toml::node& node, ConfigLayer& layer) {
-  if (const auto* number = node.as_integer()) {
-    if (number->get() < 0) return absl::InvalidArgumentError("must not be negative");
-    layer.max_cache_bytes = static_cast<uint64_t>(number->get());
+// An integer number of bytes or a size string ("10G"), into `field`.
+KeyReader ByteSizeKey(std::optional<uint64_t> ConfigLayer::*field) {
+  return [field](const toml::node& node, ConfigLayer& layer) -> absl::Status {
+    if (const auto* number = node.as_integer()) {
+      if (number->get() < 0) return absl::InvalidArgumentError("must not be negative");
+      layer.*field = static_cast<uint64_t>(number->get());
+      return absl::OkStatus();
+    }
+    if (!node.is_string()) return WrongType(node, "an integer or a size string like \"10G\"");
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(node.as_string()->get());
+    if (!bytes.ok()) return bytes.status();
+    layer.*field = *bytes;
     return absl::OkStatus();
+  };
+}
+
+KeyReader BoolKey(std::optional<bool> ConfigLayer::*field) {
+  return [field](const toml::node& node, ConfigLayer& layer) -> absl::Status {
+    const auto* value = node.as_boolean();
+    if (value == nullptr) return WrongType(node, "a boolean");
+    layer.*field = value->get();
+    return absl::OkStatus();
+  };
+}
+
+absl::Status ReadMaxQueue(const toml::node& node, ConfigLayer& layer) {
+  const auto* number = node.as_integer();
+  if (number == nullptr) return WrongType(node, "an integer");
+  if (absl::Status valid = CheckMaxQueue(number->get()); !valid.ok()) return valid;
+  layer.max_queue = static_cast<uint64_t>(number->get());
+  return absl::OkStatus();
+}
+
+// Seconds as an integer, or a duration string ("30s", "2m").
+absl::Status ReadNegativeTtl(const toml::node& node, ConfigLayer& layer) {
+  int64_t seconds = 0;
+  if (const auto* number = node.as_integer()) {
+    seconds = number->get();
+  } else if (node.is_string()) {
+    absl::StatusOr<std::chrono::seconds> duration = ParseDuration(node.as_string()->get());
+    if (!duration.ok()) return duration.status();
+    seconds = duration->count();
+  } else {
+    return WrongType(node, "an integer number of seconds or a duration like \"30s\"");
   }
-  if (!node.is_string()) return WrongType(node, "an integer or a size string like \"10G\"");
-  absl::StatusOr<uint64_t> bytes = ParseByteSize(node.as_string()->get());
-  if (!bytes.ok()) return bytes.status();
-  layer.max_cache_bytes = *bytes;
+  if (absl::Status valid = CheckNegativeTtl(seconds); !valid.ok()) return valid;
+  layer.negative_ttl = std::chrono::seconds(seconds);
   return absl::OkStatus();
 }
 
@@ -111,12 +148,17 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"listen", [base](const toml::node& n, ConfigLayer& l) { return ReadListen(n, base, l); }},
       {"cache_dir", PathKey(&ConfigLayer::cache_dir, base)},
       {"kernels", PathKey(&ConfigLayer::kernels_dir, base)},
-      {"max_cache_bytes", ReadMaxCacheBytes},
+      {"max_cache_bytes", ByteSizeKey(&ConfigLayer::max_cache_bytes)},
       {"workers", ReadWorkers},
       {"arch", StringKey(&ConfigLayer::arch, CheckArch)},
       {"remote", StringKey(&ConfigLayer::remote, CheckRemoteUrl)},
       {"metrics_listen", StringKey(&ConfigLayer::metrics_listen, CheckMetricsListen)},
       {"admin_token_file", PathKey(&ConfigLayer::admin_token_file, base)},
+      {"max_queue", ReadMaxQueue},
+      {"hot_cache_bytes", ByteSizeKey(&ConfigLayer::hot_cache_bytes)},
+      {"negative_ttl", ReadNegativeTtl},
+      {"log_hits", BoolKey(&ConfigLayer::log_hits)},
+      {"allow_guard_findings", BoolKey(&ConfigLayer::allow_guard_findings)},
   };
 }
 

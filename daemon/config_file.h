@@ -10,6 +10,11 @@
 //   remote = "redis://cache.internal:6379/0"
 //   metrics_listen = "127.0.0.1:9464"
 //   admin_token_file = "/etc/jitd/admin-token"
+//   max_queue = 256                  # compiles waiting for a worker
+//   hot_cache_bytes = "256M"         # or an integer number of bytes
+//   negative_ttl = "30s"             # or an integer number of seconds
+//   log_hits = false
+//   allow_guard_findings = false
 //
 // Relative paths (cache_dir, kernels, admin_token_file, unix: listen
 // addresses) are relative to the config file's directory, so a file means

@@ -1,4 +1,5 @@
-// jitd: parse the command line, then serve until SIGTERM or SIGINT.
+// jitd: parse the command line, then serve until SIGTERM or SIGINT,
+// re-reading the kernels on SIGHUP.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -9,9 +10,9 @@
 #include "compile_stack.h"
 #include "compile_worker.h"
 #include "config_file.h"
+#include "daemon_signals.h"
 #include "offline_commands.h"
 #include "server.h"
-#include "shutdown_signals.h"
 
 namespace {
 
@@ -33,8 +34,8 @@ int Serve(const CommandLine& command_line) {
     file = *std::move(read);
   }
   const jitd::daemon::DaemonConfig config = jitd::daemon::ResolveConfig(file, command_line.flags);
-  spdlog::info("jitd {} starting: listen {}, cache {}, budget {}, {} workers, arch {}", JITD_VERSION,
-               fmt::join(config.listen, " "), config.cache_dir.string(),
+  spdlog::info("jitd {} starting: listen {}, kernels {}, cache {}, budget {}, {} workers, arch {}", JITD_VERSION,
+               fmt::join(config.listen, " "), config.kernels_dir.string(), config.cache_dir.string(),
                config.max_cache_bytes == 0
                    ? std::string("unbounded")
                    : fmt::format("{:.1f} GiB ({} bytes)", static_cast<double>(config.max_cache_bytes) / (1 << 30),
@@ -52,9 +53,14 @@ int Serve(const CommandLine& command_line) {
     spdlog::error("{}", std::string(server.status().message()));
     return kExitFailure;
   }
-  spdlog::info("jitd ready: serving on {}", fmt::join((*server)->addresses(), " "));
+  spdlog::info("jitd ready: serving on {}; {}", fmt::join((*server)->addresses(), " "), (*server)->DescribeKernels());
 
-  const int signal = jitd::daemon::ShutdownSignals::Wait();
+  int signal = 0;
+  while ((signal = jitd::daemon::DaemonSignals::Wait()) == SIGHUP) {
+    if (absl::Status reloaded = (*server)->ReloadKernels(); !reloaded.ok()) {
+      spdlog::error("kernel reload failed: {}", std::string(reloaded.message()));
+    }
+  }
   spdlog::info("received {}; draining (up to {} s)", signal == SIGTERM ? "SIGTERM" : "SIGINT", kDrainDeadline.count());
   if (absl::Status stopped = (*server)->Shutdown(kDrainDeadline); !stopped.ok()) {
     spdlog::error("cache flush at shutdown failed: {}", std::string(stopped.message()));
@@ -71,12 +77,13 @@ int main(int argc, char** argv) {
   // `jitd worker ...`: a compile worker the daemon started (not in --help).
   if (argc > 1 && argv[1] == jitd::daemon::kWorkerCommand) return jitd::compiler::CompileWorkerMain(argc - 1, argv + 1);
   // Before anything starts a thread: every thread inherits the mask.
-  jitd::daemon::ShutdownSignals::Block();
+  jitd::daemon::DaemonSignals::Block();
   spdlog::set_default_logger(spdlog::stderr_color_mt("jitd"));
 
   std::variant<CommandLine, int> parsed = jitd::daemon::ParseCommandLine(argc, argv);
   if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
   const CommandLine& command_line = std::get<CommandLine>(parsed);
+  if (command_line.command != CommandLine::Command::kServe) jitd::daemon::DaemonSignals::Unblock();
   switch (command_line.command) {
     case CommandLine::Command::kLint: return jitd::daemon::RunLint(command_line);
     case CommandLine::Command::kWarm: return jitd::daemon::RunWarm(command_line);

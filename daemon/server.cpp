@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -7,27 +8,63 @@
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include <algorithm>
+
 #include "admin_auth.h"
 #include "cache_admin_service.h"
+#include "compile_stack.h"
 #include "compiler_service.h"
+#include "in_flight_calls.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
+#include "jitd/detail/text.h"
+#include "kernel_service.h"
 #include "listen_address.h"
+#include "serving_stats.h"
 #include "unix_socket_claim.h"
 
 namespace jitd::daemon {
+namespace {
+
+using text::Cat;
+using text::Join;
+
+// Requests are a kernel name, a few params and options: 1 MiB is far above
+// any real one and keeps a hostile or broken client from making the daemon
+// buffer large messages (gRPC's default would be 4 MiB).
+constexpr int kMaxReceiveMessageBytes = 1 << 20;
+// Answers carry a cubin; the largest real ones are a few MiB. 256 MiB is a
+// sanity bound (a cubin that size wants Delivery PATH anyway).
+constexpr int kMaxSendMessageBytes = 256 << 20;
+// At shutdown, how long answers whose handlers have returned get to reach
+// their sockets before the remaining connections are closed: a 256 MiB
+// answer crosses a Unix socket in about 0.2 s here (1.1-1.9 GB/s).
+constexpr std::chrono::milliseconds kSendGrace{500};
+
+std::string ShortFingerprint(const manifest::Resolver& resolver) { return resolver.tree().fingerprint().substr(0, 12); }
+
+size_t KernelCount(const manifest::Resolver& resolver) { return resolver.tree().manifest().kernels.size(); }
+
+}  // namespace
 
 // Members are destroyed in reverse order: the gRPC server first (no call
 // runs after that), then the socket claims (the files go once nobody
-// listens), then the services and the cache they use.
+// listens), then the services, the request path (which waits for compiles
+// still running), the worker pool, and last the cache they all use.
 class Server::Impl {
  public:
+  DaemonConfig config;
   std::unique_ptr<cache::Cache> cache;
   AdminAuth auth;
+  manifest::Toolchain toolchain;
+  // The workers and their scratch directory. Its resolver is dropped once
+  // the request path has it: the kernels served now (after any SIGHUP) are
+  // always service->resolver().
+  CompileStack stack;
+  std::unique_ptr<serving::KernelService> service;
+  InFlightCalls calls;
   std::unique_ptr<CacheAdminService> admin;
-  CompilerService compiler;
+  std::unique_ptr<CompilerService> compiler;
   std::vector<std::unique_ptr<UnixSocketClaim>> claims;
   std::unique_ptr<grpc::Server> grpc_server;
   std::vector<std::string> addresses;
@@ -37,14 +74,14 @@ class Server::Impl {
     if (grpc_server != nullptr && !shut_down) grpc_server->Shutdown();
   }
 
-  absl::Status OpenCache(const DaemonConfig& config) {
+  absl::Status OpenCache() {
     cache::CacheOptions options;
     options.dir = config.cache_dir;
     options.max_bytes = config.max_cache_bytes;
     absl::StatusOr<std::unique_ptr<cache::Cache>> opened = cache::Cache::Open(options);
     if (!opened.ok()) {
-      return absl::Status(opened.status().code(), absl::StrCat("cannot open the cache in ", config.cache_dir.string(),
-                                                               ": ", opened.status().message()));
+      return absl::Status(opened.status().code(),
+                          Cat("cannot open the cache in ", config.cache_dir.string(), ": ", opened.status().message()));
     }
     cache = *std::move(opened);
     if (cache->rebuilt_index()) {
@@ -54,7 +91,7 @@ class Server::Impl {
     return absl::OkStatus();
   }
 
-  absl::Status LoadAdminToken(const DaemonConfig& config) {
+  absl::Status LoadAdminToken() {
     if (config.admin_token_file.empty()) return absl::OkStatus();
     absl::StatusOr<std::string> token = ReadAdminTokenFile(config.admin_token_file);
     if (!token.ok()) return token.status();
@@ -62,8 +99,65 @@ class Server::Impl {
     return absl::OkStatus();
   }
 
+  // The kernels directory, checked by the namespace guard. Findings are
+  // logged one per line; they are an error unless allow_guard_findings.
+  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadGuardedKernels(std::string_view refusal) {
+    absl::StatusOr<CheckedKernels> checked =
+        LoadCheckedKernels(config.kernels_dir, cache->dir() / "kernel-trees", toolchain, config.arch);
+    if (!checked.ok()) {
+      return absl::Status(checked.status().code(), Cat("cannot load the kernels in ", config.kernels_dir.string(), ": ",
+                                                       checked.status().message()));
+    }
+    if (!checked->findings.empty()) {
+      for (const guard::Finding& finding : checked->findings) {
+        if (config.allow_guard_findings) {
+          spdlog::warn("namespace guard: {}", finding.ToString());
+        } else {
+          spdlog::error("namespace guard: {}", finding.ToString());
+        }
+      }
+      if (!config.allow_guard_findings) {
+        return absl::FailedPreconditionError(
+            Cat("the kernels in ", config.kernels_dir.string(), " fail the namespace guard's source check with ",
+                checked->findings.size(), " finding(s), logged above (`jitd lint --kernels ",
+                config.kernels_dir.string(), "` lists them too); ", refusal));
+      }
+      spdlog::warn("serving kernels with {} namespace guard finding(s) (--allow-guard-findings)",
+                   checked->findings.size());
+    }
+    return checked->resolver;
+  }
+
+  absl::Status StartServing() {
+    absl::StatusOr<manifest::Toolchain> detected = DetectToolchain();
+    if (!detected.ok()) return detected.status();
+    toolchain = *std::move(detected);
+    absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver = LoadGuardedKernels(
+        "fix the sources, or start with --allow-guard-findings (allow_guard_findings = true in the config file) to "
+        "serve them anyway");
+    if (!resolver.ok()) return resolver.status();
+    spdlog::info("kernels: {} from {}, fingerprint {}; NVRTC {}", KernelCount(**resolver), config.kernels_dir.string(),
+                 ShortFingerprint(**resolver), toolchain.nvrtc_version);
+
+    absl::StatusOr<CompileStack> started = StartCompileStack(*resolver, config.workers, config.max_queue);
+    if (!started.ok()) {
+      return absl::Status(started.status().code(),
+                          Cat("cannot start ", config.workers, " compile workers: ", started.status().message()));
+    }
+    stack = *std::move(started);
+
+    serving::KernelService::Options options;
+    options.hot_cache_bytes = config.hot_cache_bytes;
+    options.negative_ttl = config.negative_ttl;
+    service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options);
+    stack.resolver.reset();
+    compiler = std::make_unique<CompilerService>(
+        *service, calls, CompilerService::Options{.workers = config.workers, .log_hits = config.log_hits});
+    return absl::OkStatus();
+  }
+
   // Parses and claims every address, then builds and starts the server.
-  absl::Status Listen(const DaemonConfig& config) {
+  absl::Status Listen() {
     std::vector<ListenAddress> listen;
     for (const std::string& text : config.listen) {
       absl::StatusOr<ListenAddress> address = ParseListenAddress(text);
@@ -83,16 +177,18 @@ class Server::Impl {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
+    builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
+    builder.SetMaxSendMessageSize(kMaxSendMessageBytes);
     std::vector<int> ports(listen.size(), 0);
     for (size_t i = 0; i < listen.size(); ++i) {
       builder.AddListeningPort(listen[i].GrpcTarget(), grpc::InsecureServerCredentials(), &ports[i]);
     }
     builder.RegisterService(admin.get());
-    builder.RegisterService(&compiler);
+    builder.RegisterService(compiler.get());
     grpc_server = builder.BuildAndStart();
     if (grpc_server == nullptr) {
       return absl::UnavailableError(
-          absl::StrCat("cannot listen on ", absl::StrJoin(config.listen, ", "), " (gRPC's reason is logged above)"));
+          Cat("cannot listen on ", Join(config.listen, ", "), " (gRPC's reason is logged above)"));
     }
     for (size_t i = 0; i < listen.size(); ++i) {
       if (listen[i].kind == ListenAddress::Kind::kUnix) {
@@ -100,7 +196,7 @@ class Server::Impl {
         continue;
       }
       const std::string& host_port = listen[i].host_port;
-      addresses.push_back(absl::StrCat(host_port.substr(0, host_port.rfind(':')), ":", ports[i]));
+      addresses.push_back(Cat(host_port.substr(0, host_port.rfind(':')), ":", ports[i]));
     }
     for (const auto& claim : claims) {
       if (absl::Status restricted = claim->RestrictMode(); !restricted.ok()) return restricted;
@@ -112,10 +208,16 @@ class Server::Impl {
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config) {
   const auto started = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();
-  if (absl::Status loaded = impl->LoadAdminToken(config); !loaded.ok()) return loaded;
-  if (absl::Status opened = impl->OpenCache(config); !opened.ok()) return opened;
-  impl->admin = std::make_unique<CacheAdminService>(*impl->cache, impl->auth, started);
-  if (absl::Status listening = impl->Listen(config); !listening.ok()) return listening;
+  impl->config = config;
+  if (absl::Status loaded = impl->LoadAdminToken(); !loaded.ok()) return loaded;
+  if (absl::Status opened = impl->OpenCache(); !opened.ok()) return opened;
+  if (absl::Status serving = impl->StartServing(); !serving.ok()) return serving;
+  ServingStatsSources sources{impl->service.get(), impl->stack.pool.get(), config.max_queue, config.kernels_dir};
+  impl->admin = std::make_unique<CacheAdminService>(
+      *impl->cache, impl->auth, impl->calls, started,
+      [sources](v1::StatsResponse* response) { AddServingStats(sources, response); },
+      [service = impl->service.get()](const std::vector<std::string>& keys) { service->Forget(keys); });
+  if (absl::Status listening = impl->Listen(); !listening.ok()) return listening;
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -124,13 +226,64 @@ Server::~Server() = default;
 
 const std::vector<std::string>& Server::addresses() const { return impl_->addresses; }
 
+std::string Server::DescribeKernels() const {
+  if (impl_->service == nullptr) return "shut down";
+  const std::shared_ptr<const manifest::Resolver> resolver = impl_->service->resolver();
+  return Cat(KernelCount(*resolver), " kernels from ", impl_->config.kernels_dir.string(), ", fingerprint ",
+             ShortFingerprint(*resolver));
+}
+
+absl::Status Server::ReloadKernels() {
+  const std::shared_ptr<const manifest::Resolver> old = impl_->service->resolver();
+  spdlog::info("SIGHUP: re-reading the kernels in {}", impl_->config.kernels_dir.string());
+  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> loaded =
+      impl_->LoadGuardedKernels(Cat("still serving the previous kernels (fingerprint ", ShortFingerprint(*old), ")"));
+  if (!loaded.ok()) return loaded.status();
+  impl_->service->SwapResolver(*loaded);
+  spdlog::info("reloaded kernels: {} kernels, fingerprint {} (was {})", KernelCount(**loaded),
+               ShortFingerprint(**loaded), ShortFingerprint(*old));
+  return absl::OkStatus();
+}
+
 absl::Status Server::Shutdown(std::chrono::milliseconds drain) {
   if (impl_->shut_down) return absl::OkStatus();
   impl_->shut_down = true;
   // NOT_SERVING first, so load balancers and readiness probes stop sending
   // work while the calls in flight finish.
   impl_->grpc_server->GetHealthCheckService()->Shutdown();
-  impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + drain);
+  // gRPC's Shutdown(deadline) stops taking calls, lets those in flight
+  // finish until the deadline (then cancels them), but also waits, up to
+  // that deadline, for every client to hang up after its GOAWAY, which an
+  // idle client channel never does. So the core shutdown starts first (no
+  // new call from here on), the daemon waits for its own handlers to
+  // return, and then gives the C++ shutdown only kSendGrace (for the last
+  // answers to reach their sockets) before it closes what is left.
+  const auto deadline = std::chrono::steady_clock::now() + drain;
+  grpc_server* core = impl_->grpc_server->c_server();
+  grpc_completion_queue* notice = grpc_completion_queue_create_for_next(nullptr);
+  static int shutdown_tag = 0;
+  grpc_server_shutdown_and_notify(core, notice, &shutdown_tag);
+  const bool idle = impl_->calls.WaitIdle(deadline);
+  const auto grace =
+      idle ? std::min<std::chrono::steady_clock::duration>(deadline - std::chrono::steady_clock::now(), kSendGrace)
+           : std::chrono::steady_clock::duration::zero();
+  impl_->grpc_server->Shutdown(std::chrono::system_clock::now() +
+                               std::chrono::duration_cast<std::chrono::system_clock::duration>(grace));
+  impl_->grpc_server->Wait();
+  grpc_completion_queue_shutdown(notice);
+  while (grpc_completion_queue_next(notice, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr).type != GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(notice);
+  // No call runs now. Compiles that nobody waits for (PREFETCH) finish and
+  // are stored before the cache flushes; destroying the request path waits
+  // for them.
+  if (const uint64_t left = impl_->service->stats().in_flight; left > 0) {
+    spdlog::info("waiting for {} background compile(s) to finish and be stored", left);
+  }
+  impl_->grpc_server.reset();
+  impl_->compiler.reset();
+  impl_->admin.reset();
+  impl_->service.reset();
   return impl_->cache->Flush();
 }
 

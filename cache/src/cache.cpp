@@ -135,12 +135,13 @@ class Cache::Impl {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<Entry> Lookup(std::string_view key_view) {
+  absl::StatusOr<Entry> Lookup(std::string_view key_view, LookupCounting counting) {
+    const bool counted = counting == LookupCounting::kCounted;
     std::string key(key_view);
     if (!IsValidKey(key)) return absl::InvalidArgumentError(Cat("malformed cache key '", key, "'"));
     auto row = index_->Find(key);
     if (!row.ok()) return row.status();
-    if (!*row) return Miss(key);
+    if (!*row) return Miss(key, counted);
     const std::string& checksum = (*row)->checksum;
     fs::path path = blobs_.PathFor(key, checksum);
     auto bytes = blobs_.Read(path);
@@ -148,21 +149,22 @@ class Cache::Impl {
       if (!absl::IsNotFound(bytes.status())) return bytes.status();
       // Evicted by another thread or process between the row and the file?
       auto again = index_->Find(key);
-      if (again.ok() && (!*again || (*again)->checksum != checksum)) return Miss(key);
+      if (again.ok() && (!*again || (*again)->checksum != checksum)) return Miss(key, counted);
       DropCorrupt(key, checksum, path, "blob file missing");
-      return Miss(key);
+      return Miss(key, counted);
     }
     Entry entry;
     if (auto s = DecodeBlob(*bytes, &entry.meta, &entry.cubin); !s.ok()) {
       DropCorrupt(key, checksum, path, std::string(s.message()));
-      return Miss(key);
+      return Miss(key, counted);
     }
     if (detail::StoredBlobChecksum(*bytes) != checksum || entry.meta.key != key) {
       DropCorrupt(key, checksum, path, "blob does not match its index row");
-      return Miss(key);
+      return Miss(key, counted);
     }
     entry.blob_path = std::move(path);
     entry.checksum = checksum;
+    if (!counted) return entry;
     hits_.fetch_add(1, std::memory_order_relaxed);
     if (!opts_.read_only) {
       // Recorded in memory only; the background thread writes it in batches.
@@ -290,6 +292,7 @@ class Cache::Impl {
     RowFilter rf;
     rf.kernel_glob = f.kernel_glob;
     rf.arch = f.arch;
+    rf.params = f.params;
     auto rows = index_->Select(rf, /*newest_first=*/true, f.limit);
     if (!rows.ok()) return rows.status();
     std::vector<EntryInfo> out;
@@ -398,8 +401,8 @@ class Cache::Impl {
   uint64_t HighWatermark(uint64_t max) const { return static_cast<uint64_t>(static_cast<double>(max) * opts_.high_watermark); }
   uint64_t LowWatermark(uint64_t max) const { return static_cast<uint64_t>(static_cast<double>(max) * opts_.low_watermark); }
 
-  absl::Status Miss(const std::string& key) {
-    misses_.fetch_add(1, std::memory_order_relaxed);
+  absl::Status Miss(const std::string& key, bool counted) {
+    if (counted) misses_.fetch_add(1, std::memory_order_relaxed);
     return absl::NotFoundError(Cat("no cache entry for key ", key));
   }
 
@@ -657,7 +660,9 @@ absl::StatusOr<std::unique_ptr<Cache>> Cache::Open(const CacheOptions& options) 
 
 Cache::Cache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Cache::~Cache() = default;
-absl::StatusOr<Entry> Cache::Lookup(std::string_view key) { return impl_->Lookup(key); }
+absl::StatusOr<Entry> Cache::Lookup(std::string_view key, LookupCounting counting) {
+  return impl_->Lookup(key, counting);
+}
 absl::StatusOr<bool> Cache::Contains(std::string_view key) { return impl_->Contains(key); }
 absl::Status Cache::Publish(const EntryMeta& meta, std::string_view cubin) { return impl_->Publish(meta, cubin); }
 absl::StatusOr<EvictResult> Cache::Evict(const EvictFilter& filter) { return impl_->Evict(filter); }

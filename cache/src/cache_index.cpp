@@ -115,6 +115,10 @@ std::string WhereClause(const RowFilter& f, std::vector<std::string>* text_args,
     text_args->push_back(f.arch);
     terms.push_back("arch = ?");
   }
+  if (f.params) {
+    text_args->push_back(*f.params);
+    terms.push_back("params = ?");
+  }
   if (f.unpinned_only) terms.push_back("pinned = 0");
   if (f.last_used_before_ms) {
     *int_arg = f.last_used_before_ms;

@@ -61,6 +61,7 @@ struct RowFilter {
   std::vector<std::string> keys;
   std::string kernel_glob;
   std::string arch;
+  std::optional<std::string> params;  // exact; "" matches rows without params
   std::optional<int64_t> last_used_before_ms;
   bool unpinned_only = false;
 };

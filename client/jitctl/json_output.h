@@ -6,6 +6,7 @@
 #include <google/protobuf/message.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace jitd::jitctl {
@@ -14,5 +15,10 @@ std::string ToJson(const google::protobuf::Message& message);
 
 // A JSON array of messages (for streams such as warm's progress).
 std::string ToJsonArray(const std::vector<std::string>& json_documents);
+
+// One JSON object of named values, each given as JSON text (a number, a
+// ToJson() document, a ToJsonArray()), printed with the same indentation as
+// ToJson(). For documents no single message describes (warm's summary).
+std::string ToJsonObject(const std::vector<std::pair<std::string, std::string>>& fields);
 
 }  // namespace jitd::jitctl

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   std::string endpoint;
   std::string token_file;
   std::string timeout = "120s";
+  std::string fallback_cache_dir;
   bool json = false;
   app.add_option(
          "--endpoint", endpoint,
@@ -36,6 +37,10 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "Print one JSON document instead of a table");
   app.add_option("--admin-token-file", token_file, "File holding the admin token, for evict and verify --repair")
       ->type_name("FILE");
+  app.add_option("--fallback-cache-dir", fallback_cache_dir,
+                 "For get: a warmed cache directory to read (read-only) when the daemon cannot be reached "
+                 "(default: $JITD_FALLBACK_CACHE_DIR)")
+      ->type_name("DIR");
   app.add_option("--timeout", timeout, "Deadline of each call (30s, 15m, 2h)")
       ->capture_default_str()
       ->type_name("DURATION");
@@ -66,6 +71,7 @@ int main(int argc, char** argv) {
 
   jitd::ClientOptions options;
   options.endpoint = endpoint;
+  options.fallback_cache_dir = fallback_cache_dir;
   absl::StatusOr<std::chrono::seconds> call_timeout = jitd::ParseDuration(timeout);
   if (!call_timeout.ok()) return Fail("--timeout", call_timeout.status(), kExitUsage);
   options.call_timeout = *call_timeout;

@@ -1,6 +1,7 @@
 // `jitctl get`: one kernel instantiation as a cubin, optionally saved.
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "human_format.h"
@@ -19,6 +20,26 @@ absl::Status WriteFile(const std::string& path, const std::string& bytes) {
   return absl::OkStatus();
 }
 
+// The answer as --json prints it: GetKernelResponse's fields, the cubin's
+// bytes left out (they go to -o) and its size kept.
+v1::GetKernelResponse ToResponse(const KernelBinary& answer) {
+  v1::GetKernelResponse response;
+  response.set_key(answer.key);
+  for (const KernelSymbol& symbol : answer.symbols) {
+    v1::Symbol* out = response.add_symbols();
+    out->set_name_expression(symbol.name_expression);
+    out->set_lowered_name(symbol.lowered_name);
+  }
+  response.set_source(answer.source);
+  response.set_compile_ms(answer.compile_ms);
+  response.set_log(answer.log);
+  response.set_arch(answer.arch);
+  response.set_blob_path(answer.blob_path);
+  response.set_cubin_size(answer.cubin.size());
+  response.set_nvrtc_version(answer.nvrtc_version);
+  return response;
+}
+
 class GetVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
@@ -27,7 +48,9 @@ class GetVerb final : public Verb {
         ->required()
         ->type_name("KERNEL");
     sub->add_option("-p,--param", params_, "Template parameter K=V (repeatable): -p dtype=bf16")->type_name("K=V");
-    sub->add_option("--arch", arch_, "Target arch (sm_90, sm_90a, sm_100a); default: the daemon's")->type_name("ARCH");
+    sub->add_option("--arch", arch_,
+                    "Target arch (sm_90, sm_90a, sm_100a); default: this host's GPU, else the daemon's")
+        ->type_name("ARCH");
     sub->add_option("--option", options_, "Extra NVRTC option from the daemon's allow-list")->type_name("OPTION");
     sub->add_option("--mode", mode_, "compile (default), cached-only or prefetch")
         ->check(CLI::IsMember({"compile", "cached-only", "prefetch"}))
@@ -37,49 +60,53 @@ class GetVerb final : public Verb {
   }
 
   absl::Status Validate() override {
-    request_.set_kernel(kernel_);
+    spec_.kernel = kernel_;
     for (const std::string& param : params_) {
       std::pair<std::string, std::string> kv = absl::StrSplit(param, absl::MaxSplits('=', 1));
       if (kv.first.empty() || param.find('=') == std::string::npos) {
         return absl::InvalidArgumentError(absl::StrCat("-p '", param, "': expected K=V"));
       }
-      (*request_.mutable_params())[kv.first] = kv.second;
+      spec_.params[kv.first] = kv.second;
     }
-    request_.set_arch(arch_);
-    for (const std::string& option : options_) request_.add_options(option);
-    if (mode_ == "cached-only") request_.set_mode(v1::GetKernelRequest::CACHED_ONLY);
-    if (mode_ == "prefetch") request_.set_mode(v1::GetKernelRequest::PREFETCH);
+    spec_.arch = arch_;
+    spec_.options = options_;
+    if (mode_ == "cached-only") mode_value_ = v1::GetKernelRequest::CACHED_ONLY;
+    if (mode_ == "prefetch") mode_value_ = v1::GetKernelRequest::PREFETCH;
     return absl::OkStatus();
   }
 
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
-    absl::StatusOr<v1::GetKernelResponse> response = client.GetKernel(request_);
-    if (!response.ok()) return response.status();
-    if (!output_path_.empty()) {
-      if (absl::Status written = WriteFile(output_path_, response->cubin()); !written.ok()) {
-        return written;
-      }
+    // Through the library's kernel path: the arch default, path delivery
+    // and (with JITD_FALLBACK_CACHE_DIR) the read-only fallback.
+    absl::StatusOr<std::shared_ptr<const KernelBinary>> binary = client.GetKernelBinary(spec_, mode_value_);
+    if (!binary.ok()) return binary.status();
+    const KernelBinary& answer = **binary;
+    if (!output_path_.empty() && answer.source != v1::GetKernelResponse::NONE) {
+      if (absl::Status written = WriteFile(output_path_, answer.cubin); !written.ok()) return written;
     }
-    // The cubin is binary: it goes to -o, never into the printed answer.
-    response->clear_cubin();
     if (output.json) {
-      output.out << ToJson(*response);
+      output.out << ToJson(ToResponse(answer));
+      return 0;
+    }
+    if (answer.source == v1::GetKernelResponse::NONE) {
+      output.out << "kernel  " << kernel_ << "\nsource  none (not cached yet; a compile was queued)\n";
       return 0;
     }
     std::vector<std::pair<std::string, std::string>> fields = {
         {"kernel", kernel_},
-        {"key", response->key()},
-        {"source", v1::GetKernelResponse::Source_Name(response->source())},
-        {"arch", response->arch()},
-        {"cubin", absl::StrCat(FormatBytes(response->cubin_size()),
-                               output_path_.empty() ? " (use -o FILE to save it)" : " -> " + output_path_)},
-        {"compile", absl::StrFormat("%.1f ms (NVRTC %s)", response->compile_ms(), response->nvrtc_version())},
-        {"served", absl::StrFormat("%d us", response->served_us())}};
-    for (const v1::Symbol& symbol : response->symbols()) {
-      fields.emplace_back("symbol", symbol.name_expression() + " -> " + symbol.lowered_name());
-    }
+        {"key", answer.key},
+        {"source", absl::AsciiStrToLower(v1::GetKernelResponse::Source_Name(answer.source))},
+        {"arch", answer.arch},
+        {"size", absl::StrCat(FormatBytes(answer.cubin.size()),
+                              output_path_.empty() ? " (use -o FILE.cubin to save it)" : " -> " + output_path_)},
+        {"compile", absl::StrFormat("%.1f ms (NVRTC %s)", answer.compile_ms, answer.nvrtc_version)}};
+    if (!answer.blob_path.empty()) fields.emplace_back("blob", answer.blob_path);
     Table::PrintRecord(output.out, fields);
-    if (!response->log().empty()) output.out << "NVRTC log:\n" << response->log() << '\n';
+    output.out << '\n';
+    Table symbols({{"NAME EXPRESSION"}, {"LOWERED NAME"}});
+    for (const KernelSymbol& symbol : answer.symbols) symbols.AddRow({symbol.name_expression, symbol.lowered_name});
+    symbols.Print(output.out);
+    if (!answer.log.empty()) output.out << "\nNVRTC log:\n" << answer.log << '\n';
     return 0;
   }
 
@@ -90,7 +117,8 @@ class GetVerb final : public Verb {
   std::vector<std::string> options_;
   std::string mode_ = "compile";
   std::string output_path_;
-  v1::GetKernelRequest request_;
+  KernelSpec spec_;
+  v1::GetKernelRequest::Mode mode_value_ = v1::GetKernelRequest::COMPILE;
 };
 
 }  // namespace

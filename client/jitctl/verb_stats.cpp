@@ -1,4 +1,5 @@
-// `jitctl stats`: the cache's counters and sizes.
+// `jitctl stats`: the cache's sizes and counters, then what the daemon's
+// request path and compile workers have done since it started.
 #include "absl/strings/str_format.h"
 #include "human_format.h"
 #include "json_output.h"
@@ -21,10 +22,38 @@ std::string HitRate(const v1::StatsResponse& stats) {
                          100.0 * static_cast<double>(stats.hits()) / static_cast<double>(lookups));
 }
 
+std::string Kernels(const v1::StatsResponse& stats) {
+  return absl::StrFormat("%d from %s (fingerprint %s, NVRTC %s)", stats.kernels(), stats.kernels_dir(),
+                         stats.kernels_fingerprint().substr(0, 12), stats.nvrtc_version());
+}
+
+std::string Requests(const v1::StatsResponse& stats) {
+  return absl::StrFormat("%d (%d from memory, %d from disk, %d joined a compile, %d cached-only misses, %d gave up)",
+                         stats.requests(), stats.memory_hits(), stats.disk_hits(), stats.joined(),
+                         stats.cached_only_misses(), stats.abandoned());
+}
+
+std::string HotCache(const v1::StatsResponse& stats) {
+  return absl::StrFormat("%d entries, %s of %s (%d evicted)", stats.hot_entries(), FormatBytes(stats.hot_bytes()),
+                         FormatBytes(stats.hot_max_bytes()), stats.hot_evictions());
+}
+
+std::string Compiles(const v1::StatsResponse& stats) {
+  return absl::StrFormat("%d (%d rejected by NVRTC, %d errors, %d prefetched, %d in flight, %d not stored)",
+                         stats.compiles(), stats.compile_failures(), stats.compile_errors(), stats.prefetches(),
+                         stats.compiles_in_flight(), stats.store_failures());
+}
+
+std::string Workers(const v1::StatsResponse& stats) {
+  return absl::StrFormat("%d (%d busy, %d queued of at most %d, %d crashed, %d restarted)", stats.workers(),
+                         stats.busy_workers(), stats.queue_depth(), stats.max_queue(), stats.worker_crashes(),
+                         stats.worker_restarts());
+}
+
 class StatsVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
-    return app.add_subcommand("stats", "Show the cache's size, budget and counters");
+    return app.add_subcommand("stats", "Show the cache's size, budget and counters, and the daemon's request counters");
   }
 
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
@@ -44,7 +73,13 @@ class StatsVerb final : public Verb {
          {"evictions", absl::StrCat(stats->evictions())},
          {"corrupt", absl::StrCat(stats->corrupt())},
          {"publishes", absl::StrFormat("%d (%d failed)", stats->publishes(), stats->publish_failures())},
-         {"uptime", FormatSeconds(stats->uptime_s())}});
+         {"uptime", FormatSeconds(stats->uptime_s())},
+         {"kernels", Kernels(*stats)},
+         {"requests", Requests(*stats)},
+         {"hot cache", HotCache(*stats)},
+         {"compiles", Compiles(*stats)},
+         {"negative hits", absl::StrFormat("%d (compile failures answered from memory)", stats->negative_hits())},
+         {"workers", Workers(*stats)}});
     return 0;
   }
 };

@@ -1,9 +1,15 @@
 // `jitctl warm`: has the daemon compile many instantiations into its cache.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "jitd/progress.h"
 #include "json_output.h"
 #include "verb.h"
-
 
 namespace jitd::jitctl {
 namespace {
@@ -13,6 +19,27 @@ std::string Describe(const v1::KernelSpec& spec) {
   for (const auto& [name, value] : spec.params()) params.push_back(name + "=" + value);
   std::sort(params.begin(), params.end());
   return absl::StrCat(spec.kernel(), "{", absl::StrJoin(params, ","), "} ", spec.arch());
+}
+
+const char* OutcomeWord(v1::WarmProgress::Outcome outcome) {
+  switch (outcome) {
+    case v1::WarmProgress::COMPILED:
+      return "compiled";
+    case v1::WarmProgress::CACHED:
+      return "cached";
+    case v1::WarmProgress::FAILED:
+      return "failed";
+    default:
+      return "done";
+  }
+}
+
+// What follows an item's name: its compile time, or the first line of why
+// it failed (the whole reason is in the summary).
+std::string Detail(const v1::WarmProgress& item) {
+  if (!item.error().empty()) return item.error().substr(0, item.error().find('\n'));
+  if (item.compile_ms() > 0) return absl::StrFormat("%.0f ms", item.compile_ms());
+  return {};
 }
 
 class WarmVerb final : public Verb {
@@ -45,24 +72,39 @@ class WarmVerb final : public Verb {
   }
 
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
+    // Progress goes to stderr (a bar on a terminal, a line per item
+    // elsewhere); stdout gets the summary or the one JSON document, which
+    // progress lines would corrupt unless they are a terminal's bar.
+    const bool show_progress = !output.json || ::isatty(::fileno(stderr)) == 1;
+    std::unique_ptr<Progress> progress;  // made at the first message, which carries the total
     std::vector<std::string> json_progress;
-    absl::StatusOr<v1::WarmProgress> last = client.Warm(request_, [&](const v1::WarmProgress& progress) {
-      if (output.json) {
-        json_progress.push_back(ToJson(progress));
-        return;
-      }
-      output.out << absl::StrFormat("[%d/%d] %-8s %s", progress.done(), progress.total(),
-                                    v1::WarmProgress::Outcome_Name(progress.outcome()), Describe(progress.spec()));
-      if (progress.compile_ms() > 0) output.out << absl::StrFormat(" (%.0f ms)", progress.compile_ms());
-      if (!progress.error().empty()) output.out << "\n    " << progress.error();
-      output.out << '\n';
+    std::vector<v1::WarmProgress> failures;
+    absl::StatusOr<v1::WarmProgress> last = client.Warm(request_, [&](const v1::WarmProgress& item) {
+      if (output.json) json_progress.push_back(ToJson(item));
+      if (item.outcome() == v1::WarmProgress::FAILED) failures.push_back(item);
+      if (!show_progress) return;
+      if (progress == nullptr) progress = std::make_unique<Progress>("warm", item.total(), stderr);
+      progress->Done(OutcomeWord(item.outcome()), Describe(item.spec()), Detail(item));
     });
+    if (progress != nullptr) progress->Finish();
     if (!last.ok()) return last.status();
     if (output.json) {
-      output.out << ToJsonArray(json_progress);
+      std::vector<std::string> json_failures;
+      for (const v1::WarmProgress& failure : failures) json_failures.push_back(ToJson(failure));
+      output.out << ToJsonObject({{"total", absl::StrCat(last->total())},
+                                  {"compiled", absl::StrCat(last->compiled())},
+                                  {"cached", absl::StrCat(last->cached())},
+                                  {"failed", absl::StrCat(last->failed())},
+                                  {"elapsed_ms", absl::StrCat(last->elapsed_ms())},
+                                  {"failures", ToJsonArray(json_failures)},
+                                  {"progress", ToJsonArray(json_progress)}});
     } else {
-      output.out << absl::StrFormat("%d compiled, %d cached, %d failed in %.1fs\n", last->compiled(), last->cached(),
-                                    last->failed(), static_cast<double>(last->elapsed_ms()) / 1000);
+      output.out << absl::StrFormat("warm: %d instantiations in %.1f s: %d compiled, %d already cached, %d failed\n",
+                                    last->total(), static_cast<double>(last->elapsed_ms()) / 1000, last->compiled(),
+                                    last->cached(), last->failed());
+      for (const v1::WarmProgress& failure : failures) {
+        output.out << "failed: " << Describe(failure.spec()) << ": " << failure.error() << '\n';
+      }
     }
     return last->failed() > 0 ? 1 : 0;
   }

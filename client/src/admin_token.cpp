@@ -6,11 +6,11 @@
 
 #include "absl/strings/ascii.h"
 #include "jitd/client.h"
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 
 namespace jitd {
 
-using client_detail::Cat;
+using text::Cat;
 
 absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path) {
   std::ifstream file(path, std::ios::binary);

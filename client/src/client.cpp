@@ -1,4 +1,5 @@
-// jitd::Client: typed calls over one gRPC channel to the daemon.
+// jitd::Client: typed calls over one gRPC channel to the daemon (the kernel
+// calls built on them are in client_kernels.cpp).
 #include "jitd/client.h"
 
 #include <grpcpp/channel.h>
@@ -9,22 +10,27 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
 
+#include "client_impl.h"
 #include "grpc_status.h"
 #include "health_check.h"
-#include "jitd/v1/cache_admin.grpc.pb.h"
-#include "jitd/v1/compiler.grpc.pb.h"
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 
 namespace jitd {
 
-using client_detail::Cat;
+using text::Cat;
 namespace {
 
 using Clock = std::chrono::system_clock;
+
+std::string EnvOrEmpty(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
 
 // The daemon is local (or on the same network), so a refused connection is
 // retried after 100 ms rather than gRPC's default of one second: this is
@@ -62,66 +68,52 @@ absl::Status CheckUnixSocketExists(const std::string& endpoint) {
 
 }  // namespace
 
-class Client::Impl {
- public:
-  Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
-      : options_(std::move(options)),
-        channel_(std::move(channel)),
-        admin_(v1::CacheAdmin::NewStub(channel_)),
-        compiler_(v1::Compiler::NewStub(channel_)) {}
+Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      admin_(v1::CacheAdmin::NewStub(channel_)),
+      compiler_(v1::Compiler::NewStub(channel_)) {
+  if (!options_.fallback_cache_dir.empty()) {
+    fallback_ = std::make_unique<client_detail::FallbackCache>(options_.fallback_cache_dir);
+  }
+}
 
-  // Waits for the channel to connect, failing at the first refused attempt
-  // rather than retrying until the timeout.
-  absl::Status AwaitConnected() {
-    const auto deadline = Clock::now() + options_.connect_timeout;
-    grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
-    while (state != GRPC_CHANNEL_READY) {
-      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
-        return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint(),
-                                          ": connection refused (is the daemon running? start it with `jitd`)"));
-      }
-      if (!channel_->WaitForStateChange(state, deadline)) {
-        return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint(), ": no connection within ",
-                                          options_.connect_timeout.count(), " ms"));
-      }
-      state = channel_->GetState(/*try_to_connect=*/true);
+absl::Status Client::Impl::AwaitConnected() {
+  const auto deadline = Clock::now() + options_.connect_timeout;
+  grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
+      return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint(),
+                                        ": connection refused (is the daemon running? start it with `jitd`)"));
     }
-    return absl::OkStatus();
-  }
-
-  void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const {
-    if (timeout.count() > 0) context->set_deadline(Clock::now() + timeout);
-    if (!options_.admin_token.empty()) {
-      context->AddMetadata("authorization", "Bearer " + options_.admin_token);
+    if (!channel_->WaitForStateChange(state, deadline)) {
+      return absl::UnavailableError(
+          Cat("cannot reach jitd at ", endpoint(), ": no connection within ", options_.connect_timeout.count(), " ms"));
     }
+    state = channel_->GetState(/*try_to_connect=*/true);
   }
+  return absl::OkStatus();
+}
 
-  // Runs one unary call: `invoke(context, response)` calls the stub.
-  template <typename Response, typename Invoke>
-  absl::StatusOr<Response> Unary(Invoke invoke) {
-    grpc::ClientContext context;
-    Prepare(&context, options_.call_timeout);
-    Response response;
-    const grpc::Status status = invoke(&context, &response);
-    if (!status.ok()) return client_detail::FromGrpcStatus(status, endpoint());
-    return response;
+void Client::Impl::Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const {
+  if (timeout.count() > 0) context->set_deadline(Clock::now() + timeout);
+  if (!options_.admin_token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.admin_token);
   }
-
-  const std::string& endpoint() const { return options_.endpoint; }
-
-  ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::CacheAdmin::Stub> admin_;
-  std::unique_ptr<v1::Compiler::Stub> compiler_;
-};
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   options.endpoint = ResolveEndpoint(options.endpoint);
   if (absl::Status valid = ValidateEndpoint(options.endpoint); !valid.ok()) return valid;
+  if (options.fallback_cache_dir.empty()) options.fallback_cache_dir = EnvOrEmpty("JITD_FALLBACK_CACHE_DIR");
+  if (!options.prefer_path.has_value()) options.prefer_path = options.endpoint.starts_with("unix:");
   auto impl = std::make_unique<Impl>(options, MakeChannel(options.endpoint));
   if (options.connect_timeout.count() > 0) {
-    if (absl::Status exists = CheckUnixSocketExists(options.endpoint); !exists.ok()) return exists;
-    if (absl::Status connected = impl->AwaitConnected(); !connected.ok()) return connected;
+    absl::Status reachable = CheckUnixSocketExists(options.endpoint);
+    if (reachable.ok()) reachable = impl->AwaitConnected();
+    // With a fallback, an absent daemon is what the client is built for:
+    // kernels come from the fallback until the daemon answers again.
+    if (!reachable.ok() && !(absl::IsUnavailable(reachable) && impl->fallback_ != nullptr)) return reachable;
   }
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
@@ -156,6 +148,7 @@ absl::Status Client::WaitUntilServing(std::chrono::milliseconds timeout) {
 }
 
 absl::StatusOr<v1::GetKernelResponse> Client::GetKernel(const v1::GetKernelRequest& request) {
+  impl_->get_kernel_rpcs_.fetch_add(1, std::memory_order_relaxed);
   return impl_->Unary<v1::GetKernelResponse>(
       [&](auto* context, auto* response) { return impl_->compiler_->GetKernel(context, request, response); });
 }

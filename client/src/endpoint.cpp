@@ -8,11 +8,11 @@
 
 #include "absl/strings/numbers.h"
 #include "jitd/client.h"
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 
 namespace jitd {
 
-using client_detail::Cat;
+using text::Cat;
 namespace {
 
 std::string EnvOrEmpty(const char* name) {

@@ -2,9 +2,11 @@
 
 #include <string>
 
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 
 namespace jitd::client_detail {
+
+using text::Cat;
 
 absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view endpoint) {
   if (status.ok()) return absl::OkStatus();

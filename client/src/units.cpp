@@ -8,11 +8,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "jitd/client.h"
-#include "string_cat.h"
+#include "jitd/detail/text.h"
 
 namespace jitd {
 
-using client_detail::Cat;
+using text::Cat;
 namespace {
 
 // Splits "1.5GiB" into "1.5" and "gib" (lowercased).

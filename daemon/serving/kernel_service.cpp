@@ -59,6 +59,10 @@ void KernelService::SwapResolver(std::shared_ptr<const manifest::Resolver> resol
   resolver_ = std::move(resolver);
 }
 
+void KernelService::Forget(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) hot_.Erase(key);
+}
+
 std::shared_ptr<const manifest::Resolver> KernelService::resolver() const {
   std::lock_guard lock(resolver_mu_);
   return resolver_;
@@ -263,8 +267,9 @@ std::shared_ptr<const cache::Entry> KernelService::Store(const manifest::Resolve
   meta.compile_ms = result.compile_ms;
   absl::Status stored = cache_->Publish(meta, result.cubin);
   if (stored.ok()) {
-    // Read back what is on disk (verified, with its path for PATH delivery).
-    auto entry = cache_->Lookup(resolved.key);
+    // Read back what is on disk (verified, with its path for PATH delivery);
+    // not counted as a hit: nobody asked for it twice.
+    auto entry = cache_->Lookup(resolved.key, cache::LookupCounting::kUncounted);
     if (entry.ok()) return std::make_shared<const cache::Entry>(std::move(*entry));
     stored = entry.status();
   }

@@ -115,6 +115,10 @@ class KernelService {
   absl::StatusOr<manifest::ResolvedKernel> Resolve(const manifest::KernelRequest& request) const;
 
   void SwapResolver(std::shared_ptr<const manifest::Resolver> resolver);
+
+  // Drops entries from the hot cache (after an operator evicted them from
+  // disk): an evicted key is not served from memory either.
+  void Forget(const std::vector<std::string>& keys);
   std::shared_ptr<const manifest::Resolver> resolver() const;
 
   Stats stats() const;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "testing.h"
 
@@ -14,14 +15,9 @@ using testing::CubinFor;
 using testing::FlipBytes;
 using testing::KeyFor;
 using testing::MetaFor;
+using testing::OpenCache;
 using testing::Options;
 using testing::TempDir;
-
-std::unique_ptr<Cache> OpenOrDie(const CacheOptions& o) {
-  auto c = Cache::Open(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
 
 uint64_t FileSizeOr0(const fs::path& p) {
   std::error_code ec;
@@ -31,7 +27,7 @@ uint64_t FileSizeOr0(const fs::path& p) {
 
 TEST(Cache, PublishedEntryIsReturnedWithItsMetadata) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   EntryMeta meta = MetaFor(1);
   ASSERT_TRUE(cache->Publish(meta, CubinFor(1)).ok());
   auto e = cache->Lookup(meta.key);
@@ -47,7 +43,7 @@ TEST(Cache, PublishedEntryIsReturnedWithItsMetadata) {
 
 TEST(Cache, MissIsNotFoundAndCounted) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   auto e = cache->Lookup(KeyFor(99));
   EXPECT_TRUE(absl::IsNotFound(e.status())) << e.status();
   auto s = cache->Stats();
@@ -58,7 +54,7 @@ TEST(Cache, MissIsNotFoundAndCounted) {
 
 TEST(Cache, MalformedKeyIsRejectedNotLookedUp) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   EXPECT_TRUE(absl::IsInvalidArgument(cache->Lookup("../../etc/passwd").status()));
   EntryMeta bad = MetaFor(1);
   bad.key = "NOT-HEX";
@@ -67,7 +63,7 @@ TEST(Cache, MalformedKeyIsRejectedNotLookedUp) {
 
 TEST(Cache, FirstPublishOfAKeyWins) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   EntryMeta meta = MetaFor(5);
   ASSERT_TRUE(cache->Publish(meta, CubinFor(5)).ok());
   meta.log = "a different log";
@@ -84,7 +80,7 @@ TEST(Cache, FirstPublishOfAKeyWins) {
 
 TEST(Cache, StatsCountEntriesBytesHitsAndPublishes) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(cache->Publish(MetaFor(i), CubinFor(i, 1000)).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache->Lookup(KeyFor(i)).ok());
   auto s = cache->Stats();
@@ -95,7 +91,7 @@ TEST(Cache, StatsCountEntriesBytesHitsAndPublishes) {
   EXPECT_EQ(s->publishes, 5u);
   // Counters survive a reopen: they are flushed to the index.
   cache.reset();
-  cache = OpenOrDie(Options(dir.path()));
+  cache = OpenCache(Options(dir.path()));
   s = cache->Stats();
   EXPECT_EQ(s->hits, 3u);
   EXPECT_EQ(s->publishes, 5u);
@@ -103,7 +99,7 @@ TEST(Cache, StatsCountEntriesBytesHitsAndPublishes) {
 
 TEST(Cache, HitsDoNotWriteTheIndexUntilFlush) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(cache->Publish(MetaFor(i), CubinFor(i)).ok());
   ASSERT_TRUE(cache->Flush().ok());
   fs::path wal = dir.path() / "index.sqlite-wal";
@@ -124,7 +120,7 @@ TEST(Cache, HitsDoNotWriteTheIndexUntilFlush) {
 
 TEST(Cache, RecencyOrdersListingMostRecentFirst) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   for (int i = 0; i < 3; ++i) {
     EntryMeta m = MetaFor(i);
     m.created_unix_ms = 1000 + i;  // long ago, in order
@@ -139,13 +135,47 @@ TEST(Cache, RecencyOrdersListingMostRecentFirst) {
   EXPECT_EQ((*list)[2].key, KeyFor(1));
 }
 
+// The client's read-only fallback finds one instantiation's entries by their
+// exact canonical params: no prefix or pattern match, and "" means "none".
+TEST(Cache, ListFiltersByExactParams) {
+  TempDir dir;
+  auto cache = OpenCache(Options(dir.path()));
+  EntryMeta bf16 = MetaFor(1, "k.a");
+  bf16.params = "dtype=bf16";
+  EntryMeta bf16_wide = MetaFor(2, "k.a");
+  bf16_wide.params = "dtype=bf16,width=8";
+  EntryMeta none = MetaFor(3, "k.b");
+  none.params = "";
+  EntryMeta other_kernel = MetaFor(4, "k.b");
+  other_kernel.params = "dtype=bf16";
+  for (const EntryMeta* m : {&bf16, &bf16_wide, &none, &other_kernel}) {
+    ASSERT_TRUE(cache->Publish(*m, CubinFor(1)).ok());
+  }
+  using Keys = std::set<std::string>;
+  auto keys = [&](const ListFilter& f) {
+    Keys out;
+    auto list = cache->List(f);
+    EXPECT_TRUE(list.ok()) << list.status();
+    if (list.ok()) {
+      for (const auto& info : *list) out.insert(info.key);
+    }
+    return out;
+  };
+  EXPECT_EQ(keys({.params = "dtype=bf16"}), (Keys{bf16.key, other_kernel.key}));
+  EXPECT_EQ(keys({.kernel_glob = "k.a", .params = "dtype=bf16"}), Keys{bf16.key});
+  EXPECT_EQ(keys({.params = "dtype=bf16,width=8"}), Keys{bf16_wide.key});
+  EXPECT_EQ(keys({.params = ""}), Keys{none.key});
+  EXPECT_EQ(keys({.params = "dtype=*"}), Keys{});  // not a pattern
+  EXPECT_EQ(keys({}).size(), 4u);                  // unset: any params
+}
+
 class CorruptBlob : public ::testing::TestWithParam<std::string> {};
 
 // ccache's "corrupt result file" test: damage a blob on disk, expect a miss,
 // the entry dropped and counted, and a later publish to be served again.
 TEST_P(CorruptBlob, IsAMissDroppedCountedAndNeverServed) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   EntryMeta meta = MetaFor(3);
   ASSERT_TRUE(cache->Publish(meta, CubinFor(3)).ok());
   auto e = cache->Lookup(meta.key);
@@ -182,7 +212,7 @@ INSTANTIATE_TEST_SUITE_P(Damage, CorruptBlob,
 
 TEST(Cache, BlobSwappedForAnotherValidBlobIsNotServed) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   ASSERT_TRUE(cache->Publish(MetaFor(1), CubinFor(1)).ok());
   ASSERT_TRUE(cache->Publish(MetaFor(2), CubinFor(2)).ok());
   auto a = cache->Lookup(KeyFor(1));
@@ -195,7 +225,7 @@ TEST(Cache, BlobSwappedForAnotherValidBlobIsNotServed) {
 
 TEST(Cache, VerifyReportsDamageAndRepairsOnlyWhenAsked) {
   TempDir dir;
-  auto cache = OpenOrDie(Options(dir.path()));
+  auto cache = OpenCache(Options(dir.path()));
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(cache->Publish(MetaFor(i), CubinFor(i)).ok());
   auto e1 = cache->Lookup(KeyFor(1));
   auto e2 = cache->Lookup(KeyFor(2));
@@ -224,13 +254,13 @@ TEST(Cache, VerifyReportsDamageAndRepairsOnlyWhenAsked) {
 TEST(Cache, ReadOnlyServesButNeverWrites) {
   TempDir dir;
   {
-    auto writer = OpenOrDie(Options(dir.path()));
+    auto writer = OpenCache(Options(dir.path()));
     ASSERT_TRUE(writer->Publish(MetaFor(1), CubinFor(1)).ok());
     ASSERT_TRUE(writer->Publish(MetaFor(2), CubinFor(2)).ok());
   }
   CacheOptions ro = Options(dir.path());
   ro.read_only = true;
-  auto reader = OpenOrDie(ro);
+  auto reader = OpenCache(ro);
   auto e = reader->Lookup(KeyFor(1));
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->cubin, CubinFor(1));

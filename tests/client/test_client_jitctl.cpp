@@ -1,6 +1,7 @@
 // jitctl run as a program against a real daemon: each verb makes its RPC,
 // prints a table or one JSON document, and exits 0, 1 or 2 as documented.
 #include <gmock/gmock.h>
+#include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 
 #include "cache_seed.h"
 #include "jitd/v1/cache_admin.pb.h"
+#include "jitd/v1/compiler.pb.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -114,11 +116,43 @@ TEST_F(JitctlTest, VerifyExitsZeroWhenCleanAndOneOnAFlippedByte) {
   EXPECT_THAT(verify.output, HasSubstr(std::string(32, 'c')));
 }
 
-TEST_F(JitctlTest, GetReportsTheDaemonsUnimplementedAnswer) {
-  const ProcessResult get = Jitctl({"get", "diffusion.modulate_scale_shift", "-p", "dtype=bf16", "--arch", "sm_90",
-                                    "-o", (dir_ / "k.cubin").string()});
+TEST_F(JitctlTest, GetPrintsKeySourceSizeCompileTimeAndSymbolsAndWritesTheCubin) {
+  const std::string cubin = (dir_ / "k.cubin").string();
+  const ProcessResult get =
+      Jitctl({"get", "diffusion.modulate_scale_shift", "-p", "dtype=bf16", "--arch", "sm_90", "-o", cubin});
+  ASSERT_EQ(get.exit_code, 0) << get.output;
+  EXPECT_THAT(get.output, ContainsRegex("key +[0-9a-f]{64}"));
+  EXPECT_THAT(get.output, ContainsRegex("source +compiled"));
+  EXPECT_THAT(get.output, ContainsRegex("size +[0-9.]+ KiB -> " + cubin));
+  EXPECT_THAT(get.output, ContainsRegex("compile +[0-9.]+ ms \\(NVRTC 1[0-9]\\.[0-9]\\)"));
+  EXPECT_THAT(get.output, HasSubstr("NAME EXPRESSION"));
+  EXPECT_THAT(get.output,
+              ContainsRegex("sglang::modulate_scale_shift::modulate_scale_shift_kernel<__nv_bfloat16> +_Z"));
+  std::ifstream file(cubin, std::ios::binary);
+  std::string magic(4, '\0');
+  file.read(magic.data(), 4);
+  EXPECT_EQ(magic,
+            "\x7f"
+            "ELF");
+
+  // Asked again, the daemon answers from memory; --json is one document.
+  const ProcessResult json =
+      Jitctl({"--json", "get", "diffusion.modulate_scale_shift", "-p", "dtype=bf16", "--arch", "sm_90"});
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  v1::GetKernelResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.output, &parsed).ok()) << json.output;
+  EXPECT_EQ(parsed.source(), v1::GetKernelResponse::MEMORY);
+  EXPECT_EQ(parsed.cubin_size(), std::filesystem::file_size(cubin));
+  EXPECT_TRUE(parsed.cubin().empty());  // bytes go to -o, never into the document
+  ASSERT_EQ(parsed.symbols_size(), 1);
+}
+
+TEST_F(JitctlTest, GetReportsTheDaemonsErrorAndWritesNothing) {
+  const ProcessResult get =
+      Jitctl({"get", "diffusion.modulate_scale_shif", "-p", "dtype=bf16", "-o", (dir_ / "k.cubin").string()});
   EXPECT_EQ(get.exit_code, 1);
-  EXPECT_THAT(get.output, HasSubstr("jitctl: get: UNIMPLEMENTED: this jitd build serves its cache only"));
+  EXPECT_THAT(get.output, HasSubstr("jitctl: get: NOT_FOUND: unknown kernel"));
+  EXPECT_THAT(get.output, HasSubstr("diffusion.modulate_scale_shift"));  // the close match
   EXPECT_FALSE(std::filesystem::exists(dir_ / "k.cubin"));
 }
 
@@ -128,11 +162,54 @@ TEST_F(JitctlTest, GetRejectsAParamWithoutEquals) {
   EXPECT_THAT(get.output, HasSubstr("expected K=V"));
 }
 
-TEST_F(JitctlTest, KernelsAndWarmReachTheCompilerService) {
-  EXPECT_THAT(Jitctl({"kernels"}).output, HasSubstr("UNIMPLEMENTED"));
-  const ProcessResult warm = Jitctl({"warm", "--all", "--arch", "sm_90"});
-  EXPECT_EQ(warm.exit_code, 1);
-  EXPECT_THAT(warm.output, HasSubstr("jitctl: warm: UNIMPLEMENTED"));
+// Two instantiations that compile (tens of milliseconds each) and one the
+// daemon refuses.
+void WriteWarmSpecs(const std::filesystem::path& file) {
+  std::ofstream(file) << R"toml(
+[[spec]]
+kernel = "diffusion.modulate_scale_shift"
+params = { dtype = "bf16" }
+[[spec]]
+kernel = "diffusion.modulate_scale_shift"
+params = { dtype = "fp16" }
+[[spec]]
+kernel = "diffusion.modulate_scale_shift"
+params = { dtype = "fp64" }
+)toml";
+}
+
+TEST_F(JitctlTest, WarmShowsProgressThenASummaryWithEachFailureAndItsReason) {
+  WriteWarmSpecs(dir_ / "specs.toml");
+  const ProcessResult warm = Jitctl({"warm", "--manifest", (dir_ / "specs.toml").string(), "--arch", "sm_90"});
+  EXPECT_EQ(warm.exit_code, 1) << warm.output;  // one failed
+  // Not a terminal: one plain progress line per instantiation.
+  EXPECT_THAT(warm.output, ContainsRegex("\\[[123]/3\\] compiled +diffusion.modulate_scale_shift\\{dtype=bf16\\}"));
+  EXPECT_THAT(warm.output, ContainsRegex("\\[[123]/3\\] failed +diffusion.modulate_scale_shift\\{dtype=fp64\\}"));
+  EXPECT_THAT(warm.output, HasSubstr("warm: 3 instantiations in "));
+  EXPECT_THAT(warm.output, HasSubstr(": 2 compiled, 0 already cached, 1 failed"));
+  EXPECT_THAT(warm.output, ContainsRegex("failed: diffusion.modulate_scale_shift\\{dtype=fp64\\} sm_90: .*fp64"));
+
+  // Again: everything that compiled is now cached.
+  const ProcessResult again =
+      Jitctl({"--json", "warm", "--manifest", (dir_ / "specs.toml").string(), "--arch", "sm_90"});
+  EXPECT_EQ(again.exit_code, 1);
+  google::protobuf::Value parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(again.output, &parsed).ok()) << again.output;
+  const auto& fields = parsed.struct_value().fields();
+  EXPECT_EQ(fields.at("total").number_value(), 3);
+  EXPECT_EQ(fields.at("compiled").number_value(), 0);
+  EXPECT_EQ(fields.at("cached").number_value(), 2);
+  EXPECT_EQ(fields.at("failed").number_value(), 1);
+  ASSERT_EQ(fields.at("failures").list_value().values_size(), 1);
+  EXPECT_THAT(fields.at("failures").list_value().values(0).struct_value().fields().at("error").string_value(),
+              HasSubstr("fp64"));
+  EXPECT_EQ(fields.at("progress").list_value().values_size(), 3);
+}
+
+TEST_F(JitctlTest, KernelsListsTheManifest) {
+  const ProcessResult kernels = Jitctl({"kernels"});
+  EXPECT_EQ(kernels.exit_code, 0) << kernels.output;
+  EXPECT_THAT(kernels.output, HasSubstr("diffusion.modulate_scale_shift"));
 }
 
 TEST_F(JitctlTest, WarmNeedsAllOrAManifest) { EXPECT_EQ(Jitctl({"warm"}).exit_code, 2); }

@@ -20,6 +20,29 @@ TEST(DaemonConfig, DefaultsListenOnTheClientsDefaultEndpointNeverTcp) {
   EXPECT_GE(config.workers, 1u);
   EXPECT_TRUE(config.remote.empty());
   EXPECT_TRUE(config.admin_token_file.empty());
+  EXPECT_EQ(config.max_queue, kDefaultMaxQueue);
+  EXPECT_EQ(config.hot_cache_bytes, kDefaultHotCacheBytes);
+  EXPECT_EQ(config.negative_ttl, kDefaultNegativeTtl);
+  EXPECT_FALSE(config.log_hits);
+  EXPECT_FALSE(config.allow_guard_findings);
+}
+
+TEST(DaemonConfig, ServingSettingsLayerLikeTheOthers) {
+  ConfigLayer file;
+  file.max_queue = 10;
+  file.hot_cache_bytes = 1 << 20;
+  file.log_hits = true;
+  file.allow_guard_findings = true;
+  ConfigLayer flags;
+  flags.max_queue = 20;
+  flags.negative_ttl = std::chrono::seconds(0);
+  flags.allow_guard_findings = false;
+  const DaemonConfig config = ResolveConfig(file, flags);
+  EXPECT_EQ(config.max_queue, 20u);
+  EXPECT_EQ(config.hot_cache_bytes, 1u << 20);
+  EXPECT_EQ(config.negative_ttl, std::chrono::seconds(0));
+  EXPECT_TRUE(config.log_hits);
+  EXPECT_FALSE(config.allow_guard_findings);
 }
 
 // Sets an environment variable for one scope, restoring it after.
@@ -99,6 +122,21 @@ TEST(DaemonConfig, WorkersMustBePositiveAndBounded) {
   EXPECT_FALSE(CheckWorkers(0).ok());
   EXPECT_FALSE(CheckWorkers(-4).ok());
   EXPECT_FALSE(CheckWorkers(100000).ok());
+}
+
+TEST(DaemonConfig, MaxQueueMustBePositiveAndBounded) {
+  EXPECT_TRUE(CheckMaxQueue(1).ok());
+  EXPECT_TRUE(CheckMaxQueue(256).ok());
+  EXPECT_FALSE(CheckMaxQueue(0).ok());
+  EXPECT_FALSE(CheckMaxQueue(-1).ok());
+  EXPECT_FALSE(CheckMaxQueue(int64_t{1} << 40).ok());
+}
+
+TEST(DaemonConfig, NegativeTtlIsZeroToADay) {
+  EXPECT_TRUE(CheckNegativeTtl(0).ok());  // off
+  EXPECT_TRUE(CheckNegativeTtl(86400).ok());
+  EXPECT_FALSE(CheckNegativeTtl(-1).ok());
+  EXPECT_FALSE(CheckNegativeTtl(86401).ok());
 }
 
 }  // namespace

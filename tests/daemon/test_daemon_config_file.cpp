@@ -48,6 +48,30 @@ admin_token_file = "/etc/jitd/token"
   EXPECT_EQ(*layer->admin_token_file, std::filesystem::path("/etc/jitd/token"));
 }
 
+TEST_F(ConfigFileTest, ReadsTheServingKeys) {
+  const auto path = Write(R"(
+max_queue = 64
+hot_cache_bytes = "128M"
+negative_ttl = "2m"
+log_hits = true
+allow_guard_findings = true
+)");
+  absl::StatusOr<ConfigLayer> layer = ReadConfigFile(path);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  EXPECT_EQ(*layer->max_queue, 64u);
+  EXPECT_EQ(*layer->hot_cache_bytes, 128u << 20);
+  EXPECT_EQ(*layer->negative_ttl, std::chrono::seconds(120));
+  EXPECT_TRUE(*layer->log_hits);
+  EXPECT_TRUE(*layer->allow_guard_findings);
+}
+
+TEST_F(ConfigFileTest, ServingKeysTakeIntegersToo) {
+  absl::StatusOr<ConfigLayer> layer = ReadConfigFile(Write("hot_cache_bytes = 4096\nnegative_ttl = 0\n"));
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  EXPECT_EQ(*layer->hot_cache_bytes, 4096u);
+  EXPECT_EQ(*layer->negative_ttl, std::chrono::seconds(0));
+}
+
 TEST_F(ConfigFileTest, UnsetKeysStayUnsetSoFlagsAndDefaultsApply) {
   absl::StatusOr<ConfigLayer> layer = ReadConfigFile(Write("workers = 2\n"));
   ASSERT_TRUE(layer.ok()) << layer.status();
@@ -97,10 +121,15 @@ TEST_F(ConfigFileTest, BadValuesAreRejectedNamingTheKey) {
     const char* text;
     const char* key;
   };
-  for (const Case& c : {Case{"arch = \"sm90\"\n", "arch"}, Case{"max_cache_bytes = \"10X\"\n", "max_cache_bytes"},
-                        Case{"max_cache_bytes = -1\n", "max_cache_bytes"}, Case{"workers = 0\n", "workers"},
-                        Case{"listen = [\"nowhere\"]\n", "listen"}, Case{"listen = [1, 2]\n", "listen"},
-                        Case{"remote = \"ftp://x:1\"\n", "remote"}, Case{"cache_dir = 5\n", "cache_dir"}}) {
+  for (const Case& c :
+       {Case{"arch = \"sm90\"\n", "arch"}, Case{"max_cache_bytes = \"10X\"\n", "max_cache_bytes"},
+        Case{"max_cache_bytes = -1\n", "max_cache_bytes"}, Case{"workers = 0\n", "workers"},
+        Case{"listen = [\"nowhere\"]\n", "listen"}, Case{"listen = [1, 2]\n", "listen"},
+        Case{"remote = \"ftp://x:1\"\n", "remote"}, Case{"cache_dir = 5\n", "cache_dir"},
+        Case{"max_queue = 0\n", "max_queue"}, Case{"max_queue = \"many\"\n", "max_queue"},
+        Case{"hot_cache_bytes = \"lots\"\n", "hot_cache_bytes"}, Case{"negative_ttl = \"soon\"\n", "negative_ttl"},
+        Case{"negative_ttl = 100000\n", "negative_ttl"}, Case{"log_hits = 1\n", "log_hits"},
+        Case{"allow_guard_findings = \"yes\"\n", "allow_guard_findings"}}) {
     absl::StatusOr<ConfigLayer> layer = ReadConfigFile(Write(c.text));
     EXPECT_EQ(layer.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
     EXPECT_THAT(std::string(layer.status().message()), HasSubstr(std::string("'") + c.key + "'")) << c.text;

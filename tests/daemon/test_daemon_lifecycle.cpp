@@ -9,7 +9,11 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <thread>
 
+#include "kernel_fixtures.h"
+#include "poll_until.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -34,6 +38,20 @@ TEST(Lifecycle, SigtermDrainsExitsZeroAndRemovesTheSocket) {
   EXPECT_THAT(daemon.process().Output(), HasSubstr("jitd stopped"));
 }
 
+TEST(Lifecycle, SigtermDoesNotWaitForIdleConnectedClients) {
+  TempDir dir;
+  TestDaemon daemon(dir);
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  // A client that stays connected, as an inference server's channel does.
+  std::unique_ptr<Client> client = daemon.Connect();
+  ASSERT_TRUE(client->Stats().ok());
+  const auto signalled = std::chrono::steady_clock::now();
+  daemon.process().Signal(SIGTERM);
+  EXPECT_EQ(daemon.process().WaitForExit(kExitTimeout), 0) << daemon.process().Output();
+  // Nothing was in flight: no reason to sit out the 5 s drain deadline.
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(3));
+}
+
 TEST(Lifecycle, SigintExitsZeroToo) {
   TempDir dir;
   TestDaemon daemon(dir);
@@ -51,7 +69,10 @@ TEST(Lifecycle, LogsOneStartLineAndOneReadyLine) {
   EXPECT_THAT(log, HasSubstr(daemon.endpoint()));
   EXPECT_THAT(log, HasSubstr((dir / "cache").string()));
   EXPECT_THAT(log, HasSubstr("0.5 GiB"));
-  EXPECT_THAT(log, HasSubstr("jitd ready"));
+  EXPECT_THAT(log, HasSubstr("kernels " + testing::ShippedKernelsDir().string()));
+  // The ready line names what is served: how many kernels, from where, which version of them.
+  EXPECT_THAT(log, ::testing::ContainsRegex("jitd ready: serving on " + daemon.endpoint() + "; 7 kernels from " +
+                                            testing::ShippedKernelsDir().string() + ", fingerprint [0-9a-f]{12}"));
 }
 
 TEST(Lifecycle, SocketIsGroupAccessibleOnlyMode0660) {
@@ -153,22 +174,42 @@ TEST(Lifecycle, BadFlagValueExitsTwoNamingTheFlag) {
                                                                                     {"--arch", "sm90"},
                                                                                     {"--listen", "nowhere"},
                                                                                     {"--workers", "0"},
-                                                                                    {"--remote", "http://x"}}) {
+                                                                                    {"--remote", "http://x"},
+                                                                                    {"--max-queue", "0"},
+                                                                                    {"--hot-cache-bytes", "1X"},
+                                                                                    {"--negative-ttl", "soon"},
+                                                                                    {"--negative-ttl", "2d"}}) {
     const auto result = RunProcess({testing::JitdBinary(), flag, value}, dir / "flag.log", kProcessTimeout);
     EXPECT_EQ(result.exit_code, 2) << flag << ": " << result.output;
     EXPECT_THAT(result.output, HasSubstr("jitd: " + flag + ":")) << flag;
   }
 }
 
-TEST(Lifecycle, LintAndWarmExitTwoSayingTheCompilerIsNotBuilt) {
+TEST(Lifecycle, OfflineWarmFillsACacheThatADaemonThenServesFromDisk) {
   TempDir dir;
-  const auto lint = RunProcess({testing::JitdBinary(), "lint", "--arch", "sm_90"}, dir / "lint.log", kProcessTimeout);
-  EXPECT_EQ(lint.exit_code, 2);
-  EXPECT_THAT(lint.output, HasSubstr("not part of this build"));
-  const auto warm = RunProcess({testing::JitdBinary(), "warm", "--cache-dir", (dir / "c").string(), "--all"},
-                               dir / "warm.log", kProcessTimeout);
-  EXPECT_EQ(warm.exit_code, 2);
-  EXPECT_THAT(warm.output, HasSubstr("not part of this build"));
+  testing::WriteFile(dir / "specs.toml", "[[spec]]\nkernel = \"small.fill\"\nparams = { dtype = \"fp64\" }\n");
+  const auto warm = RunProcess({testing::JitdBinary(), "warm", "--cache-dir", (dir / "cache").string(), "--kernels",
+                                testing::SmallKernelsDir().string(), "--manifest", (dir / "specs.toml").string()},
+                               dir / "warm.log", std::chrono::minutes(2));
+  ASSERT_EQ(warm.exit_code, 0) << warm.output;
+
+  TestDaemon daemon(dir, {"--kernels", testing::SmallKernelsDir().string()});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  absl::StatusOr<v1::GetKernelResponse> served = daemon.Connect()->GetKernel(
+      testing::KernelRequest("small.fill", {{"dtype", "fp64"}}, v1::GetKernelRequest::CACHED_ONLY));
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->source(), v1::GetKernelResponse::DISK);
+}
+
+TEST(Lifecycle, OfflineWarmStopsOnSigint) {
+  TempDir dir;
+  testing::Process warm({testing::JitdBinary(), "warm", "--cache-dir", (dir / "cache").string(), "--kernels",
+                         testing::SmallKernelsDir().string(), "--all", "--workers", "1"},
+                        dir / "warm.log");
+  // The cache is open, so the compiles (seconds of CUB) have begun.
+  ASSERT_TRUE(testing::PollUntil([&] { return std::filesystem::exists(dir / "cache/index.sqlite"); }, kProcessTimeout));
+  warm.Signal(SIGINT);
+  EXPECT_EQ(warm.WaitForExit(kExitTimeout), 128 + SIGINT) << warm.Output();
 }
 
 TEST(Lifecycle, HelpNamesEveryContractFlagAndSubcommand) {
@@ -179,6 +220,132 @@ TEST(Lifecycle, HelpNamesEveryContractFlagAndSubcommand) {
                            "--arch", "--remote", "--metrics-listen", "--admin-token-file", "serve", "lint", "warm"}) {
     EXPECT_THAT(help.output, HasSubstr(name));
   }
+}
+
+TEST(Lifecycle, HelpNamesTheServingFlags) {
+  TempDir dir;
+  const auto help = RunProcess({testing::JitdBinary(), "--help"}, dir / "help.log", kProcessTimeout);
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* name :
+       {"--max-queue", "--hot-cache-bytes", "--negative-ttl", "--log-hits", "--allow-guard-findings"}) {
+    EXPECT_THAT(help.output, HasSubstr(name));
+  }
+}
+
+TEST(Lifecycle, ServingSettingsFromTheConfigFileReachTheDaemonAndFlagsOverrideThem) {
+  TempDir dir;
+  std::ofstream(dir / "jitd.toml") << "workers = 1\nmax_queue = 7\nhot_cache_bytes = \"1M\"\n"
+                                   << "negative_ttl = \"2m\"\nlog_hits = true\n";
+  TestDaemon daemon(dir, {"--config", (dir / "jitd.toml").string(), "--kernels", testing::SmallKernelsDir().string(),
+                          "--max-queue", "9"});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  const v1::StatsResponse stats = daemon.Stats();
+  EXPECT_EQ(stats.workers(), 1u);
+  EXPECT_EQ(stats.max_queue(), 9u);
+  EXPECT_EQ(stats.hot_max_bytes(), 1u << 20);
+  std::unique_ptr<Client> client = daemon.Connect();
+  EXPECT_FALSE(client->GetKernel(testing::KernelRequest("small.broken")).ok());
+  EXPECT_THAT(std::string(client->GetKernel(testing::KernelRequest("small.broken")).status().message()),
+              HasSubstr("remembered for up to 120 s"));
+  ASSERT_TRUE(client->GetKernel(testing::KernelRequest("small.scale")).ok());
+  ASSERT_TRUE(client->GetKernel(testing::KernelRequest("small.scale")).ok());
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("hit small.scale"));
+}
+
+TEST(Lifecycle, RefusesToStartOnGuardFindingsListingEachAndTheOverride) {
+  TempDir dir;
+  std::vector<std::string> args = TestDaemon::DefaultArgs(dir);
+  args.insert(args.end(), {"--kernels", testing::SeedMissesDir().string()});
+  const auto result = RunProcess(args, dir / "refused.log", kProcessTimeout);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("modulate_scale_shift.cu:6: [diffusion.modulate_scale_shift] "
+                                       "`namespace sglang_modulate_scale_shift`"));
+  EXPECT_THAT(result.output, HasSubstr("residual_gate_add.cu:3: [diffusion.residual_gate_add] "
+                                       "top-level anonymous namespace"));
+  EXPECT_THAT(result.output, HasSubstr("fail the namespace guard's source check with 2 finding(s)"));
+  EXPECT_THAT(result.output, HasSubstr("--allow-guard-findings"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "jitd.sock"));
+}
+
+TEST(Lifecycle, StartsDespiteGuardFindingsWithAllowGuardFindingsAndWarns) {
+  TempDir dir;
+  TestDaemon daemon(dir, {"--kernels", testing::SeedMissesDir().string(), "--allow-guard-findings"});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("[warning] namespace guard: diffusion/modulate_scale_shift.cu:6"));
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("serving kernels with 2 namespace guard finding(s)"));
+  absl::StatusOr<v1::ListKernelsResponse> listed = daemon.Connect()->ListKernels({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->kernels_size(), 3);
+}
+
+TEST(Lifecycle, SigtermWhileASlowCompileIsInFlightLetsTheCallFinishThenExitsZero) {
+  TempDir dir;
+  TestDaemon daemon(dir, {"--kernels", testing::SmallKernelsDir().string()});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  absl::StatusOr<v1::GetKernelResponse> answer = absl::UnknownError("not answered");
+  std::thread caller([&] {
+    answer = daemon.Connect("", std::chrono::seconds(60))
+                 ->GetKernel(testing::KernelRequest("small.block_sum", {{"threads", "1024"}}));
+  });
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon.Stats().busy_workers() == 1; }, kProcessTimeout));
+  daemon.process().Signal(SIGTERM);
+  caller.join();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_EQ(daemon.process().WaitForExit(kExitTimeout), 0) << daemon.process().Output();
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("received SIGTERM; draining"));
+
+  // It was stored before the daemon exited.
+  TestDaemon again(dir, {"--kernels", testing::SmallKernelsDir().string()});
+  ASSERT_TRUE(again.WaitUntilServing().ok()) << again.process().Output();
+  EXPECT_EQ(again.Stats().entries(), 1u);
+}
+
+TEST(Lifecycle, RestartKeepsEveryEntry) {
+  TempDir dir;
+  const std::vector<std::string> args = {"--kernels", testing::SmallKernelsDir().string()};
+  std::vector<std::string> keys;
+  {
+    TestDaemon daemon(dir, args);
+    ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+    v1::WarmRequest warm;
+    for (const auto& [kernel, params] : std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+             {"small.fill", {{"dtype", "fp32"}}},
+             {"small.fill", {{"dtype", "fp64"}}},
+             {"small.scale", {{"clamp", "off"}}},
+             {"small.scale", {{"clamp", "on"}}},
+             {"small.block_sum", {{"threads", "128"}}}}) {
+      v1::KernelSpec* spec = warm.add_specs();
+      spec->set_kernel(kernel);
+      spec->mutable_params()->insert(params.begin(), params.end());
+    }
+    absl::StatusOr<v1::WarmProgress> warmed =
+        daemon.Connect()->Warm(warm, [&](const v1::WarmProgress& progress) { keys.push_back(progress.key()); });
+    ASSERT_TRUE(warmed.ok()) << warmed.status();
+    ASSERT_EQ(warmed->compiled(), 5u);
+    daemon.process().Signal(SIGTERM);
+    ASSERT_EQ(daemon.process().WaitForExit(kExitTimeout), 0) << daemon.process().Output();
+  }
+  TestDaemon daemon(dir, args);
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  absl::StatusOr<v1::ListEntriesResponse> listed = daemon.Connect()->ListEntries({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::vector<std::string> listed_keys;
+  for (const v1::EntryInfo& entry : listed->entries()) listed_keys.push_back(entry.key());
+  EXPECT_THAT(listed_keys, ::testing::UnorderedElementsAreArray(keys));
+  // And each is served from disk: nothing to recompile.
+  v1::WarmRequest again;
+  for (const v1::EntryInfo& entry : listed->entries()) {
+    v1::KernelSpec* spec = again.add_specs();
+    spec->set_kernel(entry.kernel());
+    const std::string& params = entry.params();
+    (*spec->mutable_params())[params.substr(0, params.find('='))] = params.substr(params.find('=') + 1);
+  }
+  absl::StatusOr<v1::WarmProgress> rewarmed = daemon.Connect()->Warm(again, nullptr);
+  ASSERT_TRUE(rewarmed.ok()) << rewarmed.status();
+  EXPECT_EQ(rewarmed->cached(), 5u);
+  EXPECT_EQ(daemon.Stats().compiles(), 0u);
+  EXPECT_EQ(daemon.Stats().disk_hits(), 5u);
 }
 
 TEST(Lifecycle, ServeSubcommandTakesTheSameFlags) {

@@ -157,19 +157,19 @@ TEST_F(SeededServeTest, VerifyRepairDropsTheCorruptEntry) {
   EXPECT_THAT(Keys(*client_->ListEntries({})), ElementsAre(std::string(32, 'b'), std::string(32, 'c')));
 }
 
-TEST_F(ServeTest, CompilerAnswersUnimplementedSayingTheCompilerIsNotBuiltIn) {
-  constexpr char kMessage[] = "this jitd build serves its cache only; the kernel compiler is not built in yet";
+TEST_F(ServeTest, CompilerServesTheShippedKernelsByDefault) {
   v1::GetKernelRequest request;
   request.set_kernel("diffusion.modulate_scale_shift");
+  (*request.mutable_params())["dtype"] = "bf16";
   absl::StatusOr<v1::GetKernelResponse> kernel = client_->GetKernel(request);
-  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(kernel.status().message(), kMessage);
-  EXPECT_EQ(client_->ListKernels({}).status().code(), absl::StatusCode::kUnimplemented);
-  v1::WarmRequest warm;
-  warm.set_all(true);
-  absl::StatusOr<v1::WarmProgress> warmed = client_->Warm(warm, nullptr);
-  EXPECT_EQ(warmed.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(warmed.status().message(), kMessage);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->source(), v1::GetKernelResponse::COMPILED);
+  ASSERT_EQ(kernel->symbols_size(), 1);
+  EXPECT_EQ(kernel->symbols(0).name_expression(),
+            "sglang::modulate_scale_shift::modulate_scale_shift_kernel<__nv_bfloat16>");
+  absl::StatusOr<v1::ListKernelsResponse> listed = client_->ListKernels({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->kernels_size(), 7);
 }
 
 TEST_F(ServeTest, HealthAnswersServing) {

@@ -19,7 +19,8 @@ if(STEP STREQUAL "install")
   run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
 elseif(STEP STREQUAL "layout")
-  foreach(path bin/jitd bin/jitctl include/jitd/client.h include/jitd/v1/compiler.pb.h
+  foreach(path bin/jitd bin/jitctl include/jitd/client.h include/jitd/cuda_module.h include/jitd/cache.h
+               include/jitd/v1/compiler.pb.h
                include/jitd/v1/cache_admin.grpc.pb.h lib/cmake/jitd/jitdConfig.cmake
                lib/cmake/jitd/jitdConfigVersion.cmake lib/cmake/jitd/jitdTargets.cmake)
     if(NOT EXISTS ${prefix}/${path})

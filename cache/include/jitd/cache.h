@@ -92,6 +92,10 @@ struct EntryInfo {
   double compile_ms = 0;
 };
 
+// Whether a Lookup counts in Stats (hits, misses) and recency. Reading back
+// what the caller has just published is not a use of the entry.
+enum class LookupCounting { kCounted, kUncounted };
+
 struct CacheOptions {
   std::filesystem::path dir;
   // Byte budget over blob files; 0 = unbounded.
@@ -143,9 +147,13 @@ struct EvictResult {
   uint64_t remaining_bytes = 0;
 };
 
+// Filters for List(); they combine with AND, and an unset one matches all.
 struct ListFilter {
-  std::string kernel_glob{};
-  std::string arch{};
+  std::string kernel_glob{};  // SQLite GLOB over kernel names
+  std::string arch{};         // exact arch
+  // Exact canonical params, as EntryMeta::params holds them ("k=v,k=v");
+  // "" selects kernels without params, nullopt any params.
+  std::optional<std::string> params{};
   size_t limit = 0;  // 0 = all
 };
 
@@ -192,7 +200,7 @@ class Cache {
 
   // The verified entry for `key`, NOT_FOUND on a miss (including a corrupt
   // entry, which is dropped). Other errors mean the index could not be read.
-  absl::StatusOr<Entry> Lookup(std::string_view key);
+  absl::StatusOr<Entry> Lookup(std::string_view key, LookupCounting counting = LookupCounting::kCounted);
 
   // Whether an index row exists for `key`; reads no blob, counts nothing.
   absl::StatusOr<bool> Contains(std::string_view key);

@@ -1,20 +1,33 @@
-// jitd's client library: the one public header of `jitd::client`.
+// jitd's client library: the manual of `jitd::client`. Its CUDA half (Module,
+// the driver opened at run time) is jitd/cuda_module.h, included here.
 //
 // Everything that talks to a running jitd daemon goes through this header:
-// `jitctl` uses it, and so can any C++ program that wants cubins or wants to
-// administer the cache. Link it with CMake:
+// `jitctl` uses it, and so can any C++ program that wants CUDA kernels or
+// wants to administer the cache. Link it with CMake:
 //
 //   find_package(jitd REQUIRED)
 //   target_link_libraries(app PRIVATE jitd::client)
 //
-// Typical use:
+// Typical use, in a process with a current CUDA context (C++20 designated
+// initializers; with C++17, fill a KernelSpec field by field):
 //
 //   auto client = jitd::Client::Connect({});  // JITD_ENDPOINT or the default
 //   if (!client.ok()) return client.status();
-//   jitd::v1::GetKernelRequest request;
-//   request.set_kernel("diffusion.modulate_scale_shift");
-//   (*request.mutable_params())["dtype"] = "bf16";
-//   absl::StatusOr<jitd::v1::GetKernelResponse> kernel = (*client)->GetKernel(request);
+//   auto module = (*client)->GetKernel({.kernel = "diffusion.modulate_scale_shift",
+//                                       .params = {{"dtype", "bf16"}}});
+//   if (!module.ok()) return module.status();
+//   auto fn = (*module)->GetFunction(
+//       "sglang::modulate_scale_shift::modulate_scale_shift_kernel<__nv_bfloat16>");
+//   // cuLaunchKernel(fn->handle, ...)
+//
+// GetKernel() asks the daemon once per instantiation for the life of the
+// Client (a memo answers later requests; keep one Client per process), loads the cubin with the CUDA driver (opened at
+// run time, see jitd/cuda_module.h) and caches the loaded module per CUDA
+// context. GetKernelBinary() is the same request without the driver: the
+// cubin, its symbol table and its content key. With
+// ClientOptions::fallback_cache_dir, a daemon that cannot be reached (being
+// restarted, say) is replaced by a read-only look into a warmed cache
+// directory, so that a restart never becomes a first-use compile failure.
 //
 // Errors: every call returns absl::Status / absl::StatusOr. The code is the
 // daemon's gRPC status code carried over unchanged (NOT_FOUND, INVALID_ARGUMENT,
@@ -32,13 +45,16 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "jitd/cuda_module.h"
 #include "jitd/v1/cache_admin.pb.h"
 #include "jitd/v1/compiler.pb.h"
 
@@ -109,6 +125,77 @@ absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path
 absl::StatusOr<std::vector<v1::KernelSpec>> LoadSpecFile(const std::filesystem::path& path);
 
 // ---------------------------------------------------------------------------
+// Kernel instantiations
+
+// One kernel instantiation, as GetKernel() and GetKernelBinary() take it.
+// Every field has an initializer, so designated initializers may name only
+// some ({.kernel = "norm.rms", .params = {{"dtype", "bf16"}}}).
+struct KernelSpec {
+  // Manifest name, "diffusion.modulate_scale_shift".
+  std::string kernel{};
+  // Template parameters by name, {{"dtype", "bf16"}}. Name every one,
+  // defaults included, for the fallback cache to find the entry (the cache
+  // stores an instantiation under all of its params).
+  std::map<std::string, std::string> params{};
+  // "sm_90", "sm_90a", "sm_100a", ... Empty: the current CUDA device's
+  // ("sm_XY" from its compute capability; see CurrentDeviceArch()) when the
+  // driver is present, else the daemon's default.
+  std::string arch{};
+  // Extra NVRTC options from the daemon's allow-list ("-lineinfo").
+  std::vector<std::string> options{};
+};
+
+// The params as the cache stores them: "k=v,k=v", sorted ("" for none).
+// The "k=v" texts are what is sorted, as the daemon does: that is key order
+// except where one name extends another with a character below '='.
+std::string CanonicalParams(const std::map<std::string, std::string>& params);
+
+// The identity of a spec, as the memo keys it: kernel, params (sorted), arch
+// and options (sorted, duplicates dropped, as the daemon treats them), in
+// the form "kernel{k=v,k=v}@arch[opt,opt]" ("[...]" only with options).
+// Specs the daemon answers alike map to one string and any two others to
+// different strings: the characters the form uses as punctuation
+// ("%,=@[]{}") are written as %XX inside names and values.
+std::string CanonicalSpec(const KernelSpec& spec);
+
+// A kernel instantiation's cubin and what is needed to use it.
+struct KernelBinary {
+  // Hex content key (the cache's identity of this cubin).
+  std::string key;
+  // The cubin (ELF) bytes; empty only for a PREFETCH miss (source NONE).
+  std::string cubin;
+  // Every entry point: name expression -> lowered (mangled) name.
+  std::vector<KernelSymbol> symbols;
+  // The architecture it was compiled for.
+  std::string arch;
+  // MEMORY, DISK, REMOTE or COMPILED as the daemon answered; FALLBACK when
+  // read from ClientOptions::fallback_cache_dir; NONE for a PREFETCH miss.
+  v1::GetKernelResponse::Source source = v1::GetKernelResponse::SOURCE_UNSPECIFIED;
+  // Wall time of the NVRTC compile that produced it, and NVRTC's log.
+  double compile_ms = 0;
+  std::string log;
+  std::string nvrtc_version;
+  // The blob file the cubin was read and verified from (path delivery or
+  // the fallback); empty when the bytes came in the response.
+  std::string blob_path;
+
+  // The symbol for a name expression, or nullptr.
+  const KernelSymbol* FindSymbol(std::string_view name_expression) const;
+};
+
+// What a Client has done so far, for tests and metrics. Monotonic.
+struct ClientCounters {
+  // GetKernel RPCs sent (by any method, raw GetKernel(request) included).
+  uint64_t get_kernel_rpcs = 0;
+  // GetKernelBinary() answers served by the memo without an RPC.
+  uint64_t memo_hits = 0;
+  // Answers read from the fallback cache directory.
+  uint64_t fallback_answers = 0;
+  // cuModuleLoadData calls made by GetKernel().
+  uint64_t module_loads = 0;
+};
+
+// ---------------------------------------------------------------------------
 // The client
 
 struct ClientOptions {
@@ -129,6 +216,31 @@ struct ClientOptions {
   // non-empty. A daemon started with --admin-token-file requires it for
   // Evict and Verify(repair) and answers PERMISSION_DENIED without it.
   std::string admin_token;
+  // A warmed cache directory (`jitd warm --cache-dir DIR`, or the daemon's
+  // own --cache-dir) that GetKernelBinary() and GetKernel() read, read-only,
+  // when the daemon cannot be reached (UNAVAILABLE). Empty: the
+  // JITD_FALLBACK_CACHE_DIR environment variable, when set; else none.
+  //
+  // The rule: the answer is the cache entry for exactly (kernel, params,
+  // arch), newest first, for a request without extra options. Among the
+  // entries of that instantiation, the ones compiled with the fewest NVRTC
+  // options are taken (a request's extra options only ever add to the
+  // manifest's, so these are the ones without), and of those the most
+  // recently created whose checksum verifies; a corrupt blob is skipped,
+  // never served. Requests with options are not answered from it. With an
+  // empty arch (no CUDA driver here) the entries must all be for one arch.
+  // Fallback answers say so (source FALLBACK) and are not memoized: the
+  // next request asks the daemon again. With a fallback directory set,
+  // Connect() succeeds even when the daemon does not answer.
+  std::filesystem::path fallback_cache_dir;
+  // Ask the daemon for the blob file's path instead of the cubin's bytes
+  // (GetKernelRequest.delivery = PATH), then read the file and verify its
+  // checksum here: a same-host client saves the copy through the socket
+  // (a 1 MiB cubin costs about 1 ms through gRPC here, its memcpy 39 us). A file that fails its
+  // checksum is DATA_LOSS, never a served cubin; a file that cannot be read
+  // (evicted meanwhile, another user's directory) is asked for again as
+  // bytes. Unset: true for unix: endpoints, false for TCP.
+  std::optional<bool> prefer_path;
 };
 
 class Client {
@@ -136,7 +248,9 @@ class Client {
   // Creates a client for options.endpoint (resolved as ResolveEndpoint
   // does) and, unless options.connect_timeout is zero, checks that a daemon
   // accepts connections there. INVALID_ARGUMENT for a malformed endpoint,
-  // UNAVAILABLE naming the endpoint when nobody answers.
+  // UNAVAILABLE naming the endpoint when nobody answers (unless a fallback
+  // cache directory is set: then the client is returned, its calls try the
+  // daemon again, and kernels come from the fallback meanwhile).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
 
   ~Client();
@@ -156,8 +270,32 @@ class Client {
   // still starting. DEADLINE_EXCEEDED (naming the endpoint) on timeout.
   absl::Status WaitUntilServing(std::chrono::milliseconds timeout);
 
+  // --- Kernels ------------------------------------------------------------------
+  // The cubin of one instantiation. The first request for a spec (by
+  // CanonicalSpec, after the arch default is applied) asks the daemon; later
+  // ones, from any thread, get the same answer from this client's memo
+  // without an RPC, and concurrent first requests share one RPC. Errors are
+  // not memoized. With a fallback directory, an unreachable daemon is
+  // answered from it (see ClientOptions::fallback_cache_dir); when that has
+  // no entry either, the error stays UNAVAILABLE and says what the fallback
+  // found. `mode` is GetKernelRequest's: CACHED_ONLY answers NOT_FOUND
+  // instead of compiling; PREFETCH may answer source NONE without a cubin
+  // (such answers are not memoized).
+  absl::StatusOr<std::shared_ptr<const KernelBinary>> GetKernelBinary(
+      const KernelSpec& spec, v1::GetKernelRequest::Mode mode = v1::GetKernelRequest::COMPILE);
+
+  // GetKernelBinary(spec), loaded into the calling thread's current CUDA
+  // context (see Module::Load). Loaded modules are memoized per context:
+  // the same spec in the same context returns the same Module. Without a
+  // CUDA driver: FAILED_PRECONDITION naming libcuda.so.1 and the loader's
+  // reason, before any RPC.
+  absl::StatusOr<std::shared_ptr<const Module>> GetKernel(const KernelSpec& spec);
+
+  ClientCounters counters() const;
+
   // --- Compiler service -------------------------------------------------------
-  // One kernel instantiation as a cubin; see GetKernelRequest for the modes.
+  // The GetKernel RPC as it is: no memo, no arch default, no path handling,
+  // no fallback. See GetKernelRequest for the modes.
   absl::StatusOr<v1::GetKernelResponse> GetKernel(const v1::GetKernelRequest& request);
 
   // The kernels the daemon's manifest registers.

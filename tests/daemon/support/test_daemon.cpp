@@ -1,5 +1,7 @@
 #include "test_daemon.h"
 
+#include <signal.h>
+
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -20,10 +22,16 @@ std::vector<std::string> TestDaemon::DefaultArgs(const TempDir& dir) {
 
 TestDaemon::TestDaemon(const TempDir& dir, const std::vector<std::string>& extra_args,
                        const std::map<std::string, std::string>& env)
-    : socket_path_(dir / "jitd.sock"), cache_dir_(dir / "cache") {
+    : dir_(dir.path()), socket_path_(dir / "jitd.sock"), cache_dir_(dir / "cache") {
   std::vector<std::string> args = DefaultArgs(dir);
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   process_ = std::make_unique<Process>(args, dir / "jitd.log", env);
+}
+
+TestDaemon::~TestDaemon() {
+  if (process_->Exited()) return;
+  process_->Signal(SIGTERM);
+  process_->WaitForExit(kProcessTimeout);  // then ~Process kills what is left
 }
 
 absl::Status TestDaemon::WaitUntilServing() {
@@ -40,15 +48,28 @@ absl::Status TestDaemon::WaitUntilServing() {
       absl::StrCat("jitd was not serving after ", kProcessTimeout.count(), " s; its output:\n", process_->Output()));
 }
 
-std::unique_ptr<Client> TestDaemon::Connect(const std::string& admin_token) const {
+std::unique_ptr<Client> TestDaemon::Connect(const std::string& admin_token,
+                                            std::chrono::milliseconds call_timeout) const {
   ClientOptions options;
   options.endpoint = endpoint();
   options.connect_timeout = std::chrono::milliseconds(0);  // connect on first call
-  options.call_timeout = std::chrono::seconds(10);
+  options.call_timeout = call_timeout;
   options.admin_token = admin_token;
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
   if (!client.ok()) throw std::runtime_error(std::string(client.status().message()));
   return *std::move(client);
+}
+
+v1::StatsResponse TestDaemon::Stats() const {
+  absl::StatusOr<v1::StatsResponse> stats = Connect()->Stats();
+  if (!stats.ok()) throw std::runtime_error(std::string(stats.status().message()));
+  return *std::move(stats);
+}
+
+ProcessResult TestDaemon::Jitctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout) const {
+  std::vector<std::string> argv = {JitctlBinary(), "--endpoint", endpoint()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunProcess(argv, dir_ / "jitctl.log", timeout);
 }
 
 }  // namespace jitd::testing

@@ -31,13 +31,28 @@ class TestDaemon {
   // jitd lets them: --listen adds, the others replace).
   explicit TestDaemon(const TempDir& dir, const std::vector<std::string>& extra_args = {},
                       const std::map<std::string, std::string>& env = {});
+  // Stops the daemon as an operator would (SIGTERM), so that it removes
+  // what it made (socket, worker scratch directory); SIGKILL if it hangs.
+  ~TestDaemon();
+  TestDaemon(const TestDaemon&) = delete;
+  TestDaemon& operator=(const TestDaemon&) = delete;
 
   // Polls grpc.health.v1.Health/Check until SERVING, failing early (with
   // the daemon's output) if it exits first, and at kProcessTimeout.
   absl::Status WaitUntilServing();
 
-  // A client for this daemon, optionally carrying an admin token.
-  std::unique_ptr<Client> Connect(const std::string& admin_token = "") const;
+  // A client for this daemon, optionally carrying an admin token, whose
+  // unary calls give up after `call_timeout`.
+  std::unique_ptr<Client> Connect(const std::string& admin_token = "",
+                                  std::chrono::milliseconds call_timeout = std::chrono::seconds(10)) const;
+
+  // The daemon's Stats (cache and request-path counters); throws if the
+  // call fails.
+  v1::StatsResponse Stats() const;
+
+  // Runs `jitctl --endpoint <this daemon> args...` to completion (killed
+  // after `timeout`).
+  ProcessResult Jitctl(const std::vector<std::string>& args, std::chrono::milliseconds timeout = kProcessTimeout) const;
 
   std::string endpoint() const { return "unix:" + socket_path_.string(); }
   const std::filesystem::path& socket_path() const { return socket_path_; }
@@ -49,6 +64,7 @@ class TestDaemon {
   static std::vector<std::string> DefaultArgs(const TempDir& dir);
 
  private:
+  std::filesystem::path dir_;
   std::filesystem::path socket_path_;
   std::filesystem::path cache_dir_;
   std::unique_ptr<Process> process_;

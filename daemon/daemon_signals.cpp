@@ -1,4 +1,4 @@
-#include "shutdown_signals.h"
+#include "daemon_signals.h"
 
 #include <pthread.h>
 
@@ -7,23 +7,29 @@
 namespace jitd::daemon {
 namespace {
 
-sigset_t ShutdownSet() {
+sigset_t DaemonSet() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   return set;
 }
 
 }  // namespace
 
-void ShutdownSignals::Block() {
-  const sigset_t set = ShutdownSet();
+void DaemonSignals::Block() {
+  const sigset_t set = DaemonSet();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int ShutdownSignals::Wait() {
-  const sigset_t set = ShutdownSet();
+void DaemonSignals::Unblock() {
+  const sigset_t set = DaemonSet();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
+int DaemonSignals::Wait() {
+  const sigset_t set = DaemonSet();
   int signal = 0;
   while (sigwait(&set, &signal) != 0) {
   }

@@ -1,0 +1,183 @@
+// Client::GetKernelBinary and Client::GetKernel: the GetKernel RPC with the
+// arch default, the memo, path delivery and the read-only fallback, and
+// loaded modules memoized per CUDA context.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "client_impl.h"
+#include "cuda_driver.h"
+#include "jitd/cache.h"
+#include "jitd/detail/text.h"
+
+namespace jitd {
+
+using text::Cat;
+namespace {
+
+using Mode = v1::GetKernelRequest::Mode;
+using Source = v1::GetKernelResponse::Source;
+
+// `spec` with an empty arch replaced by the current device's, when the CUDA
+// driver answers; left empty (the daemon's default) otherwise.
+KernelSpec WithDefaultArch(const KernelSpec& spec) {
+  KernelSpec filled = spec;
+  if (filled.arch.empty()) {
+    absl::StatusOr<std::string> arch = CurrentDeviceArch();
+    if (arch.ok()) filled.arch = *std::move(arch);
+  }
+  return filled;
+}
+
+v1::GetKernelRequest ToRequest(const KernelSpec& spec, Mode mode, bool by_path) {
+  v1::GetKernelRequest request;
+  request.set_kernel(spec.kernel);
+  for (const auto& [name, value] : spec.params) (*request.mutable_params())[name] = value;
+  request.set_arch(spec.arch);
+  for (const std::string& option : spec.options) request.add_options(option);
+  request.set_mode(mode);
+  request.set_delivery(by_path ? v1::GetKernelRequest::PATH : v1::GetKernelRequest::BYTES);
+  return request;
+}
+
+// Everything of the response but the cubin.
+KernelBinary Describe(const v1::GetKernelResponse& response) {
+  KernelBinary binary;
+  binary.key = response.key();
+  for (const v1::Symbol& symbol : response.symbols()) {
+    binary.symbols.push_back({symbol.name_expression(), symbol.lowered_name()});
+  }
+  binary.arch = response.arch();
+  binary.source = response.source();
+  binary.compile_ms = response.compile_ms();
+  binary.log = response.log();
+  binary.nvrtc_version = response.nvrtc_version();
+  return binary;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    const int error = errno;
+    const std::string message = Cat("cannot read ", path, ": ", std::strerror(error));
+    return error == EACCES ? absl::PermissionDeniedError(message) : absl::NotFoundError(message);
+  }
+  std::ostringstream content;
+  content << file.rdbuf();
+  if (file.bad()) return absl::UnavailableError(Cat("cannot read ", path, ": I/O error"));
+  return std::move(content).str();
+}
+
+// The cubin of a PATH answer, read from its blob file and verified there.
+// DATA_LOSS when the file is not the verified blob of the answer's key;
+// other errors mean the file could not be read.
+absl::StatusOr<KernelBinary> ReadDeliveredBlob(const v1::GetKernelResponse& response) {
+  absl::StatusOr<std::string> bytes = ReadFile(response.blob_path());
+  if (!bytes.ok()) return bytes.status();
+  cache::EntryMeta meta;
+  KernelBinary binary = Describe(response);
+  const std::string what = Cat("blob ", response.blob_path(), " (key ", response.key(), ")");
+  if (absl::Status decoded = cache::DecodeBlob(*bytes, &meta, &binary.cubin); !decoded.ok()) {
+    return absl::DataLossError(Cat(what, " failed verification: ", decoded.message(), "; not served"));
+  }
+  if (meta.key != response.key()) {
+    return absl::DataLossError(Cat(what, " holds key ", meta.key, "; not served"));
+  }
+  if (response.cubin_size() != 0 && response.cubin_size() != binary.cubin.size()) {
+    return absl::DataLossError(Cat(what, " holds ", binary.cubin.size(), " cubin bytes where the daemon said ",
+                                   response.cubin_size(), "; not served"));
+  }
+  binary.blob_path = response.blob_path();
+  return binary;
+}
+
+// One answer from the daemon: by path when preferred (verified here), by
+// bytes otherwise or when the named file cannot be read.
+absl::StatusOr<KernelBinary> FetchFromDaemon(Client& client, const Client::Impl& impl, const KernelSpec& spec,
+                                             Mode mode) {
+  absl::StatusOr<v1::GetKernelResponse> response =
+      client.GetKernel(ToRequest(spec, mode, impl.options_.prefer_path.value_or(false)));
+  if (!response.ok()) return response.status();
+  if (!response->blob_path().empty()) {
+    absl::StatusOr<KernelBinary> from_file = ReadDeliveredBlob(*response);
+    if (from_file.ok() || absl::IsDataLoss(from_file.status())) return from_file;
+    // Evicted since the answer, or in a directory this user cannot read.
+    response = client.GetKernel(ToRequest(spec, mode, /*by_path=*/false));
+    if (!response.ok()) return response.status();
+  }
+  KernelBinary binary = Describe(*response);
+  binary.cubin = std::move(*response->mutable_cubin());
+  return binary;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const KernelBinary>> Client::GetKernelBinary(const KernelSpec& spec, Mode mode) {
+  const KernelSpec filled = WithDefaultArch(spec);
+  const std::string memo_key = CanonicalSpec(filled);
+  using Memo = client_detail::SingleFlightMemo<KernelBinary>;
+
+  // The daemon's answer, else (daemon unreachable) the fallback's; `keep`
+  // says whether the memo may hand it out again.
+  auto produce = [&]() -> Memo::Produced {
+    absl::StatusOr<KernelBinary> answer = FetchFromDaemon(*this, *impl_, filled, mode);
+    if (answer.ok()) {
+      const bool keep = answer->source != v1::GetKernelResponse::NONE;
+      return {std::make_shared<const KernelBinary>(*std::move(answer)), keep};
+    }
+    if (!absl::IsUnavailable(answer.status()) || impl_->fallback_ == nullptr) return {answer.status(), false};
+    absl::StatusOr<KernelBinary> fallback = impl_->fallback_->Find(filled);
+    if (!fallback.ok()) {
+      return {absl::UnavailableError(Cat(answer.status().message(), "; ", fallback.status().message())), false};
+    }
+    impl_->fallback_answers_.fetch_add(1, std::memory_order_relaxed);
+    return {std::make_shared<const KernelBinary>(*std::move(fallback)), false};
+  };
+
+  if (mode != v1::GetKernelRequest::COMPILE) {
+    // CACHED_ONLY and PREFETCH must not wait for another caller's compile:
+    // they use the memo's answers but never join its flights.
+    if (std::shared_ptr<const KernelBinary> kept = impl_->binaries_.Find(memo_key)) {
+      impl_->memo_hits_.fetch_add(1, std::memory_order_relaxed);
+      return kept;
+    }
+    Memo::Produced answer = produce();
+    if (answer.result.ok() && answer.keep) impl_->binaries_.Remember(memo_key, *answer.result);
+    return answer.result;
+  }
+  bool produced = false;
+  Memo::Result result = impl_->binaries_.Get(memo_key, produce, &produced);
+  if (!produced) impl_->memo_hits_.fetch_add(1, std::memory_order_relaxed);
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<const Module>> Client::GetKernel(const KernelSpec& spec) {
+  absl::StatusOr<const client_detail::CudaDriver*> driver = client_detail::GetCudaDriver();
+  if (!driver.ok()) return driver.status();
+  absl::StatusOr<cuda::CUcontext> context = client_detail::CurrentOrPrimaryContext(**driver);
+  if (!context.ok()) return context.status();
+  const KernelSpec filled = WithDefaultArch(spec);
+  const std::string memo_key = Cat(client_detail::ContextId(**driver, *context), "/", CanonicalSpec(filled));
+  using Memo = client_detail::SingleFlightMemo<Module>;
+  return impl_->modules_.Get(memo_key, [&]() -> Memo::Produced {
+    absl::StatusOr<std::shared_ptr<const KernelBinary>> binary = GetKernelBinary(filled);
+    if (!binary.ok()) return {binary.status(), false};
+    impl_->module_loads_.fetch_add(1, std::memory_order_relaxed);
+    absl::StatusOr<std::unique_ptr<Module>> module = Module::Load((*binary)->cubin, (*binary)->symbols, (*binary)->key);
+    if (!module.ok()) return {module.status(), false};
+    // A module made from a fallback answer is not kept, like the answer.
+    return {std::shared_ptr<const Module>(*std::move(module)), (*binary)->source != v1::GetKernelResponse::FALLBACK};
+  });
+}
+
+ClientCounters Client::counters() const {
+  ClientCounters counters;
+  counters.get_kernel_rpcs = impl_->get_kernel_rpcs_.load(std::memory_order_relaxed);
+  counters.memo_hits = impl_->memo_hits_.load(std::memory_order_relaxed);
+  counters.fallback_answers = impl_->fallback_answers_.load(std::memory_order_relaxed);
+  counters.module_loads = impl_->module_loads_.load(std::memory_order_relaxed);
+  return counters;
+}
+
+}  // namespace jitd

@@ -1,0 +1,40 @@
+#include "serving_stats.h"
+
+namespace jitd::daemon {
+
+void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* response) {
+  const serving::KernelService::Stats s = sources.service->stats();
+  response->set_hot_entries(s.hot.entries);
+  response->set_hot_bytes(s.hot.bytes);
+  response->set_hot_max_bytes(s.hot.max_bytes);
+  response->set_hot_evictions(s.hot.evictions);
+  response->set_requests(s.requests);
+  response->set_memory_hits(s.memory_hits);
+  response->set_disk_hits(s.disk_hits);
+  response->set_compiles(s.compiles);
+  response->set_compile_failures(s.compile_failures);
+  response->set_compile_errors(s.compile_errors);
+  response->set_joined(s.joined);
+  response->set_negative_hits(s.negative_hits);
+  response->set_cached_only_misses(s.cached_only_misses);
+  response->set_prefetches(s.prefetches);
+  response->set_abandoned(s.abandoned);
+  response->set_compiles_in_flight(s.in_flight);
+  response->set_store_failures(s.store_failures);
+
+  const compiler::WorkerPool::Statistics p = sources.pool->Stats();
+  response->set_workers(static_cast<uint32_t>(p.workers));
+  response->set_busy_workers(static_cast<uint32_t>(p.busy_workers));
+  response->set_queue_depth(static_cast<uint32_t>(p.queue_depth));
+  response->set_max_queue(sources.max_queue);
+  response->set_worker_crashes(p.crashes);
+  response->set_worker_restarts(p.restarts);
+
+  const std::shared_ptr<const manifest::Resolver> resolver = sources.service->resolver();
+  response->set_nvrtc_version(resolver->toolchain().nvrtc_version);
+  response->set_kernels_fingerprint(resolver->tree().fingerprint());
+  response->set_kernels(static_cast<uint32_t>(resolver->tree().manifest().kernels.size()));
+  response->set_kernels_dir(sources.kernels_dir.string());
+}
+
+}  // namespace jitd::daemon

@@ -1,0 +1,73 @@
+// Canonical forms of a kernel spec: the params string the fallback looks
+// up (byte for byte the daemon's) and the memo's key.
+#include <gtest/gtest.h>
+
+#include "jitd/client.h"
+
+namespace jitd {
+namespace {
+
+TEST(CanonicalParams, IsSortedKeyEqualsValuePairsJoinedByCommas) {
+  EXPECT_EQ(CanonicalParams({{"gate", "full"}, {"dtype", "bf16"}}), "dtype=bf16,gate=full");
+  EXPECT_EQ(CanonicalParams({{"dtype", "bf16"}}), "dtype=bf16");
+  EXPECT_EQ(CanonicalParams({}), "");
+}
+
+TEST(CanonicalParams, SortsTheTextsAsTheDaemonDoes) {
+  // "n2=" sorts before "n=" ('2' < '='), although "n" < "n2" as keys; the
+  // daemon sorts the texts, and the cache stores what it made.
+  EXPECT_EQ(CanonicalParams({{"n", "1"}, {"n2", "2"}}), "n2=2,n=1");
+}
+
+TEST(CanonicalSpec, NamesKernelParamsArchAndOptions) {
+  KernelSpec spec{"moe.topk_sum", {{"dtype", "bf16"}, {"block", "128"}}, "sm_90", {"-lineinfo"}};
+  EXPECT_EQ(CanonicalSpec(spec), "moe.topk_sum{block=128,dtype=bf16}@sm_90[-lineinfo]");
+  spec.options.clear();
+  EXPECT_EQ(CanonicalSpec(spec), "moe.topk_sum{block=128,dtype=bf16}@sm_90");
+  EXPECT_EQ(CanonicalSpec({"norm.rms", {}, "", {}}), "norm.rms{}@");
+}
+
+TEST(CanonicalSpec, OptionOrderAndDuplicatesDoNotMatter) {
+  // The daemon sorts and de-duplicates request options, so these are one
+  // instantiation and must be one memo entry.
+  const KernelSpec a{"k", {}, "sm_90", {"-lineinfo", "--use_fast_math"}};
+  const KernelSpec b{"k", {}, "sm_90", {"--use_fast_math", "-lineinfo", "-lineinfo"}};
+  EXPECT_EQ(CanonicalSpec(a), CanonicalSpec(b));
+}
+
+TEST(CanonicalSpec, EveryFieldTellsSpecsApart) {
+  const KernelSpec base{"k", {{"dtype", "bf16"}}, "sm_90", {}};
+  KernelSpec other_kernel = base;
+  other_kernel.kernel = "k2";
+  KernelSpec other_value = base;
+  other_value.params["dtype"] = "fp16";
+  KernelSpec other_arch = base;
+  other_arch.arch = "sm_90a";
+  KernelSpec with_option = base;
+  with_option.options = {"-lineinfo"};
+  for (const KernelSpec* other : {&other_kernel, &other_value, &other_arch, &with_option}) {
+    EXPECT_NE(CanonicalSpec(base), CanonicalSpec(*other)) << CanonicalSpec(*other);
+  }
+}
+
+TEST(CanonicalSpec, PunctuationInsideValuesCannotForgeAnotherSpec) {
+  // Without escaping, both would read "k{a=1,b=2}@sm_90".
+  const KernelSpec one_param{"k", {{"a", "1,b=2"}}, "sm_90", {}};
+  const KernelSpec two_params{"k", {{"a", "1"}, {"b", "2"}}, "sm_90", {}};
+  EXPECT_NE(CanonicalSpec(one_param), CanonicalSpec(two_params));
+  EXPECT_EQ(CanonicalSpec(one_param), "k{a=1%2Cb%3D2}@sm_90");
+  const KernelSpec arch_with_options{"k", {}, "sm_90[x]", {}};
+  const KernelSpec options{"k", {}, "sm_90", {"x"}};
+  EXPECT_NE(CanonicalSpec(arch_with_options), CanonicalSpec(options));
+}
+
+TEST(KernelBinary, FindsASymbolByItsNameExpression) {
+  KernelBinary binary;
+  binary.symbols = {{"sglang::a<float>", "_Z1aIfEvv"}, {"sglang::b", "_Z1bv"}};
+  ASSERT_NE(binary.FindSymbol("sglang::b"), nullptr);
+  EXPECT_EQ(binary.FindSymbol("sglang::b")->lowered_name, "_Z1bv");
+  EXPECT_EQ(binary.FindSymbol("sglang::a<double>"), nullptr);
+}
+
+}  // namespace
+}  // namespace jitd

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh OUT_DIR: the GPU proof of issue 5, in one command, on a GPU
+# host, from a checkout whose build was bundled into .gpu/bundle
+# (tests/gpu/bundle.sh on the build machine; see tests/gpu/README.md).
+#
+#   1. starts jitd on a temporary Unix socket with a fresh cache directory
+#      and this checkout's kernels/, and waits until it answers (nothing is
+#      warmed: the first requests compile);
+#   2. test_gpu_kernels: every kernel through daemon, client, module load and
+#      launch against the CPU references (gtest XML in OUT_DIR), dumping the
+#      diffusion cases for step 3;
+#   3. crosscheck.py: the same cubins through CuPy and eager PyTorch;
+#   4. first_use.py: first-use latency, jitd against CuPy, nvcc and NVRTC;
+#   5. jitctl stats, then SIGTERM to the daemon and a wait for its exit;
+#   6. OUT_DIR/report.md (write_report.py) from what the steps left in OUT_DIR,
+#      also when the script is interrupted.
+# A failing step does not stop the ones after it; the exit status is 1 when
+# any step failed, 2 for a usage or setup error.
+#
+# Time: every step runs under `timeout`, and all of them together end before
+# JITD_GPU_DEADLINE_S (default 570) seconds, so the report is written even
+# inside a 10-minute slot on a shared GPU host. Other knobs:
+#   JITD_GPU_BUNDLE       the bundle (default: .gpu/bundle in this checkout)
+#   JITD_FIRST_USE_RUNS   fresh processes per first-use figure (default 7)
+#   JITD_GPU_KEEP_WORK=1  keep the work directory (socket, cache, dumps,
+#                         cubins; ~200 MB) even when every step passed
+set -uo pipefail
+
+if [ $# -ne 1 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+fi
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out_arg=$1
+mkdir -p "$1" || exit 2
+out=$(cd "$1" && pwd)
+cd "$root" || exit 2
+bundle=${JITD_GPU_BUNDLE:-$root/.gpu/bundle}
+runs=${JITD_FIRST_USE_RUNS:-7}
+deadline=$((SECONDS + ${JITD_GPU_DEADLINE_S:-570}))
+
+for exe in jitd jitctl test_gpu_kernels first_use; do
+  if [ ! -x "$bundle/bin/$exe" ]; then
+    echo "run.sh: $bundle/bin/$exe is missing: run tests/gpu/bundle.sh on the build machine and copy .gpu/bundle here" >&2
+    exit 2
+  fi
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/jitd-gpu.XXXXXX") || exit 2
+endpoint="unix:$work/jitd.sock"
+mkdir -p "$work/bin"
+# The bundled libraries go to jitd's own programs only, through these
+# wrappers: Python, torch and CuPy keep the host's libraries (the bundle holds
+# Debian's zlib, SQLite, OpenSSL, ...). NVRTC is the host's: the binaries look
+# for it in /usr/local/cuda/lib (their build machine's layout), so the
+# toolkit's lib64 follows the bundle. exec keeps the process id, so the
+# daemon's wrapper pid is the daemon's.
+for exe in jitd jitctl test_gpu_kernels first_use; do
+  # shellcheck disable=SC2016 # $LD_LIBRARY_PATH and $@ are the wrapper's, expanded when it runs
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s/bin/%s" "$@"\n' \
+    "$bundle" "$bundle" "$exe" >"$work/bin/$exe"
+  chmod +x "$work/bin/$exe"
+done
+bin=$work/bin
+
+steps="$out/steps.tsv"  # step, status, seconds, log: read by write_report.py
+printf 'step\tstatus\tseconds\tlog\n' >"$steps"
+failed=0
+
+record() {  # record NAME RC SECONDS LOG
+  local status=passed
+  if [ "$2" -eq 124 ] || [ "$2" -eq 137 ]; then
+    status="timed out"
+  elif [ "$2" -ne 0 ]; then
+    status="failed (exit $2)"
+  fi
+  record_status "$1" "$status" "$3" "$4"
+}
+
+record_status() {  # record_status NAME STATUS SECONDS LOG
+  [ "$2" = passed ] || failed=1
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$steps"
+  echo "run.sh: $1: $2 (${3}s)"
+}
+
+# step NAME LIMIT_S LOG COMMAND...: runs COMMAND under timeout, for LIMIT_S or
+# what is left before the deadline less a reserve for the daemon's stats, its
+# shutdown and the report, whichever is less.
+step() {
+  local name=$1 limit=$2 log=$3 start rc left
+  shift 3
+  left=$((deadline - SECONDS - 30))
+  [ "$limit" -le "$left" ] || limit=$left
+  if [ "$limit" -le 0 ]; then
+    echo "not run: the run's deadline (JITD_GPU_DEADLINE_S) had passed" >"$log"
+    record_status "$name" "not run (deadline)" 0 "$(basename "$log")"
+    return
+  fi
+  echo "run.sh: $name (at most ${limit}s) ..."
+  start=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+  rc=$?
+  record "$name" "$rc" $((SECONDS - start)) "$(basename "$log")"
+}
+
+daemon_pid=""
+stop_daemon() {
+  [ -n "$daemon_pid" ] || return 0
+  local pid=$daemon_pid start=$SECONDS rc
+  daemon_pid=""
+  kill -TERM "$pid" 2>/dev/null
+  # SIGTERM drains and exits 0; give it 30 s before SIGKILL.
+  while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt 30 ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    record "stop daemon (SIGTERM)" 137 $((SECONDS - start)) jitd.log
+    return
+  fi
+  wait "$pid" 2>/dev/null
+  rc=$?
+  record "stop daemon (SIGTERM)" "$rc" $((SECONDS - start)) jitd.log
+}
+# The report is written however the script ends (a signal included), from
+# whatever the steps left behind.
+finished=0
+finish() {
+  [ "$finished" = 0 ] || return 0
+  finished=1
+  stop_daemon
+  if ! python3 "$root/tests/gpu/write_report.py" "$out" "tests/gpu/run.sh $out_arg"; then
+    echo "run.sh: write_report.py failed; the step logs are in $out" >&2
+    failed=1
+  fi
+  if [ "$failed" = 0 ] && [ "${JITD_GPU_KEEP_WORK:-0}" != 1 ]; then
+    rm -rf "$work"
+  else
+    echo "run.sh: work directory kept: $work"
+  fi
+  echo "run.sh: report: $out/report.md"
+}
+trap finish EXIT
+trap 'record_status "run.sh" "interrupted by a signal" 0 -; exit 130' INT TERM
+
+# --- The host ------------------------------------------------------------------
+{
+  echo "## nvidia-smi -L"
+  nvidia-smi -L 2>&1
+  echo "## nvidia-smi --query-gpu"
+  nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv 2>&1
+  echo "## uname -a"
+  uname -a
+  echo "## nvcc --version"
+  /usr/local/cuda/bin/nvcc --version 2>&1 | tail -n 2
+  echo "## python3 (torch, CuPy)"
+  python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "(CUDA", str(torch.version.cuda) + ")", "CuPy", cupy.__version__)' 2>&1
+  echo "## checkout"
+  git -C "$root" log -1 --format='%H %s' 2>&1 || true
+  git -C "$root" status --short 2>/dev/null | head -n 20
+} >"$out/host.txt"
+
+# --- 1. The daemon -------------------------------------------------------------
+echo "run.sh: starting jitd on $endpoint (cache $work/cache, kernels $root/kernels)"
+"$bin/jitd" --listen "$endpoint" --cache-dir "$work/cache" --kernels "$root/kernels" \
+  >"$out/jitd.log" 2>&1 &
+daemon_pid=$!
+ready_start=$SECONDS
+ready=1
+# Ready when it answers a call; bounded, and it stops early if jitd exits.
+until "$bin/jitctl" --endpoint "$endpoint" --timeout 2s stats >/dev/null 2>&1; do
+  if ! kill -0 "$daemon_pid" 2>/dev/null || [ $((SECONDS - ready_start)) -ge 60 ]; then
+    ready=0
+    break
+  fi
+  sleep 0.2
+done
+if [ "$ready" = 1 ]; then
+  record "start jitd (ready)" 0 $((SECONDS - ready_start)) jitd.log
+else
+  record "start jitd (ready)" 1 $((SECONDS - ready_start)) jitd.log
+  echo "run.sh: jitd did not become ready; see $out/jitd.log" >&2
+fi
+
+# --- 2. Every kernel against the CPU references ---------------------------------
+step "test_gpu_kernels" 300 "$out/test_gpu_kernels.txt" \
+  env JITD_ENDPOINT="$endpoint" JITD_GPU_DUMP_DIR="$work/dump" \
+  "$bin/test_gpu_kernels" --gtest_output="xml:$out/test_gpu_kernels.xml"
+
+# --- 3. CuPy and eager PyTorch ----------------------------------------------------
+step "crosscheck.py (CuPy, eager PyTorch)" 180 "$out/crosscheck.txt" \
+  python3 tests/gpu/crosscheck.py --jitctl "$bin/jitctl" --endpoint "$endpoint" --work "$work/cubins" \
+  --dump "$work/dump"
+
+# --- 4. First-use latency ----------------------------------------------------------
+step "first_use.py (latency)" 420 "$out/first_use.txt" \
+  python3 tests/gpu/first_use.py --first-use "$bin/first_use" --endpoint "$endpoint" --kernels "$root/kernels" \
+  --runs "$runs" --json "$out/first_use.json"
+
+# --- 5. The daemon's account, then stop it ------------------------------------------
+# Outside the deadline's reckoning: its reserve is for this.
+stats_start=$SECONDS
+timeout 15 "$bin/jitctl" --endpoint "$endpoint" stats >"$out/jitd_stats.txt" 2>&1
+record "jitctl stats" $? $((SECONDS - stats_start)) jitd_stats.txt
+timeout 15 "$bin/jitctl" --endpoint "$endpoint" --json stats >"$out/jitd_stats.json" 2>/dev/null
+
+# --- 6. The report (finish, on exit) ---------------------------------------------------
+finish
+exit "$failed"
