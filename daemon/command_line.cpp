@@ -157,8 +157,9 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   lint->add_option("--arch", flags.archs, "Arch to check for (repeatable; default sm_90)");
   lint->add_option("--workers", flags.workers, "Compile workers (default: one per core)");
   lint->add_flag("--source-only", flags.source_only, "Only the textual check, no compiles (milliseconds)");
-  lint->footer("Exit 0 when every kernel file is in namespace sglang and every instantiation compiles and\n"
-               "resolves for every arch; 1 with one finding per problem otherwise.");
+  lint->footer(
+      "Exit 0 when every kernel file is in namespace sglang and every instantiation compiles and\n"
+      "resolves for every arch; 1 with one finding per problem otherwise.");
 
   CLI::App* warm = app.add_subcommand("warm", "Fill a cache directory without serving (image builds; no GPU needed)");
   warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")->required();
@@ -168,8 +169,9 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   warm->add_option("--arch", flags.archs, "Arch to warm for (repeatable; default sm_90)");
   warm->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
   warm->add_option("--workers", flags.workers, "Compile workers (default: one per core)");
-  warm->footer("Safe while a daemon uses the same cache directory. Example:\n"
-               "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
+  warm->footer(
+      "Safe while a daemon uses the same cache directory. Example:\n"
+      "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
 }
 
 }  // namespace

@@ -19,9 +19,12 @@ namespace {
 using jitd::daemon::CommandLine;
 
 constexpr int kExitFailure = 1;
-// Calls in flight get this long to finish at shutdown; short enough for
-// systemd's default 90 s stop timeout and container runtimes' 10 s grace.
-constexpr std::chrono::seconds kDrainDeadline{5};
+// Calls in flight get this long to finish at shutdown. A call may be
+// waiting on a compile of several seconds (a CUB kernel on a busy host), so
+// this is generous, yet inside Kubernetes' default 30 s termination grace
+// and systemd's 90 s stop timeout. Idle connections do not hold shutdown up:
+// only calls in flight count.
+constexpr std::chrono::seconds kDrainDeadline{25};
 
 int Serve(const CommandLine& command_line) {
   jitd::daemon::ConfigLayer file;
@@ -85,9 +88,12 @@ int main(int argc, char** argv) {
   const CommandLine& command_line = std::get<CommandLine>(parsed);
   if (command_line.command != CommandLine::Command::kServe) jitd::daemon::DaemonSignals::Unblock();
   switch (command_line.command) {
-    case CommandLine::Command::kLint: return jitd::daemon::RunLint(command_line);
-    case CommandLine::Command::kWarm: return jitd::daemon::RunWarm(command_line);
-    case CommandLine::Command::kServe: break;
+    case CommandLine::Command::kLint:
+      return jitd::daemon::RunLint(command_line);
+    case CommandLine::Command::kWarm:
+      return jitd::daemon::RunWarm(command_line);
+    case CommandLine::Command::kServe:
+      break;
   }
   return Serve(command_line);
 }

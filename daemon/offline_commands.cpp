@@ -52,7 +52,8 @@ int RunLint(const CommandLine& command_line) {
     if (!f.kernel.empty()) skip.insert(f.kernel);
   }
   size_t files = 0;
-  for (const auto& [rel, content] : (*tree)->files()) files += rel.ends_with(".cu") || rel.ends_with(".cuh") || rel.ends_with(".h");
+  for (const auto& [rel, content] : (*tree)->files())
+    files += rel.ends_with(".cu") || rel.ends_with(".cuh") || rel.ends_with(".h");
   std::printf("jitd lint: %zu source files in %s: %zu findings\n", files, kernels_dir.c_str(), findings.size());
   if (o.source_only) return findings.empty() ? 0 : kExitFindings;
 
@@ -72,16 +73,16 @@ int RunLint(const CommandLine& command_line) {
   }
   Progress progress("compile-all", total);
   auto compiled = guard::CompileAll(
-      *shared, archs, [&](const compiler::CompileJob& job) { return stack->pool->Compile(job, compiler::Priority::kLive); },
-      workers,
+      *shared, archs,
+      [&](const compiler::CompileJob& job) { return stack->pool->Compile(job, compiler::Priority::kLive); }, workers,
       [&](size_t, size_t, const std::string& kernel, const std::string& params, const std::string& arch, bool ok) {
         progress.Done(ok ? "ok" : "failed", Cat(kernel, params.empty() ? "" : Cat(" ", params), " ", arch));
       },
       skip);
   progress.Finish();
   for (const auto& f : compiled) std::printf("%s\n", f.ToString().c_str());
-  std::printf("jitd lint: %zu instantiations compiled for %zu arch(s) with NVRTC %s in %.1f s: %zu findings%s\n",
-              total, archs.size(), toolchain->nvrtc_version.c_str(), progress.elapsed_s(), compiled.size(),
+  std::printf("jitd lint: %zu instantiations compiled for %zu arch(s) with NVRTC %s in %.1f s: %zu findings%s\n", total,
+              archs.size(), toolchain->nvrtc_version.c_str(), progress.elapsed_s(), compiled.size(),
               skip.empty() ? "" : Cat(" (", skip.size(), " kernels with source findings not compiled)").c_str());
   return findings.empty() && compiled.empty() ? 0 : kExitFindings;
 }
@@ -115,7 +116,9 @@ int RunWarm(const CommandLine& command_line) {
     auto specs = LoadSpecFile(o.manifest);
     if (!specs.ok()) return CannotRun("warm", specs.status());
     for (const auto& spec : *specs) {
-      manifest::KernelRequest r{spec.kernel(), {spec.params().begin(), spec.params().end()}, spec.arch(),
+      manifest::KernelRequest r{spec.kernel(),
+                                {spec.params().begin(), spec.params().end()},
+                                spec.arch(),
                                 {spec.options().begin(), spec.options().end()}};
       if (!r.arch.empty()) {
         requests.push_back(r);
@@ -135,8 +138,8 @@ int RunWarm(const CommandLine& command_line) {
   service_options.hot_cache_bytes = 0;  // nothing is served: keep no cubins in memory
   serving::KernelService service(*resolver, cache->get(), stack->pool.get(), service_options);
 
-  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", requests.size(),
-              (*cache)->dir().c_str(), workers);
+  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", requests.size(), (*cache)->dir().c_str(),
+              workers);
   std::fflush(stdout);
   Progress progress("warm", requests.size());
   std::atomic<size_t> next{0}, compiled{0}, cached{0};

@@ -15,8 +15,8 @@
 #include <bit>
 #include <cstring>
 
-#include "jitd/detail/text.h"
 #include "jitd/cache.h"
+#include "jitd/detail/text.h"
 
 namespace jitd::cache {
 namespace {
@@ -91,9 +91,7 @@ std::string Hex(std::string_view bytes) {
   return out;
 }
 
-absl::Status Corrupt(std::string_view what) {
-  return absl::DataLossError(Cat("corrupt blob: ", what));
-}
+absl::Status Corrupt(std::string_view what) { return absl::DataLossError(Cat("corrupt blob: ", what)); }
 
 }  // namespace
 
@@ -163,20 +161,37 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
       break;
     }
     switch (tag) {
-      case kKey: out.key = value; have_key = true; break;
-      case kKernel: out.kernel = value; break;
-      case kParams: out.params = value; break;
-      case kArch: out.arch = value; break;
-      case kOption: out.options.emplace_back(value); break;
-      case kNvrtcVersion: out.nvrtc_version = value; break;
-      case kLog: out.log = value; break;
-      case kCubin: out_cubin = value; have_cubin = true; break;
+      case kKey:
+        out.key = value;
+        have_key = true;
+        break;
+      case kKernel:
+        out.kernel = value;
+        break;
+      case kParams:
+        out.params = value;
+        break;
+      case kArch:
+        out.arch = value;
+        break;
+      case kOption:
+        out.options.emplace_back(value);
+        break;
+      case kNvrtcVersion:
+        out.nvrtc_version = value;
+        break;
+      case kLog:
+        out.log = value;
+        break;
+      case kCubin:
+        out_cubin = value;
+        have_cubin = true;
+        break;
       case kSymbol: {
         if (len < 4) return Corrupt("short symbol field");
         uint32_t expr_len = Load<uint32_t>(value.data());
         if (expr_len > len - 4) return Corrupt("symbol overruns its field");
-        out.symbols.push_back(Symbol{std::string(value.substr(4, expr_len)),
-                                     std::string(value.substr(4 + expr_len))});
+        out.symbols.push_back(Symbol{std::string(value.substr(4, expr_len)), std::string(value.substr(4 + expr_len))});
         break;
       }
       case kCompileMs:
@@ -187,7 +202,8 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
         if (len != 8) return Corrupt("bad created field");
         out.created_unix_ms = static_cast<int64_t>(Load<uint64_t>(value.data()));
         break;
-      default: break;  // a field from a newer writer: skip it
+      default:
+        break;  // a field from a newer writer: skip it
     }
     pos = value_pos + len;
   }

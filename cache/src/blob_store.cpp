@@ -1,4 +1,3 @@
-#include "jitd/detail/text.h"
 #include "blob_store.h"
 
 #include <fcntl.h>
@@ -7,11 +6,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include "jitd/cache.h"
+#include "jitd/detail/text.h"
 
 namespace jitd::cache::detail {
 
@@ -86,8 +86,7 @@ absl::Status BlobStore::Init() const {
   fs::create_directories(blobs_, ec);
   if (!ec) fs::create_directories(tmp_, ec);
   if (ec) {
-    return absl::FailedPreconditionError(
-        Cat("cannot create cache directory ", dir_.string(), ": ", ec.message()));
+    return absl::FailedPreconditionError(Cat("cannot create cache directory ", dir_.string(), ": ", ec.message()));
   }
   if (::access(dir_.c_str(), W_OK) != 0) {
     return absl::FailedPreconditionError(Cat("cache directory ", dir_.string(), " is not writable"));
@@ -99,8 +98,8 @@ fs::path BlobStore::PathFor(std::string_view key, std::string_view checksum) con
   return blobs_ / std::string(key.substr(0, 2)) / Cat(key, "-", checksum);
 }
 
-absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view checksum,
-                                          std::string_view bytes, bool sync) const {
+absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view checksum, std::string_view bytes,
+                                          bool sync) const {
   static std::atomic<uint64_t> seq{0};
   fs::path final_path = PathFor(key, checksum);
   fs::path tmp = tmp_ / Cat(key, ".", ::getpid(), ".", seq.fetch_add(1), ".tmp");
@@ -172,8 +171,7 @@ size_t BlobStore::SweepTemp(std::chrono::seconds grace) const {
   return removed;
 }
 
-void BlobStore::ForEachBlob(
-    const std::function<void(const fs::path&, std::string_view, std::string_view)>& fn) const {
+void BlobStore::ForEachBlob(const std::function<void(const fs::path&, std::string_view, std::string_view)>& fn) const {
   std::error_code ec;
   for (const auto& shard : fs::directory_iterator(blobs_, ec)) {
     if (!shard.is_directory()) {

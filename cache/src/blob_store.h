@@ -21,7 +21,6 @@
 
 namespace jitd::cache::detail {
 
-
 // The checksum of an encoded blob: XXH3-128 (hex) of the bytes before its
 // END field. Equal to what the END field holds when the blob is intact.
 std::string BlobChecksum(std::string_view encoded);
@@ -42,8 +41,8 @@ class BlobStore {
   // Writes `bytes` to a temp file, fsyncs it (with `sync`), renames it to
   // its final name and fsyncs the directory. RESOURCE_EXHAUSTED on
   // ENOSPC/EDQUOT; the temp file is removed on every failure.
-  absl::StatusOr<std::filesystem::path> Write(std::string_view key, std::string_view checksum,
-                                              std::string_view bytes, bool sync) const;
+  absl::StatusOr<std::filesystem::path> Write(std::string_view key, std::string_view checksum, std::string_view bytes,
+                                              bool sync) const;
 
   // Reads a whole blob. NOT_FOUND when the file does not exist.
   absl::StatusOr<std::string> Read(const std::filesystem::path& path) const;

@@ -1,6 +1,8 @@
 // Cache: the blob store and the index together, plus the background work
 // (recency flush, budget eviction, WAL checkpoint, reconcile) that keeps the
 // hit path free of writes.
+#include "jitd/cache.h"
+
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -9,20 +11,19 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "jitd/detail/text.h"
 #include "blob_store.h"
 #include "cache_index.h"
-#include "jitd/cache.h"
+#include "jitd/detail/text.h"
 
 namespace jitd::cache {
 namespace {
 
 namespace fs = std::filesystem;
 using detail::BlobStore;
-using text::Cat;
 using detail::CacheIndex;
 using detail::IndexRow;
 using detail::RowFilter;
+using text::Cat;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -30,8 +31,8 @@ int64_t NowMs() {
 }
 
 EntryInfo ToInfo(const IndexRow& r) {
-  return EntryInfo{r.key, r.kernel, r.params, r.arch, r.size, r.created_ms, r.last_used_ms, r.hits, r.pinned,
-                   r.nvrtc_version, r.compile_ms};
+  return EntryInfo{r.key,          r.kernel, r.params, r.arch,          r.size,      r.created_ms,
+                   r.last_used_ms, r.hits,   r.pinned, r.nvrtc_version, r.compile_ms};
 }
 
 IndexRow RowFromMeta(const EntryMeta& m, std::string checksum, uint64_t size) {
@@ -71,7 +72,8 @@ class Cache::Impl {
     bg_cv_.notify_all();
     if (bg_.joinable()) bg_.join();
     if (!opts_.read_only && index_) {
-      if (auto s = Maintain(); !s.ok()) spdlog::warn("cache: final flush of {} failed: {}", opts_.dir.string(), s.ToString());
+      if (auto s = Maintain(); !s.ok())
+        spdlog::warn("cache: final flush of {} failed: {}", opts_.dir.string(), s.ToString());
     }
   }
 
@@ -124,8 +126,7 @@ class Cache::Impl {
     if (!index_) {
       if (!index.ok()) {
         return absl::Status(index.status().code(),
-                            Cat("cannot open cache index ", index_path.string(), ": ",
-                                         index.status().message()));
+                            Cat("cannot open cache index ", index_path.string(), ": ", index.status().message()));
       }
       index_ = std::move(*index);
     }
@@ -232,7 +233,8 @@ class Cache::Impl {
     rf.kernel_glob = f.kernel_glob;
     rf.arch = f.arch;
     rf.unpinned_only = true;
-    if (f.older_than) rf.last_used_before_ms = NowMs() - std::chrono::duration_cast<std::chrono::milliseconds>(*f.older_than).count();
+    if (f.older_than)
+      rf.last_used_before_ms = NowMs() - std::chrono::duration_cast<std::chrono::milliseconds>(*f.older_than).count();
     auto candidates = index_->Select(rf, /*newest_first=*/false, 0);
     if (!candidates.ok()) return candidates.status();
     auto totals = index_->GetTotals();
@@ -398,8 +400,12 @@ class Cache::Impl {
   bool rebuilt() const { return rebuilt_; }
 
  private:
-  uint64_t HighWatermark(uint64_t max) const { return static_cast<uint64_t>(static_cast<double>(max) * opts_.high_watermark); }
-  uint64_t LowWatermark(uint64_t max) const { return static_cast<uint64_t>(static_cast<double>(max) * opts_.low_watermark); }
+  uint64_t HighWatermark(uint64_t max) const {
+    return static_cast<uint64_t>(static_cast<double>(max) * opts_.high_watermark);
+  }
+  uint64_t LowWatermark(uint64_t max) const {
+    return static_cast<uint64_t>(static_cast<double>(max) * opts_.low_watermark);
+  }
 
   absl::Status Miss(const std::string& key, bool counted) {
     if (counted) misses_.fetch_add(1, std::memory_order_relaxed);
@@ -472,8 +478,8 @@ class Cache::Impl {
       if (removed->empty()) break;  // another process is evicting the same rows
     }
     if (evicted > 0) {
-      spdlog::info("cache: evicted {} least recently used entries ({} bytes) to stay within {} bytes", evicted,
-                   freed, max);
+      spdlog::info("cache: evicted {} least recently used entries ({} bytes) to stay within {} bytes", evicted, freed,
+                   max);
     }
     return absl::OkStatus();
   }
@@ -548,8 +554,7 @@ class Cache::Impl {
       auto bytes = blobs_.Read(path);
       EntryMeta meta;
       if (!bytes.ok()) return;
-      if (!DecodeBlob(*bytes, &meta, nullptr).ok() || meta.key != k ||
-          detail::StoredBlobChecksum(*bytes) != checksum) {
+      if (!DecodeBlob(*bytes, &meta, nullptr).ok() || meta.key != k || detail::StoredBlobChecksum(*bytes) != checksum) {
         corrupt_.fetch_add(1, std::memory_order_relaxed);
         blobs_.Remove(path);
         ++removed;
@@ -588,9 +593,10 @@ class Cache::Impl {
       }
     }
     if (adopted + removed + dropped > 0) {
-      spdlog::info("cache: reconciled {}: indexed {} blobs without rows, removed {} stray blobs, dropped {} rows "
-                   "without blobs",
-                   opts_.dir.string(), adopted, removed, dropped);
+      spdlog::info(
+          "cache: reconciled {}: indexed {} blobs without rows, removed {} stray blobs, dropped {} rows "
+          "without blobs",
+          opts_.dir.string(), adopted, removed, dropped);
     }
     return absl::OkStatus();
   }

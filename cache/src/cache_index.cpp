@@ -1,6 +1,6 @@
-#include "jitd/detail/text.h"
 #include "cache_index.h"
 
+#include "jitd/detail/text.h"
 
 namespace jitd::cache::detail {
 
@@ -177,8 +177,8 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::filesyst
     if (!row.ok()) return row.status();
     index->opened_at_version_ = *row ? static_cast<int>(st->Int(0)) : 0;
     if (index->opened_at_version_ != kSchemaVersion) {
-      return absl::FailedPreconditionError(Cat("index schema version ", index->opened_at_version_,
-                                                        " is not ", kSchemaVersion, " (read-only: cannot migrate)"));
+      return absl::FailedPreconditionError(Cat("index schema version ", index->opened_at_version_, " is not ",
+                                               kSchemaVersion, " (read-only: cannot migrate)"));
     }
     return index;
   }
@@ -217,8 +217,8 @@ absl::Status CacheIndex::Migrate() {
     opened_at_version_ = version;
     if (version > kSchemaVersion) {
       return absl::FailedPreconditionError(Cat("index schema version ", version,
-                                                        " is newer than this jitd understands (", kSchemaVersion,
-                                                        "); upgrade jitd or use another cache directory"));
+                                               " is newer than this jitd understands (", kSchemaVersion,
+                                               "); upgrade jitd or use another cache directory"));
     }
     for (int v = version; v < kSchemaVersion; ++v) {
       if (auto s = db.Exec(kMigrations[v]); !s.ok()) {
@@ -226,8 +226,8 @@ absl::Status CacheIndex::Migrate() {
       }
     }
     if (version != kSchemaVersion) {
-      if (auto s = db.Exec(Cat("DELETE FROM schema_version; INSERT INTO schema_version VALUES (",
-                                        kSchemaVersion, ");"));
+      if (auto s =
+              db.Exec(Cat("DELETE FROM schema_version; INSERT INTO schema_version VALUES (", kSchemaVersion, ");"));
           !s.ok()) {
         return s;
       }
@@ -280,8 +280,8 @@ absl::StatusOr<std::optional<IndexRow>> CacheIndex::Find(const std::string& key)
 absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r) {
   std::string stored;
   auto s = WriteTransaction([&](Database& db) -> absl::Status {
-    auto ins = db.Prepare(Cat("INSERT INTO entries (", kColumns,
-                                       ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING"));
+    auto ins = db.Prepare(
+        Cat("INSERT INTO entries (", kColumns, ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING"));
     if (!ins.ok()) return ins.status();
     ins->Bind(1, std::string_view(r.key)).Bind(2, std::string_view(r.checksum)).Bind(3, std::string_view(r.kernel));
     ins->Bind(4, std::string_view(r.params)).Bind(5, std::string_view(r.arch)).Bind(6, static_cast<int64_t>(r.size));
@@ -323,9 +323,9 @@ absl::StatusOr<std::vector<bool>> CacheIndex::Remove(const std::vector<std::pair
 absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter, bool newest_first, size_t limit) {
   std::vector<std::string> text_args;
   std::optional<int64_t> int_arg;
-  std::string sql = Cat("SELECT ", kColumns, " FROM entries", WhereClause(filter, &text_args, &int_arg),
-                                 newest_first ? " ORDER BY last_used_ms DESC, created_ms DESC"
-                                              : " ORDER BY last_used_ms ASC, created_ms ASC");
+  std::string sql =
+      Cat("SELECT ", kColumns, " FROM entries", WhereClause(filter, &text_args, &int_arg),
+          newest_first ? " ORDER BY last_used_ms DESC, created_ms DESC" : " ORDER BY last_used_ms ASC, created_ms ASC");
   if (limit > 0) sql += Cat(" LIMIT ", limit);
   auto reader = AcquireReader();
   if (!reader.ok()) return reader.status();
@@ -367,8 +367,10 @@ absl::StatusOr<uint64_t> CacheIndex::Count(const RowFilter& filter) {
     } else {
       BindFilter(*st, text_args, int_arg);
       auto row = st->Step();
-      if (!row.ok()) out = row.status();
-      else out = static_cast<uint64_t>(st->Int(0));
+      if (!row.ok())
+        out = row.status();
+      else
+        out = static_cast<uint64_t>(st->Int(0));
     }
   }
   ReleaseReader(std::move(*reader));
@@ -386,7 +388,8 @@ absl::Status CacheIndex::Apply(const std::vector<RecencyUpdate>& updates,
       if (auto s = up->Run(); !s.ok()) return s;
     }
     auto add = db.Prepare(
-        "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value");
+        "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + "
+        "excluded.value");
     if (!add.ok()) return add.status();
     for (const auto& [name, delta] : counters) {
       if (delta == 0) continue;

@@ -26,7 +26,6 @@
 
 namespace jitd::cache::detail {
 
-
 // The schema this code writes; Open() migrates older indexes up to it.
 inline constexpr int kSchemaVersion = 2;
 

@@ -66,8 +66,8 @@ bool Inside(const fs::path& root, const fs::path& p) {
 }  // namespace
 
 bool IsKeyNeutralOption(std::string_view o) {
-  for (std::string_view prefix : {"-I", "--include-path", "-pch", "--pch", "--create-pch", "--use-pch",
-                                  "--pch-dir", "--pch-messages", "--pch-verbose", "--instantiate-templates-in-pch"}) {
+  for (std::string_view prefix : {"-I", "--include-path", "-pch", "--pch", "--create-pch", "--use-pch", "--pch-dir",
+                                  "--pch-messages", "--pch-verbose", "--instantiate-templates-in-pch"}) {
     if (o.substr(0, prefix.size()) == prefix) return true;
   }
   return false;

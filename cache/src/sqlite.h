@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "jitd/detail/text.h"
 #include "absl/status/statusor.h"
+#include "jitd/detail/text.h"
 
 namespace jitd::cache::detail {
 
@@ -23,14 +23,19 @@ inline absl::Status SqliteError(int rc, std::string_view what, sqlite3* db) {
   std::string msg = Cat(what, ": ", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   switch (rc & 0xff) {
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return absl::UnavailableError(msg);
-    case SQLITE_FULL: return absl::ResourceExhaustedError(msg);
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(msg);
+    case SQLITE_FULL:
+      return absl::ResourceExhaustedError(msg);
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB: return absl::DataLossError(msg);
+    case SQLITE_NOTADB:
+      return absl::DataLossError(msg);
     case SQLITE_READONLY:
     case SQLITE_CANTOPEN:
-    case SQLITE_PERM: return absl::FailedPreconditionError(msg);
-    default: return absl::InternalError(msg);
+    case SQLITE_PERM:
+      return absl::FailedPreconditionError(msg);
+    default:
+      return absl::InternalError(msg);
   }
 }
 
@@ -123,8 +128,8 @@ class Database {
 
   absl::StatusOr<Statement> Prepare(std::string_view sql) {
     sqlite3_stmt* stmt = nullptr;
-    int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
-                                &stmt, nullptr);
+    int rc =
+        sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
     if (rc != SQLITE_OK) return SqliteError(rc, Cat("prepare ", sql.substr(0, 60)), db_);
     return Statement(db_, stmt);
   }

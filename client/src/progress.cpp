@@ -43,7 +43,8 @@ std::string Progress::Bar() const {
   bar.back() = ']';
   for (int i = 0; i < filled; ++i) bar[static_cast<size_t>(i + 1)] = '#';
   double elapsed = elapsed_s();
-  std::string eta = done_ == 0 ? "--:--" : Clock(elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_));
+  std::string eta =
+      done_ == 0 ? "--:--" : Clock(elapsed / static_cast<double>(done_) * static_cast<double>(total_ - done_));
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s %s %zu/%zu  elapsed %s  eta %s", title_.c_str(), bar.c_str(), done_, total_,
                 Clock(elapsed).c_str(), eta.c_str());

@@ -1,8 +1,7 @@
-#include "jitd/client.h"
-
 #include <toml++/toml.h>
 
 #include "absl/strings/str_cat.h"
+#include "jitd/client.h"
 
 namespace jitd {
 namespace {

@@ -1,18 +1,15 @@
 #include "compile_worker.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-
-#include "spdlog/sinks/stdout_color_sinks.h"
-
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -22,6 +19,7 @@
 
 #include "detail/worker_protocol.h"
 #include "nvrtc_program.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {

@@ -22,11 +22,16 @@ std::string Short(const std::string& key) { return key.substr(0, 12); }
 
 const char* OriginName(Origin origin) {
   switch (origin) {
-    case Origin::kMemory: return "memory";
-    case Origin::kDisk: return "disk";
-    case Origin::kRemote: return "remote";
-    case Origin::kCompiled: return "compiled";
-    case Origin::kNone: return "none";
+    case Origin::kMemory:
+      return "memory";
+    case Origin::kDisk:
+      return "disk";
+    case Origin::kRemote:
+      return "remote";
+    case Origin::kCompiled:
+      return "compiled";
+    case Origin::kNone:
+      return "none";
   }
   return "none";
 }
@@ -95,7 +100,8 @@ std::optional<absl::Status> KernelService::RecentFailure(const std::string& key)
 void KernelService::RememberFailure(const std::string& key, const absl::Status& status) {
   auto now = Clock::now();
   if (failures_.size() >= options_.negative_entries) {
-    for (auto it = failures_.begin(); it != failures_.end();) it = it->second.expires <= now ? failures_.erase(it) : std::next(it);
+    for (auto it = failures_.begin(); it != failures_.end();)
+      it = it->second.expires <= now ? failures_.erase(it) : std::next(it);
     if (failures_.size() >= options_.negative_entries) failures_.erase(failures_.begin());
   }
   failures_[key] = {status, now + options_.negative_ttl};
@@ -163,8 +169,9 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
       if (mode == Mode::kCachedOnly) {
         std::lock_guard slock(stats_mu_);
         ++stats_.cached_only_misses;
-        return absl::NotFoundError(Cat("kernel ", answer.kernel, answer.params.empty() ? "" : Cat(" (", answer.params, ")"),
-                                       " for ", answer.arch, " is not in the cache (key ", answer.key,
+        return absl::NotFoundError(Cat("kernel ", answer.kernel,
+                                       answer.params.empty() ? "" : Cat(" (", answer.params, ")"), " for ", answer.arch,
+                                       " is not in the cache (key ", answer.key,
                                        "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
       }
       flight = std::make_shared<Flight>();
@@ -178,8 +185,9 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
   if (joined && mode == Mode::kCachedOnly) {
     std::lock_guard slock(stats_mu_);
     ++stats_.cached_only_misses;
-    return absl::NotFoundError(Cat("kernel ", answer.kernel, " for ", answer.arch, " is being compiled, not cached yet (key ",
-                                   answer.key, "); CACHED_ONLY never compiles or waits"));
+    return absl::NotFoundError(Cat("kernel ", answer.kernel, " for ", answer.arch,
+                                   " is being compiled, not cached yet (key ", answer.key,
+                                   "); CACHED_ONLY never compiles or waits"));
   }
   if (mode == Mode::kPrefetch) {
     std::lock_guard lock(flight->mu);

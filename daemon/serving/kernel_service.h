@@ -25,10 +25,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
-#include <vector>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "hot_cache.h"
@@ -91,10 +91,10 @@ class KernelService {
     uint64_t joined = 0;            // requests that waited on another's compile
     uint64_t negative_hits = 0;
     uint64_t cached_only_misses = 0;
-    uint64_t prefetches = 0;        // PREFETCH requests that started a compile
-    uint64_t abandoned = 0;         // requests that gave up waiting
-    uint64_t store_failures = 0;    // compiled but not stored on disk
-    uint64_t in_flight = 0;         // compiles running or queued now
+    uint64_t prefetches = 0;      // PREFETCH requests that started a compile
+    uint64_t abandoned = 0;       // requests that gave up waiting
+    uint64_t store_failures = 0;  // compiled but not stored on disk
+    uint64_t in_flight = 0;       // compiles running or queued now
     HotCache::Stats hot;
   };
 

@@ -62,9 +62,9 @@ TEST(BlobFormat, KeysAreLowercaseHexOfBoundedLength) {
   EXPECT_TRUE(IsValidKey(testing::KeyFor(1)));
   EXPECT_TRUE(IsValidKey(std::string(64, 'a')));
   EXPECT_FALSE(IsValidKey(""));
-  EXPECT_FALSE(IsValidKey("abc"));                      // too short
-  EXPECT_FALSE(IsValidKey(std::string(129, 'a')));      // too long
-  EXPECT_FALSE(IsValidKey("ABCDEF0123456789ABCDEF"));   // upper case
+  EXPECT_FALSE(IsValidKey("abc"));                       // too short
+  EXPECT_FALSE(IsValidKey(std::string(129, 'a')));       // too long
+  EXPECT_FALSE(IsValidKey("ABCDEF0123456789ABCDEF"));    // upper case
   EXPECT_FALSE(IsValidKey("../../etc/passwd00000000"));  // path characters
 }
 

@@ -13,12 +13,11 @@ using namespace std::chrono_literals;
 using testing::CubinFor;
 using testing::KeyFor;
 using testing::MetaFor;
-using testing::Options;
 using testing::OpenCache;
+using testing::Options;
 using testing::TempDir;
 
 constexpr size_t kCubin = 4000;
-
 
 uint64_t BlobSize(Cache& cache, uint64_t n) {
   auto list = cache.List({});
@@ -123,8 +122,9 @@ class Seeded : public ::testing::Test {
  protected:
   void SetUp() override {
     cache_ = OpenCache(Options(dir_.path()));
-    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count();
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     // moe.* on sm_90 and sm_100a, norm.* on sm_90; entries 0-3 a day old.
     for (uint64_t i = 0; i < 8; ++i) {
       EntryMeta m = MetaFor(i, i < 4 ? "moe.align_block_size" : "norm.rmsnorm", i % 2 ? "sm_100a" : "sm_90");
@@ -215,7 +215,8 @@ TEST_F(Seeded, EvictionsAreCountedAndFilesRemoved) {
   ASSERT_TRUE(cache_->Flush().ok());
   EXPECT_EQ(cache_->Stats()->evictions, 4u);
   size_t files = 0;
-  for (const auto& f : std::filesystem::recursive_directory_iterator(dir_.path() / "blobs")) files += f.is_regular_file();
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir_.path() / "blobs"))
+    files += f.is_regular_file();
   EXPECT_EQ(files, 4u);
 }
 

@@ -57,7 +57,10 @@ int Worker(const std::filesystem::path& dir, int id, bool evicts) {
 
 TEST(MultiProcess, TwoWritersAndReadersOnOneDirectoryAgree) {
   TempDir dir;
-  { auto c = Cache::Open(Options(dir.path())); ASSERT_TRUE(c.ok()); }
+  {
+    auto c = Cache::Open(Options(dir.path()));
+    ASSERT_TRUE(c.ok());
+  }
   pid_t pids[2];
   for (int id = 0; id < 2; ++id) {
     pids[id] = ::fork();
@@ -86,7 +89,10 @@ TEST(MultiProcess, TwoWritersAndReadersOnOneDirectoryAgree) {
 
 TEST(MultiProcess, EvictionInOneProcessNeverBreaksReadsInTheOther) {
   TempDir dir;
-  { auto c = Cache::Open(Options(dir.path())); ASSERT_TRUE(c.ok()); }
+  {
+    auto c = Cache::Open(Options(dir.path()));
+    ASSERT_TRUE(c.ok());
+  }
   pid_t pids[2];
   for (int id = 0; id < 2; ++id) {
     pids[id] = ::fork();

@@ -18,11 +18,10 @@ namespace fs = std::filesystem;
 using testing::CubinFor;
 using testing::KeyFor;
 using testing::MetaFor;
-using testing::Options;
 using testing::OpenCache;
+using testing::Options;
 using testing::TempDir;
 using testing::TempFileCount;
-
 
 pid_t DeadPid() {
   pid_t pid = ::fork();
@@ -128,7 +127,8 @@ TEST_P(BrokenIndex, IsRebuiltFromTheBlobs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Damage, BrokenIndex, ::testing::Values("garbage", "header-flipped", "page-flipped", "deleted"));
+INSTANTIATE_TEST_SUITE_P(Damage, BrokenIndex,
+                         ::testing::Values("garbage", "header-flipped", "page-flipped", "deleted"));
 
 // A writer process publishing as fast as it can is killed with SIGKILL at a
 // random moment, again and again. Every publish it reported complete must

@@ -38,7 +38,8 @@ EntryMeta MetaFor(uint64_t n, std::string kernel, std::string arch) {
   m.arch = std::move(arch);
   m.options = {"-std=c++17", "-lineinfo"};
   m.nvrtc_version = "13.0";
-  m.symbols = {{"sglang::test::kernel<" + std::to_string(n) + ">", "_ZN6sglang4test6kernelILi" + std::to_string(n) + "EEEvv"}};
+  m.symbols = {
+      {"sglang::test::kernel<" + std::to_string(n) + ">", "_ZN6sglang4test6kernelILi" + std::to_string(n) + "EEEvv"}};
   m.log = "";
   m.compile_ms = 12.5;
   return m;

@@ -5,8 +5,8 @@
 
 #include <fstream>
 
-#include "temp_dir.h"
 #include "jitd/client.h"
+#include "temp_dir.h"
 
 namespace jitd {
 namespace {

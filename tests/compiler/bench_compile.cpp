@@ -213,8 +213,8 @@ void RunShippedKernels(Bench& bench, int runs) {
       direct.push_back(TimeMs([&] { return CompileInProcess(job, nullptr, nullptr); }));
       pooled.push_back(TimeMs([&] { return pool->Compile(job, Priority::kLive); }));
     }
-    std::printf("%-32s %9.1f ms in-process %9.1f ms pool   %.2fx\n", kernel.name.c_str(), Median(direct), Median(pooled),
-                Median(pooled) / Median(direct));
+    std::printf("%-32s %9.1f ms in-process %9.1f ms pool   %.2fx\n", kernel.name.c_str(), Median(direct),
+                Median(pooled), Median(pooled) / Median(direct));
     std::fflush(stdout);
   }
   std::printf("\n");

@@ -6,12 +6,11 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
-
-#include <filesystem>
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <latch>
 #include <map>

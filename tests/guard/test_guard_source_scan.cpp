@@ -33,7 +33,8 @@ const char* kText = "namespace evil { int x; }";
 namespace sglang::moe {
 template <typename T> __global__ void k(T*) {}
 }  // namespace sglang::moe
-)").empty());
+)")
+                  .empty());
 }
 
 TEST(SourceScan, TopLevelAnonymousNamespaceIsFoundOnItsLine) {
@@ -44,7 +45,8 @@ TEST(SourceScan, TopLevelAnonymousNamespaceIsFoundOnItsLine) {
 }
 
 TEST(SourceScan, PseudoNamespaceIsFoundAndNamed) {
-  auto f = CheckSource("m.cu", "namespace sglang_modulate_scale_shift {\n template <typename T> __global__ void k(T*) {}\n}\n");
+  auto f = CheckSource("m.cu",
+                       "namespace sglang_modulate_scale_shift {\n template <typename T> __global__ void k(T*) {}\n}\n");
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].line, 1);
   EXPECT_NE(f[0].what.find("namespace sglang_modulate_scale_shift"), std::string::npos) << f[0].what;

@@ -79,7 +79,8 @@ TEST(Resolver, EveryParamCombinationHasItsOwnKey) {
 
 TEST(Resolver, EquivalentRequestsShareAKey) {
   auto a = Shipped().Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {"-lineinfo", "-DFOO=1"}});
-  auto b = Shipped().Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {"-DFOO=1", "--generate-line-info", "-lineinfo"}});
+  auto b = Shipped().Resolve(
+      {"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {"-DFOO=1", "--generate-line-info", "-lineinfo"}});
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->key, b->key);
   auto c = Shipped().Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {"-DFOO=2"}});
@@ -112,20 +113,29 @@ constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 INSTANTIATE_TEST_SUITE_P(
     Cases, Rejected,
     ::testing::Values(
-        BadRequest{"unknown kernel", {"diffusion.modulate", kBf16, "", {}}, absl::StatusCode::kNotFound,
+        BadRequest{"unknown kernel",
+                   {"diffusion.modulate", kBf16, "", {}},
+                   absl::StatusCode::kNotFound,
                    "did you mean diffusion.modulate_scale_shift"},
-        BadRequest{"unknown kernel far", {"zzz.qqq.xxx.yyy.www", {}, "", {}}, absl::StatusCode::kNotFound,
-                   "jitctl kernels"},
+        BadRequest{
+            "unknown kernel far", {"zzz.qqq.xxx.yyy.www", {}, "", {}}, absl::StatusCode::kNotFound, "jitctl kernels"},
         BadRequest{"empty kernel", {"", {}, "", {}}, kInvalid, "no kernel named"},
         BadRequest{"huge kernel", {std::string(10000, 'a'), {}, "", {}}, kInvalid, "is not a kernel name"},
         BadRequest{"traversal kernel", {"../../etc/passwd", {}, "", {}}, absl::StatusCode::kNotFound, "unknown kernel"},
-        BadRequest{"unknown param", {"moe.topk_sum", {{"dtype", "bf16"}, {"dtyp", "x"}}, "", {}}, kInvalid,
+        BadRequest{"unknown param",
+                   {"moe.topk_sum", {{"dtype", "bf16"}, {"dtyp", "x"}}, "", {}},
+                   kInvalid,
                    "has no parameter 'dtyp'; its parameters: dtype (bf16|fp16|fp32)"},
         BadRequest{"param on paramless", {"moe.align_block_size", kBf16, "", {}}, kInvalid, "takes no parameters"},
-        BadRequest{"missing param", {"norm.rmsnorm", kBf16, "", {}}, kInvalid, "needs parameter threads (128|256|512|1024)"},
-        BadRequest{"bad value", {"moe.topk_sum", {{"dtype", "fp64"}}, "", {}}, kInvalid,
+        BadRequest{
+            "missing param", {"norm.rmsnorm", kBf16, "", {}}, kInvalid, "needs parameter threads (128|256|512|1024)"},
+        BadRequest{"bad value",
+                   {"moe.topk_sum", {{"dtype", "fp64"}}, "", {}},
+                   kInvalid,
                    "dtype=fp64 is not allowed for kernel moe.topk_sum"},
-        BadRequest{"bad int", {"norm.rmsnorm", {{"dtype", "bf16"}, {"threads", "100"}}, "", {}}, kInvalid,
+        BadRequest{"bad int",
+                   {"norm.rmsnorm", {{"dtype", "bf16"}, {"threads", "100"}}, "", {}},
+                   kInvalid,
                    "threads=100 is not allowed"},
         BadRequest{"unsupported arch", {"moe.topk_sum", kBf16, "sm_91", {}}, kInvalid, "arch 'sm_91' is not supported"},
         BadRequest{"a on old arch", {"moe.topk_sum", kBf16, "sm_80a", {}}, kInvalid, "no architecture-specific"},
@@ -133,8 +143,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequest{"compute arch", {"moe.topk_sum", kBf16, "compute_90", {}}, kInvalid, "not of the form sm_XX"},
         BadRequest{"absurd arch", {"moe.topk_sum", kBf16, "sm_99999999999999999", {}}, kInvalid, "is not an arch"},
         BadRequest{"include path", {"moe.topk_sum", kBf16, "", {"-I/etc"}}, kInvalid, "include paths"},
-        BadRequest{"long include path", {"moe.topk_sum", kBf16, "", {"--include-path=/etc"}}, kInvalid, "include paths"},
-        BadRequest{"forced include", {"moe.topk_sum", kBf16, "", {"-include", "/etc/passwd"}}, kInvalid, "forced includes"},
+        BadRequest{
+            "long include path", {"moe.topk_sum", kBf16, "", {"--include-path=/etc"}}, kInvalid, "include paths"},
+        BadRequest{
+            "forced include", {"moe.topk_sum", kBf16, "", {"-include", "/etc/passwd"}}, kInvalid, "forced includes"},
         BadRequest{"arch option", {"moe.topk_sum", kBf16, "", {"-arch=sm_80"}}, kInvalid, "arch field"},
         BadRequest{"std option", {"moe.topk_sum", kBf16, "", {"-std=c++20"}}, kInvalid, "C++ dialect"},
         BadRequest{"pch option", {"moe.topk_sum", kBf16, "", {"--create-pch=x"}}, kInvalid, "precompiled headers"},
@@ -147,7 +159,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequest{"maxrregcount", {"moe.topk_sum", kBf16, "", {"--maxrregcount=999"}}, kInvalid, "16 to 255"},
         BadRequest{"unknown option", {"moe.topk_sum", kBf16, "", {"--fancy"}}, kInvalid, "not in the allow-list"},
         BadRequest{"huge option", {"moe.topk_sum", kBf16, "", {std::string(5000, 'x')}}, kInvalid, "longer than"},
-        BadRequest{"too many options", {"moe.topk_sum", kBf16, "", std::vector<std::string>(40, "-lineinfo")}, kInvalid,
+        BadRequest{"too many options",
+                   {"moe.topk_sum", kBf16, "", std::vector<std::string>(40, "-lineinfo")},
+                   kInvalid,
                    "at most 32"}),
     [](const ::testing::TestParamInfo<BadRequest>& param_info) {
       std::string name = param_info.param.name;

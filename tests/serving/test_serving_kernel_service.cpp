@@ -48,9 +48,10 @@ name_expressions = ["sglang::t::slow<{threads}>"]
   type = "int"
   values = { "128" = "128", "256" = "256" }
 )toml");
-  Write(dir / "fast.cu", "namespace sglang::t {\ntemplate <typename T> __global__ void fast(T* out) { " + fast_body +
-                             " }\n}\n");
-  Write(dir / "broken.cu", "namespace sglang::t {\n__global__ void broken(float* out) { out[0] = undefined_name; }\n}\n");
+  Write(dir / "fast.cu",
+        "namespace sglang::t {\ntemplate <typename T> __global__ void fast(T* out) { " + fast_body + " }\n}\n");
+  Write(dir / "broken.cu",
+        "namespace sglang::t {\n__global__ void broken(float* out) { out[0] = undefined_name; }\n}\n");
   Write(dir / "slow.cu", R"(#include <cub/block/block_reduce.cuh>
 namespace sglang::t {
 template <int kThreads> __global__ void slow(const float* in, float* out) {
@@ -96,8 +97,7 @@ class KernelServiceTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status();
     return std::shared_ptr<const manifest::Resolver>(std::move(*r));
   }
-  absl::StatusOr<KernelAnswer> Get(const manifest::KernelRequest& r, Mode mode = Mode::kCompile,
-                                   CallContext ctx = {}) {
+  absl::StatusOr<KernelAnswer> Get(const manifest::KernelRequest& r, Mode mode = Mode::kCompile, CallContext ctx = {}) {
     return service_->Get(r, mode, ctx);
   }
 
@@ -114,7 +114,9 @@ TEST_F(KernelServiceTest, CompilesThenServesFromMemoryThenFromDisk) {
   auto first = Get(kFast);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->origin, Origin::kCompiled);
-  EXPECT_EQ(first->entry->cubin.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(first->entry->cubin.substr(0, 4),
+            "\x7f"
+            "ELF");
   ASSERT_EQ(first->entry->meta.symbols.size(), 1u);
   EXPECT_EQ(first->entry->meta.symbols[0].name_expression, "sglang::t::fast<float>");
   EXPECT_FALSE(first->entry->meta.symbols[0].lowered_name.empty());

@@ -56,15 +56,15 @@ struct Symbol {
 // Everything about a cubin except its bytes. Stored inside the blob (so an
 // index can be rebuilt from blobs alone) and, in part, in the index.
 struct EntryMeta {
-  std::string key;            // hex content key; [0-9a-f]{16,128}
-  std::string kernel;         // manifest name, "diffusion.modulate_scale_shift"
-  std::string params;         // canonical "k=v,k=v" (sorted by k)
-  std::string arch;           // "sm_90", "sm_100a", ...
+  std::string key;                   // hex content key; [0-9a-f]{16,128}
+  std::string kernel;                // manifest name, "diffusion.modulate_scale_shift"
+  std::string params;                // canonical "k=v,k=v" (sorted by k)
+  std::string arch;                  // "sm_90", "sm_100a", ...
   std::vector<std::string> options;  // the NVRTC options used, in order
-  std::string nvrtc_version;  // "13.0"
+  std::string nvrtc_version;         // "13.0"
   std::vector<Symbol> symbols;
-  std::string log;            // NVRTC's log
-  double compile_ms = 0;      // wall time of the compile
+  std::string log;              // NVRTC's log
+  double compile_ms = 0;        // wall time of the compile
   int64_t created_unix_ms = 0;  // set by Publish() when 0
   bool operator==(const EntryMeta&) const = default;
 };
@@ -129,9 +129,9 @@ struct CacheOptions {
 
 // Filters for Evict(); they combine with AND. At least one must be set.
 struct EvictFilter {
-  std::vector<std::string> keys{};     // exact keys
-  std::string kernel_glob{};           // SQLite GLOB over kernel names
-  std::string arch{};                  // exact arch
+  std::vector<std::string> keys{};                   // exact keys
+  std::string kernel_glob{};                         // SQLite GLOB over kernel names
+  std::string arch{};                                // exact arch
   std::optional<std::chrono::seconds> older_than{};  // last use before now-d
   // Evict matching entries, least recently used first, until the whole cache
   // holds at most this many bytes.

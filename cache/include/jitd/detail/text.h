@@ -17,10 +17,8 @@ inline void AppendPiece(std::string& out, const std::string& s) { out.append(s);
 inline void AppendPiece(std::string& out, absl::string_view s) { out.append(s.data(), s.size()); }
 inline void AppendPiece(std::string& out, char c) { out.push_back(c); }
 template <typename T>
-  requires std::is_arithmetic_v<T>
-void AppendPiece(std::string& out, T v) {
-  out.append(std::to_string(v));
-}
+requires std::is_arithmetic_v<T>
+void AppendPiece(std::string& out, T v) { out.append(std::to_string(v)); }
 
 template <typename... Args>
 std::string Cat(const Args&... args) {
