@@ -24,9 +24,11 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -149,6 +151,7 @@ class Resolver {
   static absl::StatusOr<std::unique_ptr<Resolver>> Create(std::shared_ptr<const KernelTree> tree, Toolchain toolchain,
                                                           std::string default_arch);
 
+  // Thread-safe; successful resolutions are memoized.
   absl::StatusOr<ResolvedKernel> Resolve(const KernelRequest& request) const;
 
   const KernelTree& tree() const { return *tree_; }
@@ -160,8 +163,16 @@ class Resolver {
   std::shared_ptr<const KernelTree> tree_;
   Toolchain toolchain_;
   std::string default_arch_;
+  absl::StatusOr<ResolvedKernel> ResolveUncached(const KernelRequest& request) const;
+
   // Per kernel source: (relative name, content) of its include closure.
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> closures_;
+  // Requests resolved before, by their exact text: a repeated request (every
+  // hit) costs a lookup instead of a SHA-256 over the include closure. The
+  // tree is immutable, so an entry never goes stale; a reload is a new
+  // Resolver with an empty memo.
+  mutable std::mutex memo_mu_;
+  mutable std::unordered_map<std::string, ResolvedKernel> memo_;
 };
 
 }  // namespace jitd::manifest

@@ -60,6 +60,27 @@ absl::StatusOr<std::unique_ptr<Resolver>> Resolver::Create(std::shared_ptr<const
 }
 
 absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const {
+  // Bounds the memo; far above the instantiations a manifest has times a
+  // few archs and option sets.
+  constexpr size_t kMaxMemo = 4096;
+  std::string id = Cat(req.kernel, '\x1f', req.arch);
+  for (const auto& [name, value] : req.params) id += Cat('\x1f', name, '=', value);
+  id += '\x1e';
+  for (const auto& o : req.options) id += Cat('\x1f', o);
+  {
+    std::lock_guard lock(memo_mu_);
+    if (auto it = memo_.find(id); it != memo_.end()) return it->second;
+  }
+  auto resolved = ResolveUncached(req);
+  if (resolved.ok()) {
+    std::lock_guard lock(memo_mu_);
+    if (memo_.size() >= kMaxMemo) memo_.clear();
+    memo_.emplace(std::move(id), *resolved);
+  }
+  return resolved;
+}
+
+absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& req) const {
   const Manifest& m = tree_->manifest();
   if (req.kernel.empty()) return absl::InvalidArgumentError("no kernel named: set the request's kernel field");
   if (req.kernel.size() > kMaxKernelName) {
