@@ -2,18 +2,19 @@
 
 #include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 
 #include "admin_auth.h"
 #include "cache_admin_service.h"
 #include "compile_stack.h"
 #include "compiler_service.h"
+#include "health_service.h"
 #include "in_flight_calls.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
@@ -65,6 +66,7 @@ class Server::Impl {
   InFlightCalls calls;
   std::unique_ptr<CacheAdminService> admin;
   std::unique_ptr<CompilerService> compiler;
+  std::unique_ptr<HealthService> health;
   std::vector<std::unique_ptr<UnixSocketClaim>> claims;
   std::unique_ptr<grpc::Server> grpc_server;
   std::vector<std::string> addresses;
@@ -173,9 +175,12 @@ class Server::Impl {
       listen.push_back(*std::move(address));
     }
 
-    // Both are process-wide switches that must precede the builder.
-    grpc::EnableDefaultHealthCheckService(true);
+    // Process-wide switches that must precede the builder. jitd serves
+    // grpc.health.v1 itself (health_service.h says why).
+    grpc::EnableDefaultHealthCheckService(false);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    health = std::make_unique<HealthService>(std::set<std::string>{
+        v1::Compiler::service_full_name(), v1::CacheAdmin::service_full_name()});
     grpc::ServerBuilder builder;
     builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
     builder.SetMaxSendMessageSize(kMaxSendMessageBytes);
@@ -185,6 +190,7 @@ class Server::Impl {
     }
     builder.RegisterService(admin.get());
     builder.RegisterService(compiler.get());
+    builder.RegisterService(health.get());
     grpc_server = builder.BuildAndStart();
     if (grpc_server == nullptr) {
       return absl::UnavailableError(
@@ -250,7 +256,7 @@ absl::Status Server::Shutdown(std::chrono::milliseconds drain) {
   impl_->shut_down = true;
   // NOT_SERVING first, so load balancers and readiness probes stop sending
   // work while the calls in flight finish.
-  impl_->grpc_server->GetHealthCheckService()->Shutdown();
+  impl_->health->Shutdown();
   // gRPC's Shutdown(deadline) stops taking calls, lets those in flight
   // finish until the deadline (then cancels them), but also waits, up to
   // that deadline, for every client to hang up after its GOAWAY, which an

@@ -124,25 +124,7 @@ absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view
   return final_path;
 }
 
-absl::StatusOr<std::string> BlobStore::Read(const fs::path& path) const {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) return ErrnoStatus(errno, "open", path);
-  struct stat st;
-  if (::fstat(f.fd, &st) != 0) return ErrnoStatus(errno, "stat", path);
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(f.fd, out.data() + got, out.size() - got);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "read", path);
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  out.resize(got);
-  return out;
-}
+absl::StatusOr<std::string> BlobStore::Read(const fs::path& path) const { return ReadWholeFile(path); }
 
 void BlobStore::Remove(const fs::path& path) const { ::unlink(path.c_str()); }
 
@@ -198,3 +180,33 @@ void BlobStore::ForEachBlob(const std::function<void(const fs::path&, std::strin
 }
 
 }  // namespace jitd::cache::detail
+
+namespace jitd::cache {
+
+absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path) {
+  auto fail = [&path](int err) {
+    const std::string message = text::Cat("cannot read ", path.string(), ": ", std::strerror(err));
+    if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
+    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+    return absl::UnavailableError(message);
+  };
+  detail::Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) return fail(errno);
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) return fail(errno);
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(f.fd, out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(errno);
+    }
+    if (n == 0) break;  // truncated meanwhile: the checksum will say so
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+}  // namespace jitd::cache

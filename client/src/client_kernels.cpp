@@ -3,8 +3,6 @@
 // loaded modules memoized per CUDA context.
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "client_impl.h"
 #include "cuda_driver.h"
@@ -56,24 +54,11 @@ KernelBinary Describe(const v1::GetKernelResponse& response) {
   return binary;
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    const int error = errno;
-    const std::string message = Cat("cannot read ", path, ": ", std::strerror(error));
-    return error == EACCES ? absl::PermissionDeniedError(message) : absl::NotFoundError(message);
-  }
-  std::ostringstream content;
-  content << file.rdbuf();
-  if (file.bad()) return absl::UnavailableError(Cat("cannot read ", path, ": I/O error"));
-  return std::move(content).str();
-}
-
 // The cubin of a PATH answer, read from its blob file and verified there.
 // DATA_LOSS when the file is not the verified blob of the answer's key;
 // other errors mean the file could not be read.
 absl::StatusOr<KernelBinary> ReadDeliveredBlob(const v1::GetKernelResponse& response) {
-  absl::StatusOr<std::string> bytes = ReadFile(response.blob_path());
+  absl::StatusOr<std::string> bytes = cache::ReadWholeFile(response.blob_path());
   if (!bytes.ok()) return bytes.status();
   cache::EntryMeta meta;
   KernelBinary binary = Describe(response);

@@ -1,8 +1,9 @@
-// Warm-hit serving: jitd against a bare gRPC echo server (the transport
-// floor) measured in the same run on the same host, over Unix sockets. The
-// first part of issue 6's suite: sequential warm-hit p50/p99 for ~16 KiB
-// and ~1 MiB cubins (bytes, and path delivery for 1 MiB), and warm-hit
-// throughput with 8 and 32 clients (a channel per client thread).
+// Serving: jitd against a bare gRPC echo server (the transport floor)
+// measured in the same run on the same host, over Unix sockets:
+//   - sequential warm hits (hot cache) p50/p99 for ~16 KiB and ~1 MiB
+//     cubins, as bytes and, for 1 MiB, by path (the client reads the file);
+//   - latency and throughput vs concurrency (1..64 clients, a channel each);
+//   - sequential disk hits (a daemon with --hot-cache-bytes 0).
 //
 //   build/tests/bench/bench_serving [--json FILE] [--calls 2000]
 //       [--large-calls 300] [--seconds 2]
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_report.h"
 #include "echo_server.h"
 #include "jitd/cache.h"
 #include "serving_measure.h"
@@ -29,6 +31,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using jitd::bench::Call;
+using jitd::bench::Figure;
+using jitd::bench::Load;
+using jitd::bench::Report;
 using jitd::v1::GetKernelRequest;
 using jitd::v1::GetKernelResponse;
 
@@ -122,13 +127,11 @@ Call JitdPathCall(jitd::Client& client, const std::string& kernel, size_t cubin_
     absl::StatusOr<GetKernelResponse> r = client.GetKernel(request);
     if (!r.ok()) return r.status();
     if (r->blob_path().empty()) return absl::InternalError("PATH delivery answered without a path");
-    std::ifstream file(r->blob_path(), std::ios::binary);
-    std::ostringstream content;  // as client_kernels.cpp's ReadFile reads it
-    content << file.rdbuf();
-    const std::string bytes = std::move(content).str();
+    absl::StatusOr<std::string> bytes = jitd::cache::ReadWholeFile(r->blob_path());  // as jitd::Client reads it
+    if (!bytes.ok()) return bytes.status();
     jitd::cache::EntryMeta meta;
     std::string cubin;
-    if (absl::Status s = jitd::cache::DecodeBlob(bytes, &meta, &cubin); !s.ok()) return s;
+    if (absl::Status s = jitd::cache::DecodeBlob(*bytes, &meta, &cubin); !s.ok()) return s;
     return CheckSize(r->blob_path(), cubin.size(), cubin_size);
   };
 }
@@ -138,44 +141,12 @@ Call EchoCall(jitd::bench::Echo::Stub& stub, size_t size) {
   request.set_size(size);
   return [&stub, request] {
     grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     jitd::bench::EchoReply reply;
     grpc::Status s = stub.Get(&context, request, &reply);
     if (!s.ok()) return absl::UnavailableError("echo: " + s.error_message());
     return CheckSize("echo", reply.payload().size(), request.size());
   };
-}
-
-struct Row {
-  std::string figure;
-  std::string unit;
-  double jitd = 0;
-  double echo = 0;
-  double target = 0;  // ratio jitd/echo
-  bool higher_better = false;
-  double ratio() const { return jitd / echo; }
-  bool met() const { return higher_better ? ratio() >= target : ratio() <= target; }
-};
-
-void Print(const std::vector<Row>& rows) {
-  std::printf("%-34s %12s %12s %7s %8s %s\n", "figure", "jitd", "echo", "ratio", "target", "met");
-  for (const Row& r : rows) {
-    std::printf("%-34s %9.1f %-2s %9.1f %-2s %7.2f %2s %5.2f %s\n", r.figure.c_str(), r.jitd, r.unit.c_str(), r.echo,
-                r.unit.c_str(), r.ratio(), r.higher_better ? ">=" : "<=", r.target, r.met() ? "yes" : "NO");
-  }
-}
-
-void WriteJson(const std::string& path, const std::vector<Row>& rows, long nproc, size_t small, size_t large) {
-  std::ofstream out(path);
-  out << "{\n  \"machine\": {\"nproc\": " << nproc << ", \"grpc\": \"" << grpc::Version() << "\"},\n"
-      << "  \"cubin_bytes\": {\"small\": " << small << ", \"large\": " << large << "},\n  \"figures\": [\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    out << "    {\"figure\": \"" << r.figure << "\", \"unit\": \"" << r.unit << "\", \"jitd\": " << r.jitd
-        << ", \"echo\": " << r.echo << ", \"ratio\": " << r.ratio() << ", \"target\": \""
-        << (r.higher_better ? ">=" : "<=") << r.target << "\", \"met\": " << (r.met() ? "true" : "false") << "}"
-        << (i + 1 < rows.size() ? ",\n" : "\n");
-  }
-  out << "  ]\n}\n";
 }
 
 // Polls the echo server until it answers (it starts in a few milliseconds).
@@ -204,12 +175,13 @@ int Bench(const Options& options) {
   const std::string echo_endpoint = "unix:" + (dir / "echo.sock").string();
   jitd::testing::Process echo({fs::read_symlink("/proc/self/exe").string(), "echo-serve", echo_endpoint},
                               dir / "echo.log");
-  jitd::testing::TestDaemon daemon(dir, {"--kernels", (dir / "kernels").string()});
-  if (absl::Status s = daemon.WaitUntilServing(); !s.ok()) {
+  auto daemon = std::make_unique<jitd::testing::TestDaemon>(
+      dir, std::vector<std::string>{"--kernels", (dir / "kernels").string()});
+  if (absl::Status s = daemon->WaitUntilServing(); !s.ok()) {
     std::fprintf(stderr, "bench_serving: %s\n", s.ToString().c_str());
     return 1;
   }
-  std::unique_ptr<jitd::Client> client = daemon.Connect("", std::chrono::seconds(300));
+  std::unique_ptr<jitd::Client> client = daemon->Connect("", std::chrono::seconds(300));
 
   // One compile each; its size sets the echo payload.
   size_t sizes[2];
@@ -229,28 +201,38 @@ int Bench(const Options& options) {
     return 1;
   }
 
-  std::vector<Row> rows;
-  auto latency = [&](const std::string& name, const Call& jitd_call, const Call& echo_call, int calls) {
+  const long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+  Report report("bench_serving", "build/tests/bench/bench_serving --json FILE");
+  report.AddContext("machine", std::to_string(nproc) + " CPUs; gRPC " + grpc::Version() +
+                                   "; client, jitd and echo server on one host, Unix sockets");
+  report.AddContext("cubins", std::to_string(sizes[0]) + " and " + std::to_string(sizes[1]) +
+                                  " bytes (echo payloads the same sizes)");
+  auto latency = [&](const std::string& name, const Call& jitd_call, const Call& echo_call, int calls,
+                     double p50_bound, bool with_p99) {
     const int warmup = calls / 10;
     auto [j, e] = OrDie(jitd::bench::MeasureSequential(jitd_call, echo_call, warmup, calls), name.c_str());
-    rows.push_back({name + " p50", "us", j.p50_us, e.p50_us, 1.25, false});
-    rows.push_back({name + " p99", "us", j.p99_us, e.p99_us, 2.0, false});
+    const std::string n = " (" + std::to_string(j.samples) + " calls)";
+    report.Add({name + " p50", "us", j.p50_us, "echo p50" + n, e.p50_us, Figure::Target::kRatioAtMost, p50_bound, ""});
+    if (with_p99) {
+      report.Add({name + " p99", "us", j.p99_us, "echo p99" + n, e.p99_us, Figure::Target::kRatioAtMost, 2.0, ""});
+    }
   };
   latency("warm hit 16K bytes", JitdBytesCall(*client, kernels[0], sizes[0]), EchoCall(*echo_stub, sizes[0]),
-          options.calls);
+          options.calls, 1.25, true);
   latency("warm hit 1M bytes", JitdBytesCall(*client, kernels[1], sizes[1]), EchoCall(*echo_stub, sizes[1]),
-          options.large_calls);
+          options.large_calls, 1.25, true);
   latency("warm hit 1M path+read", JitdPathCall(*client, kernels[1], sizes[1]), EchoCall(*echo_stub, sizes[1]),
-          options.large_calls);
+          options.large_calls, 1.25, true);
 
-  // Each client thread gets its own jitd::Client (its own channel), as
-  // processes on one host would; the echo clients likewise.
+  // Latency vs concurrency, each client thread with its own jitd::Client
+  // (its own channel), as processes on one host would; the echo clients
+  // likewise. The 8- and 32-client points are the throughput figures.
   std::vector<std::unique_ptr<jitd::Client>> clients;
   std::vector<std::unique_ptr<jitd::bench::Echo::Stub>> stubs;
   std::mutex mutex;
   auto jitd_client = [&]() -> Call {
     std::lock_guard lock(mutex);
-    clients.push_back(daemon.Connect("", std::chrono::seconds(60)));
+    clients.push_back(daemon->Connect("", std::chrono::seconds(60)));
     return JitdBytesCall(*clients.back(), kernels[0], sizes[0]);
   };
   auto echo_client = [&]() -> Call {
@@ -258,18 +240,43 @@ int Bench(const Options& options) {
     stubs.push_back(jitd::bench::ConnectEcho(echo_endpoint));
     return EchoCall(*stubs.back(), sizes[0]);
   };
-  for (int n : {8, 32}) {
-    const std::string name = "throughput 16K, " + std::to_string(n) + " clients";
-    double j = OrDie(jitd::bench::MeasureThroughput(jitd_client, n, options.throughput_duration), name.c_str());
-    double e = OrDie(jitd::bench::MeasureThroughput(echo_client, n, options.throughput_duration), name.c_str());
-    rows.push_back({name, "/s", j, e, 0.8, true});
+  for (int n : {1, 2, 4, 8, 16, 32, 64}) {
+    const std::string name = "16K warm hits, " + std::to_string(n) + " clients";
+    const bool figure = n == 8 || n == 32;
+    const auto duration = figure ? options.throughput_duration : options.throughput_duration / 2;
+    Load j = OrDie(jitd::bench::MeasureThroughput(jitd_client, n, duration), name.c_str());
+    Load e = OrDie(jitd::bench::MeasureThroughput(echo_client, n, duration), name.c_str());
+    report.AddPoint({"jitd", n, j.calls_per_s, j.p50_us, j.p99_us});
+    report.AddPoint({"echo", n, e.calls_per_s, e.p50_us, e.p99_us});
+    if (figure) {
+      report.Add({"throughput 16K, " + std::to_string(n) + " clients", "calls/s", j.calls_per_s, "echo server",
+                  e.calls_per_s, Figure::Target::kRatioAtLeast, 0.8, ""});
+    }
   }
+  clients.clear();
+  client.reset();
 
-  const long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-  std::printf("bench_serving: nproc %ld, gRPC %s, cubins %zu and %zu bytes, Unix sockets\n", nproc,
-              grpc::Version().c_str(), sizes[0], sizes[1]);
-  Print(rows);
-  if (!options.json.empty()) WriteJson(options.json, rows, nproc, sizes[0], sizes[1]);
+  // Disk hits: the same daemon configuration with no hot cache, on the
+  // same cache directory, so every hit reads and verifies the blob file.
+  daemon.reset();
+  daemon = std::make_unique<jitd::testing::TestDaemon>(
+      dir, std::vector<std::string>{"--kernels", (dir / "kernels").string(), "--hot-cache-bytes", "0"});
+  if (absl::Status s = daemon->WaitUntilServing(); !s.ok()) throw std::runtime_error(s.ToString());
+  client = daemon->Connect("", std::chrono::seconds(60));
+  if (GetKernelResponse r = OrDie(client->GetKernel(Request(kernels[0], GetKernelRequest::BYTES)), "disk hit");
+      r.source() != GetKernelResponse::DISK) {
+    throw std::runtime_error("with --hot-cache-bytes 0 a hit came from source " + std::to_string(r.source()) +
+                             ", not DISK");
+  }
+  latency("disk hit 16K bytes", JitdBytesCall(*client, kernels[0], sizes[0]), EchoCall(*echo_stub, sizes[0]),
+          options.calls, 1.5, false);
+  latency("disk hit 1M path+read", JitdPathCall(*client, kernels[1], sizes[1]), EchoCall(*echo_stub, sizes[1]),
+          options.large_calls, 1.5, false);
+
+  report.Print();
+  if (!options.json.empty()) {
+    if (absl::Status s = report.WriteJson(options.json); !s.ok()) throw std::runtime_error(s.ToString());
+  }
   echo.Signal(SIGTERM);
   echo.WaitForExit(std::chrono::seconds(5));
   return 0;

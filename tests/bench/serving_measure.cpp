@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench_report.h"
+
 namespace jitd::bench {
 namespace {
 
@@ -14,11 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 // Enough for every client's channel to be connected before the clock starts.
 constexpr int kThroughputWarmupCalls = 20;
-
-double Percentile(const std::vector<double>& sorted, double q) {
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
-}
 
 }  // namespace
 
@@ -36,22 +33,21 @@ absl::StatusOr<LatencyPair> MeasureSequential(const Call& a, const Call& b, int 
   }
   LatencyPair pair;
   for (int k = 0; k < 2; ++k) {
-    std::sort(us[k].begin(), us[k].end());
     (k == 0 ? pair.a : pair.b) = Latency{Percentile(us[k], 0.50), Percentile(us[k], 0.99), us[k].size()};
   }
   return pair;
 }
 
-absl::StatusOr<double> MeasureThroughput(const std::function<Call()>& make_call, int clients,
-                                         std::chrono::milliseconds duration) {
+absl::StatusOr<Load> MeasureThroughput(const std::function<Call()>& make_call, int clients,
+                                       std::chrono::milliseconds duration) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> completed{0};
-  std::mutex error_mutex;
+  std::mutex mutex;  // guards error and latencies
+  std::vector<double> latencies_us;
   absl::Status error;
   auto fail = [&](absl::Status s) {
-    std::lock_guard lock(error_mutex);
+    std::lock_guard lock(mutex);
     if (error.ok()) error = std::move(s);
     stop = true;
   };
@@ -65,15 +61,18 @@ absl::StatusOr<double> MeasureThroughput(const std::function<Call()>& make_call,
       }
       ++ready;
       while (!go && !stop) std::this_thread::yield();
-      uint64_t mine = 0;
+      std::vector<double> mine;
+      mine.reserve(1 << 16);
       while (!stop) {
+        const Clock::time_point start = Clock::now();
         if (absl::Status s = call(); !s.ok()) {
           fail(s);
           break;
         }
-        ++mine;
+        mine.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
       }
-      completed += mine;
+      std::lock_guard lock(mutex);
+      latencies_us.insert(latencies_us.end(), mine.begin(), mine.end());
     });
   }
   while (ready < clients && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -85,7 +84,8 @@ absl::StatusOr<double> MeasureThroughput(const std::function<Call()>& make_call,
   for (std::thread& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!error.ok()) return error;
-  return static_cast<double>(completed) / seconds;
+  return Load{static_cast<double>(latencies_us.size()) / seconds, Percentile(latencies_us, 0.50),
+              Percentile(latencies_us, 0.99)};
 }
 
 }  // namespace jitd::bench

@@ -29,10 +29,17 @@ struct LatencyPair {
 // sorted samples.
 absl::StatusOr<LatencyPair> MeasureSequential(const Call& a, const Call& b, int warmup, int calls);
 
+struct Load {
+  double calls_per_s = 0;
+  double p50_us = 0;  // latency of one call as its client saw it
+  double p99_us = 0;
+};
+
 // `clients` threads, each with the Call that `make_call` builds for it (its
 // own channel), call as fast as they can for `duration` after a short
-// untimed warm-up; answers completed calls per second.
-absl::StatusOr<double> MeasureThroughput(const std::function<Call()>& make_call, int clients,
-                                         std::chrono::milliseconds duration);
+// untimed warm-up; answers completed calls per second and the latency
+// percentiles of the calls completed in the window.
+absl::StatusOr<Load> MeasureThroughput(const std::function<Call()>& make_call, int clients,
+                                       std::chrono::milliseconds duration);
 
 }  // namespace jitd::bench

@@ -296,6 +296,13 @@ absl::StatusOr<std::vector<std::filesystem::path>> IncludeClosure(const std::fil
 // under `dir`, in sorted order, following symbolic links.
 absl::StatusOr<std::string> TreeFingerprint(const std::filesystem::path& dir);
 
+// The whole of `path` in one string: one open, one fstat, a buffer sized
+// once and read into directly (a 1 MiB blob costs one page-cache copy).
+// NOT_FOUND when it does not exist, PERMISSION_DENIED when it cannot be
+// read by this user, UNAVAILABLE for other I/O errors; each message names
+// the path and the system's reason.
+absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path);
+
 // ---------------------------------------------------------------------------
 // Blob file encoding (exposed for tests, fuzzing and recovery tools).
 // Layout: "JITDBLOB", u32 format version, then tagged fields (u16 tag,

@@ -1,0 +1,107 @@
+// Warm-up of the whole shipped manifest: offline `jitd warm --all` with two
+// workers vs one (fresh cache directories, alternating, medians), and
+// `jitctl warm --all` against a running daemon, on an empty cache and then
+// on a full one.
+//
+//   build/tests/bench/bench_warmup [--json FILE] [--rounds 3]
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_report.h"
+#include "test_daemon.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using jitd::bench::Figure;
+using jitd::bench::Median;
+using jitd::bench::Report;
+
+constexpr std::chrono::minutes kWarmTimeout{10};
+
+void OrDie(const absl::Status& s, const std::string& what) {
+  if (!s.ok()) throw std::runtime_error(what + ": " + s.ToString());
+}
+
+// Milliseconds `jitd warm --all` takes with `workers` workers on an empty
+// cache directory.
+double OfflineWarmMs(const jitd::testing::TempDir& dir, int workers, int round) {
+  const fs::path cache = dir / ("offline-" + std::to_string(workers) + "-" + std::to_string(round));
+  jitd::testing::ProcessResult r = jitd::testing::RunProcess(
+      {jitd::testing::JitdBinary(), "warm", "--all", "--arch", "sm_90", "--kernels", JITD_KERNELS_DIR, "--cache-dir",
+       cache.string(), "--workers", std::to_string(workers)},
+      dir / "warm.log", kWarmTimeout);
+  if (r.exit_code != 0) throw std::runtime_error("jitd warm failed:\n" + r.output);
+  std::error_code ec;
+  fs::remove_all(cache, ec);
+  return static_cast<double>(r.elapsed.count());
+}
+
+int Run(int rounds, const std::string& json) {
+  jitd::testing::TempDir dir;
+  Report report("bench_warmup", "build/tests/bench/bench_warmup --json FILE --rounds " + std::to_string(rounds));
+  report.AddContext("machine", std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs");
+  report.AddContext("manifest", std::string(JITD_KERNELS_DIR) + "/kernels.toml, every instantiation, sm_90");
+
+  std::vector<double> one, two;
+  for (int r = 0; r < rounds; ++r) {
+    one.push_back(OfflineWarmMs(dir, 1, r));
+    two.push_back(OfflineWarmMs(dir, 2, r));
+    std::fprintf(stderr, "round %d: jitd warm, 1 worker %.0f ms, 2 workers %.0f ms\n", r + 1, one.back(), two.back());
+  }
+  report.Add({"jitd warm --all, 2 workers", "ms", Median(two), "1 worker", Median(one), Figure::Target::kRatioAtMost,
+              1 / 1.8, "speedup " + std::to_string(Median(one) / Median(two)).substr(0, 4) + "x (target >= 1.8x)"});
+
+  jitd::testing::TestDaemon daemon(dir, {"--kernels", JITD_KERNELS_DIR, "--arch", "sm_90"});
+  OrDie(daemon.WaitUntilServing(), "jitd start");
+  jitd::testing::ProcessResult cold = daemon.Jitctl({"warm", "--all"}, kWarmTimeout);
+  if (cold.exit_code != 0) throw std::runtime_error("jitctl warm failed:\n" + cold.output);
+  std::vector<double> warm;
+  for (int r = 0; r < rounds; ++r) {
+    jitd::testing::ProcessResult again = daemon.Jitctl({"warm", "--all"}, kWarmTimeout);
+    if (again.exit_code != 0) throw std::runtime_error("jitctl warm failed:\n" + again.output);
+    warm.push_back(static_cast<double>(again.elapsed.count()));
+  }
+  const uint64_t compiles = daemon.Stats().compiles();
+  report.Add({"jitctl warm --all, empty cache", "ms", static_cast<double>(cold.elapsed.count()),
+              "jitd warm --all, 2 workers", Median(two), Figure::Target::kNone, 0,
+              "through the daemon (2 workers); compiles: " + std::to_string(compiles)});
+  report.Add({"jitctl warm --all, all cached", "ms", Median(warm), "empty cache",
+              static_cast<double>(cold.elapsed.count()), Figure::Target::kNone, 0,
+              "a jitctl process start, the Warm stream, every key a hit"});
+  report.Print();
+  if (!json.empty()) OrDie(report.WriteJson(json), "json");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json;
+  int rounds = 3;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (value != nullptr && flag == "--json") {
+      json = value;
+    } else if (value != nullptr && flag == "--rounds" && std::atoi(value) > 0) {
+      rounds = std::atoi(value);
+    } else {
+      std::fprintf(stderr, "usage: bench_warmup [--json FILE] [--rounds N (positive, default 3)]\n");
+      return 2;
+    }
+  }
+  try {
+    return Run(rounds, json);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_warmup: %s\n", e.what());
+    return 1;
+  }
+}
