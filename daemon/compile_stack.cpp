@@ -62,10 +62,13 @@ ScratchDir::~ScratchDir() {
   fs::remove_all(path_, ec);
 }
 
-absl::StatusOr<manifest::Toolchain> DetectToolchain() {
+absl::StatusOr<manifest::Toolchain> DetectToolchain(const fs::path& cache_dir) {
   static std::once_flag once;
   static absl::StatusOr<manifest::Toolchain> toolchain = absl::UnknownError("not detected");
-  std::call_once(once, [] { toolchain = manifest::Toolchain::Detect(); });
+  std::call_once(once, [&cache_dir] {
+    toolchain = manifest::Toolchain::Detect(
+        "/usr/local/cuda", cache_dir.empty() ? fs::path() : cache_dir / kToolkitFingerprintMemo);
+  });
   return toolchain;
 }
 

@@ -68,9 +68,16 @@ absl::StatusOr<CheckedKernels> LoadCheckedKernels(const std::filesystem::path& k
                                                   const manifest::Toolchain& toolchain,
                                                   const std::string& default_arch);
 
-// Detects the toolchain once per process (the header fingerprint reads the
-// toolkit's ~30 MB of headers).
-absl::StatusOr<manifest::Toolchain> DetectToolchain();
+// The file in a cache directory that remembers the toolkit headers'
+// fingerprint (cache::MemoizedTreeFingerprint).
+inline constexpr char kToolkitFingerprintMemo[] = "toolkit-fingerprint";
+
+// Detects the toolchain once per process. Without a memo the header
+// fingerprint reads the toolkit's ~30 MB of headers (~70 ms warm, seconds
+// from a cold disk); with `cache_dir`, it is remembered in
+// cache_dir/toolkit-fingerprint and a later start with the same toolkit only
+// stats the headers. Only the first call's `cache_dir` counts.
+absl::StatusOr<manifest::Toolchain> DetectToolchain(const std::filesystem::path& cache_dir = {});
 
 // Starts `workers` compile workers of this binary; beyond `max_queue`
 // waiting jobs, Compile answers RESOURCE_EXHAUSTED (0 = the pool's default).

@@ -100,7 +100,7 @@ int RunWarm(const CommandLine& command_line) {
   cache_options.max_bytes = 0;
   auto cache = cache::Cache::Open(cache_options);
   if (!cache.ok()) return CannotRun("warm", cache.status());
-  auto toolchain = DetectToolchain();
+  auto toolchain = DetectToolchain((*cache)->dir());
   if (!toolchain.ok()) return CannotRun("warm", toolchain.status());
   auto resolver = LoadKernels(kernels_dir, (*cache)->dir() / "kernel-trees", *toolchain, archs.front());
   if (!resolver.ok()) return CannotRun("warm", resolver.status());

@@ -131,7 +131,7 @@ class Server::Impl {
   }
 
   absl::Status StartServing() {
-    absl::StatusOr<manifest::Toolchain> detected = DetectToolchain();
+    absl::StatusOr<manifest::Toolchain> detected = DetectToolchain(cache->dir());
     if (!detected.ok()) return detected.status();
     toolchain = *std::move(detected);
     absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver = LoadGuardedKernels(

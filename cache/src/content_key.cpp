@@ -1,5 +1,8 @@
 // Content keys, include closures and tree fingerprints.
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -153,6 +156,77 @@ absl::StatusOr<std::string> TreeFingerprint(const fs::path& dir) {
     h.Field("content", *content);
   }
   return h.Hex();
+}
+
+namespace {
+
+constexpr char kMemoHeader[] = "jitd-tree-fingerprint 1";
+
+int64_t Ns(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; }
+
+// SHA-256 over every regular file's relative path and metadata, sorted;
+// `racy` when a file's mtime or ctime is within `racy_ns` of now.
+absl::StatusOr<std::string> TreeStatDigest(const fs::path& dir, int64_t racy_ns, bool* racy) {
+  std::error_code ec;
+  std::vector<std::pair<std::string, std::string>> rows;
+  struct timespec now_ts;
+  clock_gettime(CLOCK_REALTIME, &now_ts);
+  const int64_t now = Ns(now_ts);
+  *racy = false;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st;
+    if (::stat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (now - Ns(st.st_mtim) < racy_ns || now - Ns(st.st_ctim) < racy_ns) *racy = true;
+    rows.emplace_back(it->path().lexically_relative(dir).generic_string(),
+                      Cat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", Ns(st.st_mtim), ":", Ns(st.st_ctim)));
+  }
+  if (ec) return absl::NotFoundError(Cat("cannot walk ", dir.string(), ": ", ec.message()));
+  std::sort(rows.begin(), rows.end());
+  Sha256 h;
+  for (const auto& [path, meta] : rows) {
+    h.Field("path", path);
+    h.Field("stat", meta);
+  }
+  return h.Hex();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> MemoizedTreeFingerprint(const fs::path& dir, const fs::path& memo_file,
+                                                    std::chrono::nanoseconds racy_window) {
+  bool racy = false;
+  const int64_t racy_ns = racy_window.count();
+  absl::StatusOr<std::string> stats = TreeStatDigest(dir, racy_ns, &racy);
+  if (!stats.ok()) return stats.status();
+  {
+    std::ifstream in(memo_file);
+    std::string header, digest, fingerprint;
+    if (std::getline(in, header) && std::getline(in, digest) && std::getline(in, fingerprint) &&
+        header == kMemoHeader && digest == *stats && fingerprint.size() == 64) {
+      return fingerprint;
+    }
+  }
+  absl::StatusOr<std::string> fingerprint = TreeFingerprint(dir);
+  if (!fingerprint.ok() || racy) return fingerprint;
+  // Re-stat: a file written while it was being hashed must not be
+  // remembered under the digest taken before.
+  absl::StatusOr<std::string> after = TreeStatDigest(dir, racy_ns, &racy);
+  if (!after.ok() || *after != *stats || racy) return fingerprint;
+  std::error_code ec;
+  fs::create_directories(memo_file.parent_path(), ec);
+  const fs::path tmp = Cat(memo_file.string(), ".tmp-", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kMemoHeader << "\n" << *stats << "\n" << *fingerprint << "\n";
+    if (!out) {
+      fs::remove(tmp, ec);
+      return fingerprint;
+    }
+  }
+  fs::rename(tmp, memo_file, ec);
+  if (ec) fs::remove(tmp, ec);
+  return fingerprint;
 }
 
 }  // namespace jitd::cache

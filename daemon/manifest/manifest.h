@@ -115,7 +115,11 @@ struct Toolchain {
 
   // Asks the linked NVRTC for its version and architectures and
   // fingerprints the toolkit headers under `cuda_root` (about 30 MB read).
-  static absl::StatusOr<Toolchain> Detect(const std::filesystem::path& cuda_root = "/usr/local/cuda");
+  // With `memo_file`, the fingerprint is remembered there against the
+  // headers' metadata (cache::MemoizedTreeFingerprint): a later Detect with
+  // an unchanged toolkit stats the files instead of reading them.
+  static absl::StatusOr<Toolchain> Detect(const std::filesystem::path& cuda_root = "/usr/local/cuda",
+                                          const std::filesystem::path& memo_file = {});
 };
 
 // Checks an arch name ("sm_90", "sm_90a", "sm_100f") against the toolchain.

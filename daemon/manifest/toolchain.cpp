@@ -29,7 +29,8 @@ std::string SupportedSummary(const Toolchain& t) {
 
 }  // namespace
 
-absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_root) {
+absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_root,
+                                            const std::filesystem::path& memo_file) {
   Toolchain t;
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return absl::InternalError("nvrtcVersion failed");
@@ -48,7 +49,8 @@ absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_ro
     return absl::FailedPreconditionError(
         Cat("CUDA toolkit headers not found under ", t.cuda_include.string(), " (NVRTC needs cuda_fp16.h and cccl/)"));
   }
-  auto fp = cache::TreeFingerprint(t.cuda_include);
+  auto fp = memo_file.empty() ? cache::TreeFingerprint(t.cuda_include)
+                              : cache::MemoizedTreeFingerprint(t.cuda_include, memo_file);
   if (!fp.ok()) return fp.status();
   t.fingerprint = *fp;
   return t;

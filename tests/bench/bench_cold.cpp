@@ -9,7 +9,7 @@
 //     that holds the PCH vs a cold compile without one.
 // The daemon runs with one worker, so the PCH figure is about that worker.
 //
-//   build/tests/bench/bench_cold [--json FILE] [--rounds 7]
+//   build/tests/bench/bench_cold [--json FILE] [--rounds 11]
 #include <unistd.h>
 
 #include <atomic>
@@ -264,7 +264,7 @@ int Run(int rounds, const std::string& json) {
 
 int main(int argc, char** argv) {
   std::string json;
-  int rounds = 7;
+  int rounds = 11;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
     } else if (value != nullptr && flag == "--rounds" && std::atoi(value) > 0) {
       rounds = std::atoi(value);
     } else {
-      std::fprintf(stderr, "usage: bench_cold [--json FILE] [--rounds N (positive, default 7)]\n");
+      std::fprintf(stderr, "usage: bench_cold [--json FILE] [--rounds N (positive, default 11)]\n");
       return 2;
     }
   }

@@ -79,11 +79,11 @@ std::string Figure::TargetText() const {
 void Report::Print() const {
   std::printf("== %s  (%s)\n", bench_.c_str(), command_.c_str());
   for (const auto& [key, value] : context_) std::printf("   %s: %s\n", key.c_str(), value.c_str());
-  std::printf("%-40s %14s  %-26s %14s %7s %10s %s\n", "figure", "value", "baseline", "baseline", "ratio", "target",
+  std::printf("%-44s %14s  %-28s %14s %7s %9s %s\n", "figure", "value", "baseline", "baseline", "ratio", "target",
               "met");
   for (const Figure& f : figures_) {
     const std::string ratio = f.baseline.empty() ? "" : Number(f.ratio());
-    std::printf("%-40s %14s  %-26s %14s %7s %10s %s\n", f.name.c_str(), Value(f.value, f.unit).c_str(),
+    std::printf("%-44s %14s  %-28s %14s %7s %9s %s\n", f.name.c_str(), Value(f.value, f.unit).c_str(),
                 f.baseline.c_str(), f.baseline.empty() ? "" : Value(f.baseline_value, f.unit).c_str(),
                 ratio.empty() ? "" : (ratio.substr(0, 5) + "x").c_str(), f.TargetText().c_str(),
                 f.has_target() ? (f.met() ? "yes" : "NO") : "");

@@ -3,6 +3,7 @@
 // whose index holds 100k entries, in one run (alternating, medians).
 //
 //   build/tests/bench/bench_start [--json FILE] [--entries 100000] [--rounds 5]
+//       [--seeded DIR]
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -104,11 +106,17 @@ Start StartOnce(const fs::path& run_dir, const fs::path& cache_dir) {
   return start;
 }
 
-int Run(uint64_t entries, int rounds, const std::string& json) {
+int Run(uint64_t entries, int rounds, const std::string& json, const fs::path& seeded) {
   jitd::testing::TempDir dir;
   const fs::path empty = dir / "cache-empty";
-  const fs::path full = dir / "cache-full";
-  Seed(full, entries);
+  const fs::path full = seeded.empty() ? dir / "cache-full" : seeded;
+  // A --seeded directory is filled once and reused by later runs.
+  if (seeded.empty() || !fs::exists(seeded / ("seeded-" + std::to_string(entries)))) {
+    std::error_code ec;
+    fs::remove_all(full, ec);
+    Seed(full, entries);
+    std::ofstream(full / ("seeded-" + std::to_string(entries))) << entries << "\n";
+  }
   uint64_t index_bytes = 0;
   for (const char* name : {"index.sqlite", "index.sqlite-wal"}) {
     std::error_code ec;
@@ -159,6 +167,7 @@ int Run(uint64_t entries, int rounds, const std::string& json) {
 
 int main(int argc, char** argv) {
   std::string json;
+  fs::path seeded;
   uint64_t entries = 100000;
   int rounds = 5;
   for (int i = 1; i < argc; i += 2) {
@@ -170,13 +179,16 @@ int main(int argc, char** argv) {
       entries = std::strtoull(value, nullptr, 10);
     } else if (value != nullptr && flag == "--rounds" && std::atoi(value) > 0) {
       rounds = std::atoi(value);
+    } else if (value != nullptr && flag == "--seeded") {
+      seeded = value;
     } else {
-      std::fprintf(stderr, "usage: bench_start [--json FILE] [--entries N] [--rounds N]\n");
+      std::fprintf(stderr, "usage: bench_start [--json FILE] [--entries N] [--rounds N] [--seeded DIR]\n"
+                           "  --seeded DIR: keep the seeded cache in DIR and reuse it in later runs\n");
       return 2;
     }
   }
   try {
-    return Run(entries, rounds, json);
+    return Run(entries, rounds, json, seeded);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_start: %s\n", e.what());
     return 1;

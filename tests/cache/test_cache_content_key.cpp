@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "testing.h"
 
@@ -143,6 +145,96 @@ TEST(TreeFingerprint, ChangesWithContentAndNamesNotLocation) {
   Write(b.path() / "x/y.h", "one");
   Write(b.path() / "x/z.h", "");
   EXPECT_NE(*fa, *TreeFingerprint(b.path()));
+}
+
+// The memo's three lines: header, metadata digest, fingerprint.
+std::vector<std::string> MemoLines(const fs::path& memo) {
+  std::ifstream in(memo);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+void WriteMemo(const fs::path& memo, const std::vector<std::string>& lines) {
+  std::ofstream out(memo, std::ios::trunc);
+  for (const auto& line : lines) out << line << "\n";
+}
+
+TEST(MemoizedTreeFingerprint, AnswersTheFingerprintAndRemembersIt) {
+  TempDir tree, cache;
+  Write(tree.path() / "a.h", "alpha");
+  Write(tree.path() / "sub/b.h", "beta");
+  const fs::path memo = cache.path() / "memo";
+  auto first = MemoizedTreeFingerprint(tree.path(), memo, std::chrono::nanoseconds(0));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, *TreeFingerprint(tree.path()));
+  ASSERT_EQ(MemoLines(memo).size(), 3u);
+  EXPECT_EQ(MemoLines(memo)[2], *first);
+
+  // With the files' metadata unchanged the memo is the answer: the
+  // contents are not read (a memo edited by hand shows it).
+  std::vector<std::string> lines = MemoLines(memo);
+  lines[2] = std::string(64, 'f');
+  WriteMemo(memo, lines);
+  EXPECT_EQ(*MemoizedTreeFingerprint(tree.path(), memo, std::chrono::nanoseconds(0)), std::string(64, 'f'));
+}
+
+TEST(MemoizedTreeFingerprint, AnyChangeToTheTreeMissesTheMemo) {
+  TempDir tree, cache;
+  Write(tree.path() / "a.h", "alpha");
+  const fs::path memo = cache.path() / "memo";
+  const auto kNow = std::chrono::nanoseconds(0);
+  ASSERT_TRUE(MemoizedTreeFingerprint(tree.path(), memo, kNow).ok());
+  auto poison = [&] {  // a memo that would answer wrongly if it were used
+    std::vector<std::string> lines = MemoLines(memo);
+    ASSERT_EQ(lines.size(), 3u);
+    lines[2] = std::string(64, 'f');
+    WriteMemo(memo, lines);
+  };
+
+  // Same size, same name, new content, written through a new file (as a
+  // package upgrade does): a new inode.
+  poison();
+  Write(tree.path() / "a.h.new", "ALPHA");
+  fs::rename(tree.path() / "a.h.new", tree.path() / "a.h");
+  EXPECT_EQ(*MemoizedTreeFingerprint(tree.path(), memo, kNow), *TreeFingerprint(tree.path()));
+
+  // Same size, rewritten in place with an explicit older mtime.
+  poison();
+  Write(tree.path() / "a.h", "alpha");
+  fs::last_write_time(tree.path() / "a.h", fs::file_time_type::clock::now() - std::chrono::hours(24));
+  EXPECT_EQ(*MemoizedTreeFingerprint(tree.path(), memo, kNow), *TreeFingerprint(tree.path()));
+
+  // A file added, then removed.
+  poison();
+  Write(tree.path() / "new.h", "");
+  EXPECT_EQ(*MemoizedTreeFingerprint(tree.path(), memo, kNow), *TreeFingerprint(tree.path()));
+  poison();
+  fs::remove(tree.path() / "new.h");
+  EXPECT_EQ(*MemoizedTreeFingerprint(tree.path(), memo, kNow), *TreeFingerprint(tree.path()));
+}
+
+TEST(MemoizedTreeFingerprint, FreshlyWrittenFilesAreNotRemembered) {
+  TempDir tree, cache;
+  Write(tree.path() / "a.h", "alpha");
+  const fs::path memo = cache.path() / "memo";
+  // The file was written just now, within the default racy window: its
+  // timestamps could still match a later same-tick write.
+  auto fp = MemoizedTreeFingerprint(tree.path(), memo);
+  ASSERT_TRUE(fp.ok());
+  EXPECT_EQ(*fp, *TreeFingerprint(tree.path()));
+  EXPECT_FALSE(fs::exists(memo));
+}
+
+TEST(MemoizedTreeFingerprint, AGarbledMemoIsIgnored) {
+  TempDir tree, cache;
+  Write(tree.path() / "a.h", "alpha");
+  const fs::path memo = cache.path() / "memo";
+  WriteMemo(memo, {"not a memo"});
+  auto fp = MemoizedTreeFingerprint(tree.path(), memo, std::chrono::nanoseconds(0));
+  ASSERT_TRUE(fp.ok());
+  EXPECT_EQ(*fp, *TreeFingerprint(tree.path()));
+  EXPECT_EQ(MemoLines(memo).size(), 3u);  // rewritten
 }
 
 }  // namespace

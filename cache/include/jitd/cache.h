@@ -296,6 +296,21 @@ absl::StatusOr<std::vector<std::filesystem::path>> IncludeClosure(const std::fil
 // under `dir`, in sorted order, following symbolic links.
 absl::StatusOr<std::string> TreeFingerprint(const std::filesystem::path& dir);
 
+// TreeFingerprint(dir), remembered in `memo_file` beside a digest of every
+// file's metadata (relative path, device, inode, size, mtime and ctime in
+// nanoseconds). While that digest is unchanged the contents are not read
+// again: a start then stats the files (~2k toolkit headers: milliseconds)
+// instead of hashing ~30 MB. Any write to a file moves its ctime, which no
+// program can set back, and a replaced file has a new inode, so a changed
+// tree always misses the memo. A memo is only written when every file's
+// times are more than `racy_window` old (a file written within the
+// timestamps' granularity of the memo could otherwise match it). A missing,
+// unreadable or stale memo means the full fingerprint; a memo that cannot
+// be written is skipped silently (the next start computes it again).
+absl::StatusOr<std::string> MemoizedTreeFingerprint(
+    const std::filesystem::path& dir, const std::filesystem::path& memo_file,
+    std::chrono::nanoseconds racy_window = std::chrono::seconds(2));
+
 // The whole of `path` in one string: one open, one fstat, a buffer sized
 // once and read into directly (a 1 MiB blob costs one page-cache copy).
 // NOT_FOUND when it does not exist, PERMISSION_DENIED when it cannot be
