@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
     } else if (value != nullptr && flag == "--large-calls") {
       options.large_calls = std::atoi(value);
     } else if (value != nullptr && flag == "--seconds") {
-      options.throughput_duration = std::chrono::milliseconds(std::atoi(value) * 1000);
+      options.throughput_duration = std::chrono::milliseconds(static_cast<int64_t>(std::atof(value) * 1000));
     } else {
       std::fprintf(stderr, "usage: bench_serving [--json FILE] [--calls N] [--large-calls N] [--seconds S]\n");
       return 2;

@@ -4,7 +4,7 @@
 // `jitctl warm --all` against a running daemon, on an empty cache and then
 // on a full one.
 //
-//   build/tests/bench/bench_warmup [--json FILE] [--rounds 3]
+//   build/tests/bench/bench_warmup [--json FILE] [--rounds 3] [--quick]
 #include <unistd.h>
 
 #include <chrono>
@@ -37,17 +37,17 @@ void OrDie(const absl::Status& s, const std::string& what) {
 // cache directory.
 double OfflineWarmMs(const jitd::testing::TempDir& dir, const fs::path& kernels, int workers, int round) {
   const fs::path cache = dir / ("offline-" + std::to_string(workers) + "-" + std::to_string(round));
-  jitd::testing::ProcessResult r = jitd::testing::RunProcess(
-      {jitd::testing::JitdBinary(), "warm", "--all", "--arch", "sm_90", "--kernels", kernels.string(), "--cache-dir",
-       cache.string(), "--workers", std::to_string(workers)},
-      dir / "warm.log", kWarmTimeout);
+  jitd::testing::ProcessResult r =
+      jitd::testing::RunProcess({jitd::testing::JitdBinary(), "warm", "--all", "--arch", "sm_90", "--kernels",
+                                 kernels.string(), "--cache-dir", cache.string(), "--workers", std::to_string(workers)},
+                                dir / "warm.log", kWarmTimeout);
   if (r.exit_code != 0) throw std::runtime_error("jitd warm failed:\n" + r.output);
   std::error_code ec;
   fs::remove_all(cache, ec);
   return static_cast<double>(r.elapsed.count());
 }
 
-int Run(int rounds, const std::string& json) {
+int Run(int rounds, bool quick, const std::string& json) {
   jitd::testing::TempDir dir;
   Report report("bench_warmup", "build/tests/bench/bench_warmup --json FILE --rounds " + std::to_string(rounds));
   report.AddContext("machine", std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs");
@@ -66,22 +66,25 @@ int Run(int rounds, const std::string& json) {
                 "speedup " + std::to_string(Median(one) / Median(two)).substr(0, 4) + "x (target >= 1.8x)" + note});
     return Median(two);
   };
-  const double shipped_two = two_vs_one("jitd warm --all", JITD_KERNELS_DIR, rounds,
-             "; norm.rmsnorm's 12 instantiations share a PCH in 1 worker, and need one per worker in 2");
+  const double shipped_two =
+      two_vs_one("jitd warm --all", JITD_KERNELS_DIR, rounds,
+                 "; norm.rmsnorm's 12 instantiations share a PCH in 1 worker, and need one per worker in 2");
   // The same manifest with the PCH switched off: parallelism alone.
-  const fs::path no_pch = dir / "kernels-no-pch";
-  fs::copy(JITD_KERNELS_DIR, no_pch, fs::copy_options::recursive);
-  {
-    std::ifstream in(no_pch / "kernels.toml");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string manifest = text.str();
-    for (size_t at = manifest.find("pch = true"); at != std::string::npos; at = manifest.find("pch = true", at)) {
-      manifest.replace(at, 10, "pch = false");
+  if (!quick) {
+    const fs::path no_pch = dir / "kernels-no-pch";
+    fs::copy(JITD_KERNELS_DIR, no_pch, fs::copy_options::recursive);
+    {
+      std::ifstream in(no_pch / "kernels.toml");
+      std::stringstream text;
+      text << in.rdbuf();
+      std::string manifest = text.str();
+      for (size_t at = manifest.find("pch = true"); at != std::string::npos; at = manifest.find("pch = true", at)) {
+        manifest.replace(at, 10, "pch = false");
+      }
+      std::ofstream(no_pch / "kernels.toml", std::ios::trunc) << manifest;
     }
-    std::ofstream(no_pch / "kernels.toml", std::ios::trunc) << manifest;
+    two_vs_one("jitd warm --all, PCH off", no_pch, std::max(1, rounds / 2), "");
   }
-  two_vs_one("jitd warm --all, PCH off", no_pch, std::max(1, rounds / 2), "");
 
   jitd::testing::TestDaemon daemon(dir, {"--kernels", JITD_KERNELS_DIR, "--arch", "sm_90"});
   OrDie(daemon.WaitUntilServing(), "jitd start");
@@ -110,20 +113,26 @@ int Run(int rounds, const std::string& json) {
 int main(int argc, char** argv) {
   std::string json;
   int rounds = 3;
+  bool quick = false;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (value != nullptr && flag == "--json") {
+    if (flag == "--quick") {
+      quick = true;
+      --i;
+    } else if (value != nullptr && flag == "--json") {
       json = value;
     } else if (value != nullptr && flag == "--rounds" && std::atoi(value) > 0) {
       rounds = std::atoi(value);
     } else {
-      std::fprintf(stderr, "usage: bench_warmup [--json FILE] [--rounds N (positive, default 3)]\n");
+      std::fprintf(stderr,
+                   "usage: bench_warmup [--json FILE] [--rounds N (positive, default 3)] [--quick]\n"
+                   "  --quick: skip the PCH-off variant\n");
       return 2;
     }
   }
   try {
-    return Run(rounds, json);
+    return Run(rounds, quick, json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_warmup: %s\n", e.what());
     return 1;
