@@ -13,6 +13,7 @@
 #include "grpc_status.h"
 #include "jitd/detail/text.h"
 #include "manifest.h"
+#include "memory_trim.h"
 
 namespace jitd::daemon {
 namespace {
@@ -105,6 +106,9 @@ void FillResponse(const serving::KernelAnswer& answer, bool by_path, v1::GetKern
   } else {
     response->set_cubin(entry.cubin);
   }
+  // The response's copy, and a disk hit's read buffers, are freed after
+  // this answer.
+  if (entry.cubin.size() >= kLargeBufferBytes) NoteLargeBuffer();
   response->set_cubin_size(entry.cubin.size());
   for (const cache::Symbol& symbol : entry.meta.symbols) {
     v1::Symbol* out = response->add_symbols();

@@ -21,6 +21,7 @@
 #include "jitd/detail/text.h"
 #include "kernel_service.h"
 #include "listen_address.h"
+#include "memory_trim.h"
 #include "serving_stats.h"
 #include "unix_socket_claim.h"
 
@@ -67,6 +68,7 @@ class Server::Impl {
   std::unique_ptr<CacheAdminService> admin;
   std::unique_ptr<CompilerService> compiler;
   std::unique_ptr<HealthService> health;
+  MemoryTrimmer trimmer;
   std::vector<std::unique_ptr<UnixSocketClaim>> claims;
   std::unique_ptr<grpc::Server> grpc_server;
   std::vector<std::string> addresses;
@@ -179,8 +181,8 @@ class Server::Impl {
     // grpc.health.v1 itself (health_service.h says why).
     grpc::EnableDefaultHealthCheckService(false);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-    health = std::make_unique<HealthService>(std::set<std::string>{
-        v1::Compiler::service_full_name(), v1::CacheAdmin::service_full_name()});
+    health = std::make_unique<HealthService>(
+        std::set<std::string>{v1::Compiler::service_full_name(), v1::CacheAdmin::service_full_name()});
     grpc::ServerBuilder builder;
     builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
     builder.SetMaxSendMessageSize(kMaxSendMessageBytes);

@@ -21,6 +21,7 @@
 #include "bench_report.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
+#include "manifest.h"
 #include "test_daemon.h"
 #include "testing.h"
 
@@ -50,7 +51,8 @@ void Seed(const fs::path& dir, uint64_t entries) {
   const std::string cubin = jitd::cache::testing::CubinFor(1, kCubinBytes);
   for (uint64_t i = 0; i < entries; ++i) {
     OrDie((*cache)->Publish(jitd::cache::testing::MetaFor(i), cubin), "publish");
-    if ((i + 1) % 20000 == 0) std::fprintf(stderr, "\rseeding: %s/%s", std::to_string(i + 1).c_str(), std::to_string(entries).c_str());
+    if ((i + 1) % 20000 == 0)
+      std::fprintf(stderr, "\rseeding: %s/%s", std::to_string(i + 1).c_str(), std::to_string(entries).c_str());
   }
   OrDie((*cache)->Flush(), "flush");
   std::fprintf(stderr, "\rseeded %s entries of %zu-byte cubins in %.1f s\n", std::to_string(entries).c_str(),
@@ -74,10 +76,10 @@ Start StartOnce(const fs::path& run_dir, const fs::path& cache_dir) {
   options.connect_timeout = std::chrono::milliseconds(0);
   options.call_timeout = std::chrono::seconds(5);
   const Clock::time_point spawned = Clock::now();
-  jitd::testing::Process daemon({jitd::testing::JitdBinary(), "serve", "--listen", endpoint, "--cache-dir",
-                                 cache_dir.string(), "--kernels", JITD_KERNELS_DIR, "--hot-cache-bytes",
-                                 kHotCacheBytes},
-                                run_dir / "jitd.log");
+  jitd::testing::Process daemon(
+      {jitd::testing::JitdBinary(), "serve", "--listen", endpoint, "--cache-dir", cache_dir.string(), "--kernels",
+       JITD_KERNELS_DIR, "--hot-cache-bytes", kHotCacheBytes},
+      run_dir / "jitd.log");
   Start start;
   while (true) {
     if (Clock::now() - spawned > jitd::testing::kProcessTimeout || daemon.Exited()) {
@@ -104,6 +106,93 @@ Start StartOnce(const fs::path& run_dir, const fs::path& cache_dir) {
   daemon.Signal(SIGTERM);
   if (!daemon.WaitForExit(jitd::testing::kProcessTimeout)) throw std::runtime_error("jitd did not stop");
   return start;
+}
+
+// A kernels tree with one kernel of kHotKernels instantiations (param n).
+constexpr int kHotKernels = 48;
+constexpr size_t kHotCubinBytes = 1 << 20;
+
+// The request value of instantiation n: "n<n>" (GCC 12 warns falsely about
+// "n" + std::to_string(n), hence the append).
+std::string HotValue(int n) { return std::string("n").append(std::to_string(n)); }
+
+void WriteHotTree(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "mem.cu")
+      << "namespace sglang::bench {\ntemplate <int N> __global__ void k(int* out) { out[0] = N; "
+         "}\n}  // namespace sglang::bench\n";
+  std::string values;
+  for (int n = 0; n < kHotKernels; ++n) {
+    const std::string number = std::to_string(n);
+    if (n > 0) values.append(", ");
+    values.append("n").append(number).append(" = \"").append(number).append("\"");
+  }
+  std::ofstream(dir / "kernels.toml") << "schema = 1\n[defaults]\noptions = [\"-std=c++17\"]\n"
+                                         "[[kernel]]\nname = \"bench.mem\"\nsource = \"mem.cu\"\n"
+                                         "description = \"one instantiation per value of n\"\n"
+                                         "name_expressions = [\"sglang::bench::k<{n}>\"]\n"
+                                         "  [[kernel.params]]\n  name = \"n\"\n  type = \"enum\"\n  values = { "
+                                      << values << " }\n";
+}
+
+// Publishes a 1 MiB synthetic cubin under the real key of every bench.mem
+// instantiation (computed with the production resolver), so that the daemon
+// answers them as disk hits without compiling.
+void SeedHot(const fs::path& kernels, const fs::path& cache_dir) {
+  auto toolchain = jitd::manifest::Toolchain::Detect();
+  OrDie(toolchain.status(), "toolchain");
+  auto tree = jitd::manifest::KernelTree::Load(kernels);
+  OrDie(tree.status(), "kernels");
+  auto resolver = jitd::manifest::Resolver::Create(*tree, *toolchain, "sm_90");
+  OrDie(resolver.status(), "resolver");
+  jitd::cache::CacheOptions options = jitd::cache::testing::Options(cache_dir);
+  options.sync_writes = false;
+  auto cache = jitd::cache::Cache::Open(options);
+  OrDie(cache.status(), "open");
+  for (int n = 0; n < kHotKernels; ++n) {
+    auto resolved = (*resolver)->Resolve({"bench.mem", {{"n", HotValue(n)}}, "sm_90", {}});
+    OrDie(resolved.status(), "resolve");
+    jitd::cache::EntryMeta meta = jitd::cache::testing::MetaFor(static_cast<uint64_t>(n), "bench.mem");
+    meta.key = resolved->key;
+    meta.params = resolved->params;
+    OrDie((*cache)->Publish(meta, jitd::cache::testing::CubinFor(static_cast<uint64_t>(n), kHotCubinBytes)), "publish");
+  }
+  OrDie((*cache)->Flush(), "flush");
+}
+
+// RSS growth of a daemon with --hot-cache-bytes `hot` while it serves every
+// bench.mem instantiation twice (disk hits, then what the hot cache holds).
+double HotGrowthMiB(const fs::path& kernels, const std::string& hot, double bound_mib, double* settle_ms) {
+  jitd::testing::TempDir dir;
+  SeedHot(kernels, dir / "cache");  // the TestDaemon's cache directory
+  jitd::testing::TestDaemon daemon(dir, {"--kernels", kernels.string(), "--hot-cache-bytes", hot});
+  OrDie(daemon.WaitUntilServing(), "jitd start");
+  std::unique_ptr<jitd::Client> client = daemon.Connect("", std::chrono::seconds(60));
+  auto serve_all = [&] {
+    for (int n = 0; n < kHotKernels; ++n) {
+      jitd::v1::GetKernelRequest request;
+      request.set_kernel("bench.mem");
+      (*request.mutable_params())["n"] = HotValue(n);
+      auto r = client->GetKernel(request);
+      OrDie(r.status(), "get");
+      if (r->cubin().size() != kHotCubinBytes) throw std::runtime_error("a bench.mem answer of the wrong size");
+    }
+  };
+  const int pid = daemon.process().pid();
+  const double before = jitd::bench::ResidentMiB(pid);
+  serve_all();
+  serve_all();
+  // The daemon gives freed answer buffers back within about a second
+  // (daemon/memory_trim.h): poll until the growth is within `bound`, for
+  // at most 10 s, and report where it settled and when.
+  const Clock::time_point served = Clock::now();
+  double growth = jitd::bench::ResidentMiB(pid) - before;
+  while (growth > bound_mib && Clock::now() - served < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    growth = jitd::bench::ResidentMiB(pid) - before;
+  }
+  *settle_ms = std::chrono::duration<double, std::milli>(Clock::now() - served).count();
+  return growth;
 }
 
 int Run(uint64_t entries, int rounds, const std::string& json, const fs::path& seeded) {
@@ -139,25 +228,43 @@ int Run(uint64_t entries, int rounds, const std::string& json, const fs::path& s
     }
   }
   if (seen != entries) {
-    throw std::runtime_error("the daemon reported " + std::to_string(seen) + " entries, not " + std::to_string(entries));
+    throw std::runtime_error("the daemon reported " + std::to_string(seen) + " entries, not " +
+                             std::to_string(entries));
   }
   const std::string n = std::to_string(entries / 1000) + "k";
   Report report("bench_start", "build/tests/bench/bench_start --json FILE --entries " + std::to_string(entries) +
                                    " --rounds " + std::to_string(rounds));
-  report.AddContext("machine", std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs; page cache warm (a start "
-                                                                               "after the first)");
+  report.AddContext("machine", std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) +
+                                   " CPUs; page cache warm (a start "
+                                   "after the first)");
   report.AddContext("cache", std::to_string(entries) + " entries of " + std::to_string(kCubinBytes) +
                                  "-byte cubins; index " + std::to_string(index_bytes >> 20) + " MiB; jitd " +
                                  "--hot-cache-bytes " + kHotCacheBytes);
-  report.AddContext("method", "spawn to the first SERVING health answer (a fresh channel per 0.5 ms poll), "
-                              "medians of " + std::to_string(rounds) + " starts each, alternating");
+  report.AddContext("method",
+                    "spawn to the first SERVING health answer (a fresh channel per 0.5 ms poll), "
+                    "medians of " +
+                        std::to_string(rounds) + " starts each, alternating");
   report.Add({"start to SERVING, " + n + " entries", "ms", Median(ms[1]), "empty cache", Median(ms[0]),
               Figure::Target::kAtMost, 200, ""});
   report.Add({"RSS at SERVING, " + n + " entries", "MiB", Median(rss[1]), "empty cache", Median(rss[0]),
               Figure::Target::kNone, 0, ""});
-  report.Add({"RSS after Stats, " + n + " entries", "MiB", Median(rss_stats[1]), "empty cache",
-              Median(rss_stats[0]), Figure::Target::kRatioAtMost, 1.25,
+  report.Add({"RSS after Stats, " + n + " entries", "MiB", Median(rss_stats[1]), "empty cache", Median(rss_stats[0]),
+              Figure::Target::kRatioAtMost, 1.25,
               "the index stays in SQLite on disk; cubins in memory are bounded by --hot-cache-bytes"});
+
+  // Memory bounded by configuration: the same 48 MiB of cubins served by
+  // daemons whose hot cache may hold 8 MiB and 32 MiB.
+  const fs::path hot_kernels = dir / "kernels-hot";
+  WriteHotTree(hot_kernels);
+  for (const char* hot : {"8M", "32M"}) {
+    const double bound = std::stod(hot) * 1.25 + 8;
+    double settle_ms = 0;
+    const double growth = HotGrowthMiB(hot_kernels, hot, bound, &settle_ms);
+    report.Add({"RSS growth serving 48 x 1 MiB, --hot-cache-bytes " + std::string(hot), "MiB", growth, "", 0,
+                Figure::Target::kAtMost, bound,
+                "bound: the hot cache's bytes + 25% + 8 MiB; settled " + std::to_string(static_cast<int>(settle_ms)) +
+                    " ms after the last answer"});
+  }
   report.Print();
   if (!json.empty()) OrDie(report.WriteJson(json), "json");
   return 0;
@@ -182,8 +289,9 @@ int main(int argc, char** argv) {
     } else if (value != nullptr && flag == "--seeded") {
       seeded = value;
     } else {
-      std::fprintf(stderr, "usage: bench_start [--json FILE] [--entries N] [--rounds N] [--seeded DIR]\n"
-                           "  --seeded DIR: keep the seeded cache in DIR and reuse it in later runs\n");
+      std::fprintf(stderr,
+                   "usage: bench_start [--json FILE] [--entries N] [--rounds N] [--seeded DIR]\n"
+                   "  --seeded DIR: keep the seeded cache in DIR and reuse it in later runs\n");
       return 2;
     }
   }
