@@ -12,6 +12,7 @@
 
 #include "admin_auth.h"
 #include "cache_admin_service.h"
+#include "cache_dir_lock.h"
 #include "compile_stack.h"
 #include "compiler_service.h"
 #include "health_service.h"
@@ -56,6 +57,7 @@ size_t KernelCount(const manifest::Resolver& resolver) { return resolver.tree().
 class Server::Impl {
  public:
   DaemonConfig config;
+  std::unique_ptr<CacheDirLock> dir_lock;  // before the cache: released after it closes
   std::unique_ptr<cache::Cache> cache;
   AdminAuth auth;
   manifest::Toolchain toolchain;
@@ -79,6 +81,9 @@ class Server::Impl {
   }
 
   absl::Status OpenCache() {
+    absl::StatusOr<std::unique_ptr<CacheDirLock>> locked = CacheDirLock::Acquire(config.cache_dir, config.listen);
+    if (!locked.ok()) return locked.status();
+    dir_lock = *std::move(locked);
     cache::CacheOptions options;
     options.dir = config.cache_dir;
     options.max_bytes = config.max_cache_bytes;

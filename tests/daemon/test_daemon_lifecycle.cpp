@@ -21,6 +21,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::kProcessTimeout;
+using ::testing::Not;
 using testing::RunProcess;
 using testing::TempDir;
 using testing::TestDaemon;
@@ -116,6 +117,55 @@ TEST(Lifecycle, SecondDaemonOnALiveSocketRefusesAndTheFirstKeepsServing) {
   absl::StatusOr<bool> serving = first.Connect()->IsServing();
   ASSERT_TRUE(serving.ok()) << serving.status();
   EXPECT_TRUE(*serving);
+}
+
+TEST(Lifecycle, SecondDaemonOnTheSameCacheDirectoryRefusesNamingTheFirst) {
+  TempDir dir;
+  TestDaemon first(dir);
+  ASSERT_TRUE(first.WaitUntilServing().ok());
+
+  std::vector<std::string> args = TestDaemon::DefaultArgs(dir);
+  args[3] = "unix:" + (dir / "other.sock").string();  // another socket, the same cache
+  const auto second = RunProcess(args, dir / "second.log", kProcessTimeout);
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_THAT(second.output,
+              HasSubstr("is already served by another jitd (pid " + std::to_string(first.process().pid())));
+  EXPECT_THAT(second.output, HasSubstr(first.endpoint()));
+  EXPECT_THAT(second.output, HasSubstr("another --cache-dir"));
+
+  absl::StatusOr<bool> serving = first.Connect()->IsServing();
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  EXPECT_TRUE(*serving);
+}
+
+TEST(Lifecycle, ADaemonKilledWithSigkillDoesNotLockItsCacheDirectory) {
+  TempDir dir;
+  {
+    TestDaemon first(dir);
+    ASSERT_TRUE(first.WaitUntilServing().ok());
+    first.process().Signal(SIGKILL);
+    ASSERT_TRUE(first.process().WaitForExit(kExitTimeout).has_value());
+    // Its lock file and its socket stay behind.
+    EXPECT_TRUE(std::filesystem::exists(dir / "cache" / "daemon.lock"));
+  }
+  TestDaemon next(dir);
+  EXPECT_TRUE(next.WaitUntilServing().ok()) << next.process().Output();
+}
+
+TEST(Lifecycle, JitdWarmMayShareTheDaemonsCacheDirectory) {
+  TempDir dir;
+  TestDaemon daemon(dir, {"--kernels", testing::SmallKernelsDir()});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  const auto warm = RunProcess({testing::JitdBinary(), "warm", "--all", "--kernels", testing::SmallKernelsDir(),
+                                "--cache-dir", daemon.cache_dir().string(), "--workers", "1"},
+                               dir / "warm.log", std::chrono::seconds(120));
+  // One kernel of the small set is broken on purpose: warm reports it and
+  // exits non-zero, having stored the others.
+  EXPECT_THAT(warm.output, Not(HasSubstr("already served")));
+  EXPECT_THAT(warm.output, HasSubstr("instantiations in"));
+  // What warm stored is served by the daemon from disk, not compiled again.
+  v1::StatsResponse stats = daemon.Stats();
+  EXPECT_GT(stats.entries(), 0u);
 }
 
 TEST(Lifecycle, DefaultListenIsTheSocketInXdgRuntimeDir) {
