@@ -278,15 +278,33 @@ std::shared_ptr<const cache::Entry> KernelService::Store(const manifest::Resolve
     // Read back what is on disk (verified, with its path for PATH delivery);
     // not counted as a hit: nobody asked for it twice.
     auto entry = cache_->Lookup(resolved.key, cache::LookupCounting::kUncounted);
-    if (entry.ok()) return std::make_shared<const cache::Entry>(std::move(*entry));
+    if (entry.ok()) {
+      uint64_t streak = 0;
+      {
+        std::lock_guard lock(stats_mu_);
+        std::swap(streak, store_failure_streak_);
+      }
+      if (streak > 0) spdlog::info("storing compiled kernels works again, after {} that could not be stored", streak);
+      return std::make_shared<const cache::Entry>(std::move(*entry));
+    }
     stored = entry.status();
   }
+  uint64_t streak = 0;
   {
     std::lock_guard lock(stats_mu_);
     ++stats_.store_failures;
+    streak = ++store_failure_streak_;
   }
-  spdlog::warn("compiled {} ({}) but could not store it: {}; serving it from memory", resolved.kernel,
-               Short(resolved.key), stored.ToString());
+  // Once per episode: a full disk fails every compile until room is made.
+  if (streak == 1) {
+    spdlog::warn(
+        "compiled {} ({}) but could not store it: {}; serving it from memory. Until a store succeeds, further "
+        "failures are only counted (Stats: store_failures)",
+        resolved.kernel, Short(resolved.key), stored.ToString());
+  } else {
+    spdlog::debug("compiled {} ({}) but could not store it: {}", resolved.kernel, Short(resolved.key),
+                  stored.ToString());
+  }
   auto entry = std::make_shared<cache::Entry>();
   entry->meta = std::move(meta);
   entry->cubin = std::move(result.cubin);

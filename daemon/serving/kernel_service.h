@@ -160,6 +160,9 @@ class KernelService {
   std::vector<CompileThread> threads_;
 
   mutable std::mutex stats_mu_;
+  // Store failures in a row (a full or read-only disk): the first is
+  // logged as a warning, the rest only counted until a store succeeds.
+  uint64_t store_failure_streak_ = 0;  // guarded by stats_mu_
   Stats stats_;
 };
 
