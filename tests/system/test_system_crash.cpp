@@ -15,7 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -23,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "generated_kernels.h"
 #include "jitd/cache.h"
 #include "manifest.h"
 #include "nvrtc_program.h"
@@ -36,31 +36,10 @@ using testing::TempDir;
 using testing::TestDaemon;
 
 constexpr int kValues = 64;  // instantiations per arch
-const std::vector<std::string> kArchs = {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"};
 
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : fallback;
-}
-
-// One trivial kernel (~25 ms to compile) with kValues instantiations.
-void WriteTree(const fs::path& dir) {
-  fs::create_directories(dir);
-  std::ofstream(dir / "crash.cu") << "namespace sglang::crash {\n"
-                                     "template <int N> __global__ void fill(int* out) { out[threadIdx.x] = N; }\n"
-                                     "}  // namespace sglang::crash\n";
-  std::string values;
-  for (int n = 0; n < kValues; ++n) {
-    const std::string number = std::to_string(n);
-    if (n > 0) values.append(", ");
-    values.append("v").append(number).append(" = \"").append(number).append("\"");
-  }
-  std::ofstream(dir / "kernels.toml") << "schema = 1\n[defaults]\noptions = [\"-std=c++17\"]\n"
-                                         "[[kernel]]\nname = \"crash.fill\"\nsource = \"crash.cu\"\n"
-                                         "description = \"one instantiation per value\"\n"
-                                         "name_expressions = [\"sglang::crash::fill<{n}>\"]\n"
-                                         "  [[kernel.params]]\n  name = \"n\"\n  type = \"enum\"\n  values = { "
-                                      << values << " }\n";
 }
 
 struct Spec {
@@ -70,12 +49,7 @@ struct Spec {
 };
 
 v1::GetKernelRequest RequestFor(const Spec& spec, v1::GetKernelRequest::Mode mode) {
-  v1::GetKernelRequest request;
-  request.set_kernel("crash.fill");
-  (*request.mutable_params())["n"] = std::string("v").append(std::to_string(spec.n));
-  request.set_arch(spec.arch);
-  request.set_mode(mode);
-  return request;
+  return testing::ManyRequest(spec.n, spec.arch, mode);
 }
 
 TEST(Crash, SigkillAtRandomMomentsLosesNothingAnsweredAndServesNothingCorrupt) {
@@ -85,7 +59,7 @@ TEST(Crash, SigkillAtRandomMomentsLosesNothingAnsweredAndServesNothingCorrupt) {
   std::mt19937 rng(seed);
   TempDir dir;
   const fs::path kernels = dir / "kernels";
-  WriteTree(kernels);
+  testing::WriteManyKernelsTree(kernels, kValues);
 
   std::set<Spec> answered;  // answered with a cubin before some kill
   size_t checked = 0, still_hits = 0, compiled_answers = 0;
@@ -117,7 +91,8 @@ TEST(Crash, SigkillAtRandomMomentsLosesNothingAnsweredAndServesNothingCorrupt) {
         std::mt19937 mine(client_seed);
         std::unique_ptr<Client> client = daemon.Connect("", std::chrono::seconds(10));
         while (!stop) {
-          const Spec spec{static_cast<int>(mine() % kValues), kArchs[mine() % kArchs.size()]};
+          const Spec spec{static_cast<int>(mine() % kValues),
+                          testing::ManyArchs()[mine() % testing::ManyArchs().size()]};
           absl::StatusOr<v1::GetKernelResponse> r = client->GetKernel(RequestFor(spec, v1::GetKernelRequest::COMPILE));
           if (!r.ok()) continue;  // killed under it: UNAVAILABLE, CANCELLED
           std::lock_guard lock(mu);
@@ -165,8 +140,7 @@ TEST(Crash, SigkillAtRandomMomentsLosesNothingAnsweredAndServesNothingCorrupt) {
   ASSERT_TRUE(resolver.ok());
   size_t compared = 0;
   for (const Spec& spec : answered) {
-    auto resolved =
-        (*resolver)->Resolve({"crash.fill", {{"n", std::string("v").append(std::to_string(spec.n))}}, spec.arch, {}});
+    auto resolved = (*resolver)->Resolve({"many.fill", {{"n", testing::ManyValue(spec.n)}}, spec.arch, {}});
     ASSERT_TRUE(resolved.ok()) << resolved.status();
     absl::StatusOr<cache::Entry> entry = c.Lookup(resolved->key);
     ASSERT_TRUE(entry.ok()) << spec.arch << " n=" << spec.n << ": " << entry.status();
