@@ -28,7 +28,8 @@ absl::Status AdminAuth::Authorize(const grpc::ServerContext& context, const std:
     return absl::PermissionDeniedError(
         absl::StrCat(action,
                      " needs the admin token: send the metadata 'authorization: Bearer <token>' "
-                     "(jitctl --admin-token-file FILE)"));
+                     "(jitctl --admin-token-file FILE)",
+                     where_.empty() ? "" : "; ", where_));
   }
   const std::string_view value(header->second.data(), header->second.size());
   if (value.substr(0, kBearer.size()) != kBearer || !ConstantTimeEquals(value.substr(kBearer.size()), token_)) {

@@ -1,6 +1,7 @@
 // Who may call the CacheAdmin RPCs that change state (Evict, Verify with
-// repair): anyone, or, with --admin-token-file, callers that send the
-// metadata "authorization: Bearer <token>". Reading calls are always open.
+// repair): callers that send the metadata "authorization: Bearer <token>",
+// the token being --admin-token-file's or, without it, the one the daemon
+// made at start (admin_token_files.h). Reading calls are always open.
 #pragma once
 
 #include <grpcpp/server_context.h>
@@ -16,8 +17,9 @@ class AdminAuth {
  public:
   // Everyone is allowed (no --admin-token-file).
   AdminAuth() = default;
-  // Only holders of `token` are allowed.
-  explicit AdminAuth(std::string token) : token_(std::move(token)) {}
+  // Only holders of `token` are allowed. `where` tells a refused caller
+  // where the token can be found, if anywhere.
+  explicit AdminAuth(std::string token, std::string where = "") : token_(std::move(token)), where_(std::move(where)) {}
 
   // OK when allowed; PERMISSION_DENIED naming `action` and what to send
   // otherwise. Thread-safe (const, no state).
@@ -27,6 +29,7 @@ class AdminAuth {
 
  private:
   std::string token_;
+  std::string where_;
 };
 
 }  // namespace jitd::daemon

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "admin_auth.h"
+#include "admin_token_files.h"
 #include "cache_admin_service.h"
 #include "cache_dir_lock.h"
 #include "compile_stack.h"
@@ -72,6 +73,9 @@ class Server::Impl {
   std::unique_ptr<HealthService> health;
   MemoryTrimmer trimmer;
   std::vector<std::unique_ptr<UnixSocketClaim>> claims;
+  // Without --admin-token-file: the token made at start, and its files.
+  std::string generated_token;
+  std::unique_ptr<AdminTokenFiles> token_files;
   std::unique_ptr<grpc::Server> grpc_server;
   std::vector<std::string> addresses;
   bool shut_down = false;
@@ -101,7 +105,15 @@ class Server::Impl {
   }
 
   absl::Status LoadAdminToken() {
-    if (config.admin_token_file.empty()) return absl::OkStatus();
+    if (config.admin_token_file.empty()) {
+      absl::StatusOr<std::string> token = NewAdminToken();
+      if (!token.ok()) return token.status();
+      generated_token = *token;
+      auth = AdminAuth(*std::move(token),
+                       "this daemon's token is in SOCKET.admin-token beside its Unix socket, readable by the "
+                       "daemon's user, and jitd clients of that user read it by themselves");
+      return absl::OkStatus();
+    }
     absl::StatusOr<std::string> token = ReadAdminTokenFile(config.admin_token_file);
     if (!token.ok()) return token.status();
     auth = AdminAuth(*std::move(token));
@@ -180,6 +192,25 @@ class Server::Impl {
         claims.push_back(*std::move(claim));
       }
       listen.push_back(*std::move(address));
+    }
+
+    // Before the server starts: a client that sees SERVING finds the token.
+    std::error_code ignored;
+    if (!generated_token.empty()) {
+      std::vector<std::filesystem::path> sockets;
+      for (const auto& claim : claims) sockets.push_back(claim->path());
+      if (sockets.empty()) {
+        spdlog::warn(
+            "no Unix socket: Evict and Verify --repair are refused on this daemon unless it is started "
+            "with --admin-token-file");
+      }
+      absl::StatusOr<std::unique_ptr<AdminTokenFiles>> written = AdminTokenFiles::Write(generated_token, sockets);
+      if (!written.ok()) return written.status();
+      token_files = *std::move(written);
+    } else {
+      // --admin-token-file: a token file a killed daemon left beside the
+      // socket would only mislead clients.
+      for (const auto& claim : claims) std::filesystem::remove(AdminTokenFileFor(claim->path()), ignored);
     }
 
     // Process-wide switches that must precede the builder. jitd serves

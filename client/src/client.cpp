@@ -107,6 +107,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (absl::Status valid = ValidateEndpoint(options.endpoint); !valid.ok()) return valid;
   if (options.fallback_cache_dir.empty()) options.fallback_cache_dir = EnvOrEmpty("JITD_FALLBACK_CACHE_DIR");
   if (!options.prefer_path.has_value()) options.prefer_path = options.endpoint.starts_with("unix:");
+  if (options.admin_token.empty() && options.read_socket_admin_token && options.endpoint.starts_with("unix:")) {
+    // The daemon's own token, when this user may read it; otherwise admin
+    // calls get PERMISSION_DENIED, as they should.
+    absl::StatusOr<std::string> token = ReadAdminTokenFile(options.endpoint.substr(5) + ".admin-token");
+    if (token.ok()) options.admin_token = *std::move(token);
+  }
   auto impl = std::make_unique<Impl>(options, MakeChannel(options.endpoint));
   if (options.connect_timeout.count() > 0) {
     absl::Status reachable = CheckUnixSocketExists(options.endpoint);

@@ -30,6 +30,7 @@ constexpr std::chrono::seconds kCallTimeout{60};
 struct Stubs {
   std::unique_ptr<v1::Compiler::Stub> compiler;
   std::unique_ptr<v1::CacheAdmin::Stub> admin;
+  std::string admin_token;  // the daemon's, from beside its socket
 };
 
 // One hostile request: sends itself with the stubs, returns the status.
@@ -174,6 +175,7 @@ std::vector<Case> Cases() {
        [](Stubs& stubs) {
          grpc::ClientContext context;
          WithDeadline(context);
+         context.AddMetadata("authorization", "Bearer " + stubs.admin_token);
          v1::EvictRequest request;
          request.add_keys("../../index.sqlite");
          v1::EvictResponse response;
@@ -192,6 +194,9 @@ class Hostile : public ::testing::Test {
     auto channel = grpc::CreateChannel(daemon_->endpoint(), grpc::InsecureChannelCredentials());
     stubs_.compiler = v1::Compiler::NewStub(channel);
     stubs_.admin = v1::CacheAdmin::NewStub(channel);
+    absl::StatusOr<std::string> token = ReadAdminTokenFile(daemon_->socket_path().string() + ".admin-token");
+    ASSERT_TRUE(token.ok()) << token.status();
+    stubs_.admin_token = *token;
     client_ = daemon_->Connect("", kCallTimeout);
     ASSERT_TRUE(client_->GetKernel(Fill()).ok());  // the request every case is followed by
   }

@@ -132,6 +132,8 @@ TEST(FullDisk, RequestsAreAnsweredTheEpisodeIsLoggedOnceAndEvictionMakesRoom) {
     auto client = Client::Connect(options);
     ASSERT_TRUE(client.ok());
     ASSERT_TRUE((*client)->WaitUntilServing(testing::kProcessTimeout).ok()) << daemon.Output();
+    client = Client::Connect(options);  // now that the daemon's admin token is there to read
+    ASSERT_TRUE(client.ok());
 
     for (int k = 0; k < kKernels; ++k) {
       absl::StatusOr<v1::GetKernelResponse> r = (*client)->GetKernel(Request(k));

@@ -213,9 +213,15 @@ struct ClientOptions {
   // kernel can take hours).
   std::chrono::milliseconds warm_timeout{0};
   // Sent as "authorization: Bearer <admin_token>" with every call when
-  // non-empty. A daemon started with --admin-token-file requires it for
-  // Evict and Verify(repair) and answers PERMISSION_DENIED without it.
+  // non-empty. The daemon requires it for Evict and Verify(repair) and
+  // answers PERMISSION_DENIED without it: --admin-token-file's token, or,
+  // without that flag, the token the daemon made at start and wrote beside
+  // its socket (SOCKET.admin-token, readable by the daemon's user only).
+  // Empty here and a unix: endpoint: Connect() reads SOCKET.admin-token
+  // when this process can (read_socket_admin_token), so the daemon's own
+  // user is admin without configuring anything, and other users are not.
   std::string admin_token;
+  bool read_socket_admin_token = true;
   // A warmed cache directory (`jitd warm --cache-dir DIR`, or the daemon's
   // own --cache-dir) that GetKernelBinary() and GetKernel() read, read-only,
   // when the daemon cannot be reached (UNAVAILABLE). Empty: the

@@ -1,0 +1,62 @@
+#include "admin_token_files.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "jitd/detail/text.h"
+
+namespace jitd::daemon {
+
+using text::Cat;
+
+absl::StatusOr<std::string> NewAdminToken() {
+  unsigned char bytes[32];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InternalError(Cat("cannot make an admin token: getrandom: ", std::strerror(errno)));
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
+  }
+  return token;
+}
+
+std::filesystem::path AdminTokenFileFor(const std::filesystem::path& socket) {
+  return socket.string() + ".admin-token";
+}
+
+absl::StatusOr<std::unique_ptr<AdminTokenFiles>> AdminTokenFiles::Write(
+    const std::string& token, const std::vector<std::filesystem::path>& sockets) {
+  std::unique_ptr<AdminTokenFiles> files(new AdminTokenFiles());
+  for (const auto& socket : sockets) {
+    const std::filesystem::path path = AdminTokenFileFor(socket);
+    ::unlink(path.c_str());  // a previous daemon's (the socket claim makes this one the owner)
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::FailedPreconditionError(Cat("cannot create ", path.string(), ": ", std::strerror(errno)));
+    const std::string line = token + "\n";
+    const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    const bool closed = ::close(fd) == 0;
+    if (!written || !closed) {
+      ::unlink(path.c_str());
+      return absl::FailedPreconditionError(Cat("cannot write ", path.string(), ": ", std::strerror(errno)));
+    }
+    files->paths_.push_back(path);
+  }
+  return files;
+}
+
+AdminTokenFiles::~AdminTokenFiles() {
+  for (const auto& path : paths_) ::unlink(path.c_str());
+}
+
+}  // namespace jitd::daemon
