@@ -33,6 +33,10 @@ struct ServeFlags {
   std::string negative_ttl;
   bool log_hits = false;
   bool allow_guard_findings = false;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  bool insecure_tcp = false;
 };
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags) {
@@ -73,6 +77,18 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
                               "0 = off (default: ", kDefaultNegativeTtl.count(), "s)"))
       ->type_name("SECONDS");
   app.add_flag("--log-hits", flags.log_hits, "Log one line per cache hit (compiles are always logged)");
+  app.add_option("--tls-cert", flags.tls_cert, "PEM certificate chain for TCP addresses (TLS)")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_option("--tls-client-ca", flags.tls_client_ca,
+                 "PEM CA: TCP clients must present a certificate it signed (mutual TLS)")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_flag("--insecure-tcp", flags.insecure_tcp,
+               "Allow TCP addresses without TLS (plaintext; only on a network you trust)");
   app.add_flag("--allow-guard-findings", flags.allow_guard_findings,
                "Serve even when kernel sources fail the namespace guard's check (warns instead of refusing)");
 }
@@ -137,6 +153,10 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   }
   if (given("--log-hits")) layer.log_hits = flags.log_hits;
   if (given("--allow-guard-findings")) layer.allow_guard_findings = flags.allow_guard_findings;
+  if (given("--tls-cert")) layer.tls_cert = std::filesystem::absolute(flags.tls_cert);
+  if (given("--tls-key")) layer.tls_key = std::filesystem::absolute(flags.tls_key);
+  if (given("--tls-client-ca")) layer.tls_client_ca = std::filesystem::absolute(flags.tls_client_ca);
+  if (given("--insecure-tcp")) layer.insecure_tcp = flags.insecure_tcp;
   return layer;
 }
 

@@ -71,6 +71,10 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.negative_ttl, flags.negative_ttl);
   Overlay(merged.log_hits, flags.log_hits);
   Overlay(merged.allow_guard_findings, flags.allow_guard_findings);
+  Overlay(merged.tls_cert, flags.tls_cert);
+  Overlay(merged.tls_key, flags.tls_key);
+  Overlay(merged.tls_client_ca, flags.tls_client_ca);
+  Overlay(merged.insecure_tcp, flags.insecure_tcp);
 
   DaemonConfig config;
   config.listen = merged.listen.value_or(std::vector<std::string>{});
@@ -88,6 +92,10 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.negative_ttl = merged.negative_ttl.value_or(kDefaultNegativeTtl);
   config.log_hits = merged.log_hits.value_or(false);
   config.allow_guard_findings = merged.allow_guard_findings.value_or(false);
+  config.tls_cert = merged.tls_cert.value_or("");
+  config.tls_key = merged.tls_key.value_or("");
+  config.tls_client_ca = merged.tls_client_ca.value_or("");
+  config.insecure_tcp = merged.insecure_tcp.value_or(false);
   return config;
 }
 

@@ -34,6 +34,10 @@ struct ConfigLayer {
   std::optional<std::chrono::seconds> negative_ttl;
   std::optional<bool> log_hits;
   std::optional<bool> allow_guard_findings;
+  std::optional<std::filesystem::path> tls_cert;
+  std::optional<std::filesystem::path> tls_key;
+  std::optional<std::filesystem::path> tls_client_ca;
+  std::optional<bool> insecure_tcp;
 };
 
 // The settings the daemon runs with, every field decided.
@@ -64,6 +68,13 @@ struct DaemonConfig {
   bool log_hits = false;
   // Serve even when the namespace guard's source check has findings.
   bool allow_guard_findings = false;
+  // TLS for TCP addresses (PEM files): the server's certificate chain and
+  // key, and optionally a CA whose client certificates are then required.
+  // A TCP address without them is refused unless insecure_tcp.
+  std::filesystem::path tls_cert;
+  std::filesystem::path tls_key;
+  std::filesystem::path tls_client_ca;
+  bool insecure_tcp = false;
 };
 
 // 10 GiB: cubins are 10 KiB to a few MiB, so this holds every instantiation

@@ -159,6 +159,10 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"negative_ttl", ReadNegativeTtl},
       {"log_hits", BoolKey(&ConfigLayer::log_hits)},
       {"allow_guard_findings", BoolKey(&ConfigLayer::allow_guard_findings)},
+      {"tls_cert", PathKey(&ConfigLayer::tls_cert, base)},
+      {"tls_key", PathKey(&ConfigLayer::tls_key, base)},
+      {"tls_client_ca", PathKey(&ConfigLayer::tls_client_ca, base)},
+      {"insecure_tcp", BoolKey(&ConfigLayer::insecure_tcp)},
   };
 }
 

@@ -25,6 +25,7 @@
 #include "listen_address.h"
 #include "memory_trim.h"
 #include "serving_stats.h"
+#include "tcp_credentials.h"
 #include "unix_socket_claim.h"
 
 namespace jitd::daemon {
@@ -222,9 +223,18 @@ class Server::Impl {
     grpc::ServerBuilder builder;
     builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
     builder.SetMaxSendMessageSize(kMaxSendMessageBytes);
+    std::vector<std::string> tcp;
+    for (const ListenAddress& address : listen) {
+      if (address.kind != ListenAddress::Kind::kUnix) tcp.push_back(address.host_port);
+    }
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials = TcpCredentials(config, tcp);
+    if (!tcp_credentials.ok()) return tcp_credentials.status();
     std::vector<int> ports(listen.size(), 0);
     for (size_t i = 0; i < listen.size(); ++i) {
-      builder.AddListeningPort(listen[i].GrpcTarget(), grpc::InsecureServerCredentials(), &ports[i]);
+      builder.AddListeningPort(listen[i].GrpcTarget(),
+                               listen[i].kind == ListenAddress::Kind::kUnix ? grpc::InsecureServerCredentials()
+                                                                            : *tcp_credentials,
+                               &ports[i]);
     }
     builder.RegisterService(admin.get());
     builder.RegisterService(compiler.get());

@@ -11,7 +11,7 @@ packages=(
   libsqlite3-dev sqlite3
   libspdlog-dev libfmt-dev
   libtomlplusplus-dev libcli11-dev
-  libxxhash-dev libssl-dev
+  libxxhash-dev libssl-dev openssl
   libhiredis-dev redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv

@@ -37,6 +37,12 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "Print one JSON document instead of a table");
   app.add_option("--admin-token-file", token_file, "File holding the admin token, for evict and verify --repair")
       ->type_name("FILE");
+  std::string tls_ca, tls_cert, tls_key;
+  app.add_option("--tls-ca", tls_ca, "For a HOST:PORT endpoint: PEM CA of the daemon's TLS certificate")
+      ->type_name("FILE");
+  app.add_option("--tls-cert", tls_cert, "For a HOST:PORT endpoint: this client's PEM certificate (mutual TLS)")
+      ->type_name("FILE");
+  app.add_option("--tls-key", tls_key, "The PEM key of --tls-cert")->type_name("FILE");
   app.add_option("--fallback-cache-dir", fallback_cache_dir,
                  "For get: a warmed cache directory to read (read-only) when the daemon cannot be reached "
                  "(default: $JITD_FALLBACK_CACHE_DIR)")
@@ -72,6 +78,9 @@ int main(int argc, char** argv) {
   jitd::ClientOptions options;
   options.endpoint = endpoint;
   options.fallback_cache_dir = fallback_cache_dir;
+  options.tls_ca_file = tls_ca;
+  options.tls_cert_file = tls_cert;
+  options.tls_key_file = tls_key;
   absl::StatusOr<std::chrono::seconds> call_timeout = jitd::ParseDuration(timeout);
   if (!call_timeout.ok()) return Fail("--timeout", call_timeout.status(), kExitUsage);
   options.call_timeout = *call_timeout;

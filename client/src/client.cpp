@@ -12,7 +12,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "client_impl.h"
@@ -43,14 +46,44 @@ constexpr std::chrono::milliseconds kHealthPollTimeout{500};
 // or draining); short, as readiness follows within milliseconds.
 constexpr std::chrono::milliseconds kNotServingPause{20};
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint) {
+absl::StatusOr<std::string> ReadPemFile(const std::filesystem::path& path, const char* what) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(Cat(what, " ", path.string(), ": not a readable PEM file"));
+  }
+  return text.str();
+}
+
+// TLS for a TCP endpoint when any TLS file is set; plaintext otherwise.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(const ClientOptions& options) {
+  const bool tls = !options.tls_ca_file.empty() || !options.tls_cert_file.empty() || !options.tls_key_file.empty();
+  if (options.endpoint.starts_with("unix:") || !tls) return grpc::InsecureChannelCredentials();
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("a client certificate and its key go together: set both or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (auto [path, field, what] : {std::tuple{&options.tls_ca_file, &ssl.pem_root_certs, "TLS CA"},
+                                   std::tuple{&options.tls_cert_file, &ssl.pem_cert_chain, "TLS certificate"},
+                                   std::tuple{&options.tls_key_file, &ssl.pem_private_key, "TLS key"}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> pem = ReadPemFile(*path, what);
+    if (!pem.ok()) return pem.status();
+    *field = *std::move(pem);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint,
+                                           const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
   // Cubins of large kernels pass gRPC's default 4 MiB receive limit.
   args.SetMaxReceiveMessageSize(-1);
-  return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(endpoint, credentials, args);
 }
 
 // A missing socket file is the common "daemon not started" case; saying so
@@ -113,7 +146,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
     absl::StatusOr<std::string> token = ReadAdminTokenFile(options.endpoint.substr(5) + ".admin-token");
     if (token.ok()) options.admin_token = *std::move(token);
   }
-  auto impl = std::make_unique<Impl>(options, MakeChannel(options.endpoint));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = ChannelCredentialsFor(options);
+  if (!credentials.ok()) return credentials.status();
+  auto impl = std::make_unique<Impl>(options, MakeChannel(options.endpoint, *credentials));
   if (options.connect_timeout.count() > 0) {
     absl::Status reachable = CheckUnixSocketExists(options.endpoint);
     if (reachable.ok()) reachable = impl->AwaitConnected();

@@ -222,6 +222,15 @@ struct ClientOptions {
   // user is admin without configuring anything, and other users are not.
   std::string admin_token;
   bool read_socket_admin_token = true;
+  // TLS for a HOST:PORT endpoint (PEM files): the CA that signed the
+  // daemon's certificate (empty: the system's roots), and this client's
+  // certificate chain and key for a daemon that requires them
+  // (--tls-client-ca). Any of them set: the channel is TLS; none: plaintext,
+  // which a daemon only accepts when started with --insecure-tcp. Ignored
+  // for unix: endpoints.
+  std::filesystem::path tls_ca_file;
+  std::filesystem::path tls_cert_file;
+  std::filesystem::path tls_key_file;
   // A warmed cache directory (`jitd warm --cache-dir DIR`, or the daemon's
   // own --cache-dir) that GetKernelBinary() and GetKernel() read, read-only,
   // when the daemon cannot be reached (UNAVAILABLE). Empty: the
