@@ -37,6 +37,7 @@ struct ServeFlags {
   std::string tls_key;
   std::string tls_client_ca;
   bool insecure_tcp = false;
+  std::string socket_group;
 };
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags) {
@@ -87,6 +88,9 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
                  "PEM CA: TCP clients must present a certificate it signed (mutual TLS)")
       ->check(CLI::ExistingFile)
       ->type_name("FILE");
+  app.add_option("--socket-group", flags.socket_group,
+                 "Group of the Unix sockets (mode 0660): its members may call jitd (default: the daemon's group)")
+      ->type_name("GROUP");
   app.add_flag("--insecure-tcp", flags.insecure_tcp,
                "Allow TCP addresses without TLS (plaintext; only on a network you trust)");
   app.add_flag("--allow-guard-findings", flags.allow_guard_findings,
@@ -157,6 +161,10 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   if (given("--tls-key")) layer.tls_key = std::filesystem::absolute(flags.tls_key);
   if (given("--tls-client-ca")) layer.tls_client_ca = std::filesystem::absolute(flags.tls_client_ca);
   if (given("--insecure-tcp")) layer.insecure_tcp = flags.insecure_tcp;
+  if (given("--socket-group")) {
+    if (!Check(CheckGroupName(flags.socket_group), "--socket-group")) return std::nullopt;
+    layer.socket_group = flags.socket_group;
+  }
   return layer;
 }
 

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <grp.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -75,6 +76,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.tls_key, flags.tls_key);
   Overlay(merged.tls_client_ca, flags.tls_client_ca);
   Overlay(merged.insecure_tcp, flags.insecure_tcp);
+  Overlay(merged.socket_group, flags.socket_group);
 
   DaemonConfig config;
   config.listen = merged.listen.value_or(std::vector<std::string>{});
@@ -96,10 +98,19 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.tls_key = merged.tls_key.value_or("");
   config.tls_client_ca = merged.tls_client_ca.value_or("");
   config.insecure_tcp = merged.insecure_tcp.value_or(false);
+  config.socket_group = merged.socket_group.value_or("");
   return config;
 }
 
 absl::Status CheckListenAddress(const std::string& address) { return ParseListenAddress(address).status(); }
+
+absl::Status CheckGroupName(const std::string& group) {
+  if (group.empty()) return absl::InvalidArgumentError("a group name is empty");
+  if (::getgrnam(group.c_str()) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("no group '", group, "' on this host (see /etc/group)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckArch(const std::string& arch) {
   static const std::regex kArch("sm_[0-9]{2,3}[af]?");

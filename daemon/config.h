@@ -38,6 +38,7 @@ struct ConfigLayer {
   std::optional<std::filesystem::path> tls_key;
   std::optional<std::filesystem::path> tls_client_ca;
   std::optional<bool> insecure_tcp;
+  std::optional<std::string> socket_group;
 };
 
 // The settings the daemon runs with, every field decided.
@@ -75,6 +76,9 @@ struct DaemonConfig {
   std::filesystem::path tls_key;
   std::filesystem::path tls_client_ca;
   bool insecure_tcp = false;
+  // Group given the Unix sockets (mode 0660): who may call the daemon.
+  // Empty: the daemon's primary group.
+  std::string socket_group;
 };
 
 // 10 GiB: cubins are 10 KiB to a few MiB, so this holds every instantiation
@@ -110,6 +114,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags);
 // that does not name the source: callers prefix the flag or file:line:key.
 absl::Status CheckListenAddress(const std::string& address);
 absl::Status CheckArch(const std::string& arch);              // sm_NN[N][a|f]
+absl::Status CheckGroupName(const std::string& group);        // an existing group's name
 absl::Status CheckRemoteUrl(const std::string& url);          // redis://H:P[/DB] or unix://PATH
 absl::Status CheckMetricsListen(const std::string& address);  // HOST:PORT
 absl::Status CheckWorkers(int64_t workers);                   // 1..1024

@@ -163,6 +163,7 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"tls_key", PathKey(&ConfigLayer::tls_key, base)},
       {"tls_client_ca", PathKey(&ConfigLayer::tls_client_ca, base)},
       {"insecure_tcp", BoolKey(&ConfigLayer::insecure_tcp)},
+      {"socket_group", StringKey(&ConfigLayer::socket_group, CheckGroupName)},
   };
 }
 

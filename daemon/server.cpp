@@ -1,13 +1,17 @@
 #include "server.h"
 
+#include <grp.h>
 #include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 #include "admin_auth.h"
@@ -231,10 +235,10 @@ class Server::Impl {
     if (!tcp_credentials.ok()) return tcp_credentials.status();
     std::vector<int> ports(listen.size(), 0);
     for (size_t i = 0; i < listen.size(); ++i) {
-      builder.AddListeningPort(listen[i].GrpcTarget(),
-                               listen[i].kind == ListenAddress::Kind::kUnix ? grpc::InsecureServerCredentials()
-                                                                            : *tcp_credentials,
-                               &ports[i]);
+      builder.AddListeningPort(
+          listen[i].GrpcTarget(),
+          listen[i].kind == ListenAddress::Kind::kUnix ? grpc::InsecureServerCredentials() : *tcp_credentials,
+          &ports[i]);
     }
     builder.RegisterService(admin.get());
     builder.RegisterService(compiler.get());
@@ -254,6 +258,15 @@ class Server::Impl {
     }
     for (const auto& claim : claims) {
       if (absl::Status restricted = claim->RestrictMode(); !restricted.ok()) return restricted;
+      if (!config.socket_group.empty()) {
+        const struct group* group = ::getgrnam(config.socket_group.c_str());
+        if (group == nullptr) return absl::InvalidArgumentError(Cat("no group '", config.socket_group, "'"));
+        if (::chown(claim->path().c_str(), static_cast<uid_t>(-1), group->gr_gid) != 0) {
+          return absl::FailedPreconditionError(Cat("cannot give ", claim->path().string(), " to group ",
+                                                   config.socket_group, ": ", std::strerror(errno),
+                                                   " (the daemon's user must be a member of it)"));
+        }
+      }
     }
     return absl::OkStatus();
   }

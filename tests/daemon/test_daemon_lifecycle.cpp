@@ -1,5 +1,6 @@
 // jitd as a process: start-up checks, configuration, sockets, shutdown.
 #include <gmock/gmock.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -166,6 +167,30 @@ TEST(Lifecycle, JitdWarmMayShareTheDaemonsCacheDirectory) {
   // What warm stored is served by the daemon from disk, not compiled again.
   v1::StatsResponse stats = daemon.Stats();
   EXPECT_GT(stats.entries(), 0u);
+}
+
+TEST(Lifecycle, SocketGroupGivesTheSocketToThatGroup) {
+  TempDir dir;
+  const struct group* nogroup = getgrnam("nogroup");
+  ASSERT_NE(nogroup, nullptr) << "Debian has a group 'nogroup'";
+  TestDaemon daemon(dir, {"--socket-group", "nogroup"});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  struct stat st {};
+  ASSERT_EQ(stat(daemon.socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, nogroup->gr_gid);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  // The admin token stays the daemon's user's alone.
+  ASSERT_EQ(stat((daemon.socket_path().string() + ".admin-token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(Lifecycle, AnUnknownSocketGroupIsAUsageError) {
+  TempDir dir;
+  std::vector<std::string> args = TestDaemon::DefaultArgs(dir);
+  args.insert(args.end(), {"--socket-group", "no-such-group-here"});
+  const auto r = RunProcess(args, dir / "jitd.log", kProcessTimeout);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("no group 'no-such-group-here'"));
 }
 
 TEST(Lifecycle, DefaultListenIsTheSocketInXdgRuntimeDir) {
