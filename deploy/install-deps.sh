@@ -15,6 +15,7 @@ packages=(
   libhiredis-dev redis-server
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -14,11 +14,13 @@ build="${1:-$root/build-fuzz}"
 seconds="${JITD_FUZZ_SECONDS:-30}"
 targets=(blob manifest config request)
 
-if ! command -v clang++ >/dev/null; then
-  echo "tests/fuzz/run.sh: needs clang++ and libFuzzer (deploy/install-deps.sh installs clang-14)" >&2
+cxx="$(command -v clang++ || command -v clang++-14 || true)"
+cc="$(command -v clang || command -v clang-14 || true)"
+if [ -z "$cxx" ] || [ -z "$cc" ]; then
+  echo "tests/fuzz/run.sh: needs clang and libFuzzer (deploy/install-deps.sh installs clang-14)" >&2
   exit 1
 fi
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJITD_FUZZ=ON \
+CC="$cc" CXX="$cxx" cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJITD_FUZZ=ON \
   -DJITD_SANITIZE=address,undefined -DJITD_BUILD_BENCHMARKS=OFF -DJITD_WERROR=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 
