@@ -38,6 +38,7 @@ struct ServeFlags {
   std::string tls_client_ca;
   bool insecure_tcp = false;
   std::string socket_group;
+  int64_t max_calls_per_peer = -1;
 };
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags) {
@@ -88,6 +89,10 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
                  "PEM CA: TCP clients must present a certificate it signed (mutual TLS)")
       ->check(CLI::ExistingFile)
       ->type_name("FILE");
+  app.add_option("--max-calls-per-peer", flags.max_calls_per_peer,
+                 absl::StrCat("GetKernel and Warm calls one client may have in flight; 0 = no bound (default: ",
+                              kDefaultMaxCallsPerPeer, "; on a Unix socket every client counts as one peer)"))
+      ->type_name("N");
   app.add_option("--socket-group", flags.socket_group,
                  "Group of the Unix sockets (mode 0660): its members may call jitd (default: the daemon's group)")
       ->type_name("GROUP");
@@ -161,6 +166,13 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   if (given("--tls-key")) layer.tls_key = std::filesystem::absolute(flags.tls_key);
   if (given("--tls-client-ca")) layer.tls_client_ca = std::filesystem::absolute(flags.tls_client_ca);
   if (given("--insecure-tcp")) layer.insecure_tcp = flags.insecure_tcp;
+  if (given("--max-calls-per-peer")) {
+    if (flags.max_calls_per_peer < 0) {
+      Check(absl::InvalidArgumentError("must be 0 (no bound) or a positive count"), "--max-calls-per-peer");
+      return std::nullopt;
+    }
+    layer.max_calls_per_peer = static_cast<uint64_t>(flags.max_calls_per_peer);
+  }
   if (given("--socket-group")) {
     if (!Check(CheckGroupName(flags.socket_group), "--socket-group")) return std::nullopt;
     layer.socket_group = flags.socket_group;

@@ -172,11 +172,13 @@ std::string NameExpressionTemplate(const manifest::KernelDef& kernel) {
 }  // namespace
 
 CompilerService::CompilerService(serving::KernelService& service, InFlightCalls& calls, Options options)
-    : service_(service), calls_(calls), options_(options) {}
+    : service_(service), calls_(calls), options_(options), peers_(options.max_calls_per_peer) {}
 
 grpc::Status CompilerService::GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                         v1::GetKernelResponse* response) {
   const InFlightCalls::Scope in_flight(calls_);
+  PeerLimit::Slot slot;
+  if (absl::Status admitted = peers_.Acquire(context->peer(), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
   const auto started = Steady::now();
   absl::StatusOr<serving::Mode> mode = ModeOf(request->mode());
   if (!mode.ok()) return ToGrpcStatus(mode.status());
@@ -202,6 +204,8 @@ grpc::Status CompilerService::GetKernel(grpc::ServerContext* context, const v1::
 grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmRequest* request,
                                    grpc::ServerWriter<v1::WarmProgress>* writer) {
   const InFlightCalls::Scope in_flight(calls_);
+  PeerLimit::Slot slot;
+  if (absl::Status admitted = peers_.Acquire(context->peer(), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
   const auto started = Steady::now();
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
   absl::StatusOr<std::vector<manifest::KernelRequest>> items = WarmItems(*request, *resolver);

@@ -19,6 +19,7 @@
 #include "in_flight_calls.h"
 #include "jitd/v1/compiler.grpc.pb.h"
 #include "kernel_service.h"
+#include "peer_limit.h"
 
 namespace jitd::daemon {
 
@@ -30,6 +31,8 @@ class CompilerService final : public v1::Compiler::Service {
     size_t workers = 1;
     // Log one line per cache hit (every compile is logged by the service).
     bool log_hits = false;
+    // GetKernel and Warm calls one peer may have in flight; 0 = no bound.
+    size_t max_calls_per_peer = 0;
   };
 
   // `service` and `calls` (which counts each call while it runs) must
@@ -47,6 +50,7 @@ class CompilerService final : public v1::Compiler::Service {
   serving::KernelService& service_;
   InFlightCalls& calls_;
   const Options options_;
+  PeerLimit peers_;
 };
 
 }  // namespace jitd::daemon

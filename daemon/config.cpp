@@ -77,6 +77,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.tls_client_ca, flags.tls_client_ca);
   Overlay(merged.insecure_tcp, flags.insecure_tcp);
   Overlay(merged.socket_group, flags.socket_group);
+  Overlay(merged.max_calls_per_peer, flags.max_calls_per_peer);
 
   DaemonConfig config;
   config.listen = merged.listen.value_or(std::vector<std::string>{});
@@ -99,6 +100,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.tls_client_ca = merged.tls_client_ca.value_or("");
   config.insecure_tcp = merged.insecure_tcp.value_or(false);
   config.socket_group = merged.socket_group.value_or("");
+  config.max_calls_per_peer = merged.max_calls_per_peer.value_or(kDefaultMaxCallsPerPeer);
   return config;
 }
 

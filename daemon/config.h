@@ -39,6 +39,7 @@ struct ConfigLayer {
   std::optional<std::filesystem::path> tls_client_ca;
   std::optional<bool> insecure_tcp;
   std::optional<std::string> socket_group;
+  std::optional<uint64_t> max_calls_per_peer;
 };
 
 // The settings the daemon runs with, every field decided.
@@ -79,6 +80,8 @@ struct DaemonConfig {
   // Group given the Unix sockets (mode 0660): who may call the daemon.
   // Empty: the daemon's primary group.
   std::string socket_group;
+  // GetKernel and Warm calls one peer may have in flight (peer_limit.h).
+  uint64_t max_calls_per_peer = 0;
 };
 
 // 10 GiB: cubins are 10 KiB to a few MiB, so this holds every instantiation
@@ -89,6 +92,10 @@ inline constexpr uint64_t kDefaultMaxCacheBytes = uint64_t{10} << 30;
 // queue is minutes of work for a few workers, so a caller beyond it is
 // better told at once (RESOURCE_EXHAUSTED) than left to time out.
 inline constexpr uint64_t kDefaultMaxQueue = 256;
+// Calls one peer may have in flight. On a Unix socket all clients are one
+// peer, so this is a bound on the whole socket: far above what a host's
+// inference servers send at once, far below what exhausts threads.
+inline constexpr uint64_t kDefaultMaxCallsPerPeer = 1024;
 // 256 MiB of hot cubins: every instantiation of the shipped kernels for a
 // few archs many times over, a small share of a serving host's memory.
 inline constexpr uint64_t kDefaultHotCacheBytes = uint64_t{256} << 20;

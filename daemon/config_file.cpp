@@ -118,6 +118,13 @@ absl::Status ReadMaxQueue(const toml::node& node, ConfigLayer& layer) {
   return absl::OkStatus();
 }
 
+absl::Status ReadMaxCallsPerPeer(const toml::node& node, ConfigLayer& layer) {
+  const auto* number = node.as_integer();
+  if (number == nullptr || number->get() < 0) return WrongType(node, "0 (no bound) or a positive integer");
+  layer.max_calls_per_peer = static_cast<uint64_t>(number->get());
+  return absl::OkStatus();
+}
+
 // Seconds as an integer, or a duration string ("30s", "2m").
 absl::Status ReadNegativeTtl(const toml::node& node, ConfigLayer& layer) {
   int64_t seconds = 0;
@@ -155,6 +162,7 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"metrics_listen", StringKey(&ConfigLayer::metrics_listen, CheckMetricsListen)},
       {"admin_token_file", PathKey(&ConfigLayer::admin_token_file, base)},
       {"max_queue", ReadMaxQueue},
+      {"max_calls_per_peer", ReadMaxCallsPerPeer},
       {"hot_cache_bytes", ByteSizeKey(&ConfigLayer::hot_cache_bytes)},
       {"negative_ttl", ReadNegativeTtl},
       {"log_hits", BoolKey(&ConfigLayer::log_hits)},

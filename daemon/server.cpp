@@ -178,7 +178,9 @@ class Server::Impl {
     service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options);
     stack.resolver.reset();
     compiler = std::make_unique<CompilerService>(
-        *service, calls, CompilerService::Options{.workers = config.workers, .log_hits = config.log_hits});
+        *service, calls,
+        CompilerService::Options{
+            .workers = config.workers, .log_hits = config.log_hits, .max_calls_per_peer = config.max_calls_per_peer});
     return absl::OkStatus();
   }
 

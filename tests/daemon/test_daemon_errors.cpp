@@ -181,5 +181,28 @@ TEST_F(ErrorsTest, AdminCallWithoutTheTokenIsPermissionDeniedSayingWhatToSend) {
   EXPECT_TRUE(daemon_->Connect("s3cret")->Evict(request).ok());
 }
 
+TEST_F(ErrorsTest, APeerPastItsCallBoundIsResourceExhaustedAndTheOthersFinish) {
+  Start({"--workers", "1", "--max-calls-per-peer", "2"});
+  // Two slow compiles (CUB, ~1 s each, one worker) hold the peer's two places.
+  std::vector<std::thread> slow;
+  std::vector<absl::Status> results(2);
+  const std::vector<std::string> threads = {"128", "256"};
+  for (int i = 0; i < 2; ++i) {
+    slow.emplace_back([&, i] {
+      results[i] = daemon_->Connect("", kCompileCallTimeout)
+                       ->GetKernel(KernelRequest("small.block_sum", {{"threads", threads[i]}}))
+                       .status();
+    });
+  }
+  ASSERT_TRUE(PollUntil([&] { return daemon_->Stats().compiles_in_flight() == 2; }, kProcessTimeout));
+  const absl::Status refused = ErrorOf(KernelRequest("small.fill", {{"dtype", "fp32"}}));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("--max-calls-per-peer 2"));
+  for (std::thread& t : slow) t.join();
+  for (const absl::Status& r : results) EXPECT_TRUE(r.ok()) << r;
+  // With the places free again, the peer is served.
+  EXPECT_TRUE(ErrorOf(KernelRequest("small.fill", {{"dtype", "fp32"}})).ok());
+}
+
 }  // namespace
 }  // namespace jitd
