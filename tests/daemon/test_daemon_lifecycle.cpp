@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "kernel_fixtures.h"
@@ -153,20 +154,49 @@ TEST(Lifecycle, ADaemonKilledWithSigkillDoesNotLockItsCacheDirectory) {
   EXPECT_TRUE(next.WaitUntilServing().ok()) << next.process().Output();
 }
 
-TEST(Lifecycle, JitdWarmMayShareTheDaemonsCacheDirectory) {
+TEST(Lifecycle, JitdWarmAndTheDaemonWriteOneCacheDirectoryAtTheSameTime) {
   TempDir dir;
-  TestDaemon daemon(dir, {"--kernels", testing::SmallKernelsDir()});
+  TestDaemon daemon(dir, {"--kernels", testing::SmallKernelsDir().string(), "--hot-cache-bytes", "0"});
   ASSERT_TRUE(daemon.WaitUntilServing().ok());
-  const auto warm = RunProcess({testing::JitdBinary(), "warm", "--all", "--kernels", testing::SmallKernelsDir(),
-                                "--cache-dir", daemon.cache_dir().string(), "--workers", "1"},
-                               dir / "warm.log", std::chrono::seconds(120));
+  // jitd warm compiles every instantiation into the daemon's directory
+  // while clients ask the daemon for the same ones (both compile, both
+  // publish: the first publish of a key wins, the other is dropped).
+  testing::Process warm({testing::JitdBinary(), "warm", "--all", "--kernels", testing::SmallKernelsDir().string(),
+                         "--cache-dir", daemon.cache_dir().string(), "--workers", "1"},
+                        dir / "warm.log");
+  const std::vector<std::pair<std::string, std::map<std::string, std::string>>> specs = {
+      {"small.fill", {{"dtype", "fp32"}}},        {"small.fill", {{"dtype", "fp64"}}},
+      {"small.scale", {{"clamp", "off"}}},        {"small.scale", {{"clamp", "on"}}},
+      {"small.block_sum", {{"threads", "1024"}}}, {"small.block_sum", {{"threads", "128"}}}};
+  std::unique_ptr<Client> client = daemon.Connect("", std::chrono::seconds(120));
+  std::map<std::string, std::string> served;  // key -> cubin, as the daemon answered while warm ran
+  for (const auto& [kernel, params] : specs) {
+    absl::StatusOr<v1::GetKernelResponse> r = client->GetKernel(testing::KernelRequest(kernel, params));
+    ASSERT_TRUE(r.ok()) << kernel << ": " << r.status();
+    served[r->key()] = r->cubin();
+  }
   // One kernel of the small set is broken on purpose: warm reports it and
-  // exits non-zero, having stored the others.
-  EXPECT_THAT(warm.output, Not(HasSubstr("already served")));
-  EXPECT_THAT(warm.output, HasSubstr("instantiations in"));
-  // What warm stored is served by the daemon from disk, not compiled again.
-  v1::StatsResponse stats = daemon.Stats();
-  EXPECT_GT(stats.entries(), 0u);
+  // exits 1, having stored the others.
+  const std::optional<int> warm_exit = warm.WaitForExit(std::chrono::seconds(120));
+  ASSERT_TRUE(warm_exit.has_value()) << warm.Output();
+  EXPECT_EQ(*warm_exit, 1) << warm.Output();
+  EXPECT_THAT(warm.Output(), Not(HasSubstr("already served")));
+  EXPECT_THAT(warm.Output(), HasSubstr("9 instantiations"));
+
+  // One entry per key, every one verifies, and each is what the daemon
+  // answered while both wrote.
+  v1::VerifyRequest verify;
+  absl::StatusOr<v1::VerifyResponse> verified = client->Verify(verify);
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_EQ(verified->corrupt(), 0u);
+  EXPECT_EQ(verified->orphan_blobs(), 0u) << "a losing publish left its blob behind";
+  EXPECT_EQ(daemon.Stats().entries(), 8u) << "4 trivial and 4 block_sum instantiations, each stored once";
+  for (const auto& [kernel, params] : specs) {
+    absl::StatusOr<v1::GetKernelResponse> r = client->GetKernel(testing::KernelRequest(kernel, params));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->source(), v1::GetKernelResponse::DISK);
+    EXPECT_EQ(r->cubin(), served[r->key()]) << kernel;
+  }
 }
 
 TEST(Lifecycle, SocketGroupGivesTheSocketToThatGroup) {
