@@ -80,6 +80,9 @@ absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& ori
                                                                   [](char c) { return c >= '0' && c <= '9'; }))) {
       return Bad(origin, v.source(), Cat(context, ": '", request_value, "' is not a decimal integer"));
     }
+    if (p.type == "int" && request_value.size() > 9) {  // found by tests/fuzz (std::stoll threw)
+      return Bad(origin, v.source(), Cat(context, ": '", request_value.substr(0, 24), "' has more than 9 digits"));
+    }
     p.values.emplace_back(request_value, std::string(*v.value<std::string_view>()));
   }
   if (p.type == "int") {

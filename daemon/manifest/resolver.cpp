@@ -95,7 +95,8 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   }
   ResolvedKernel out;
   out.kernel = def->name;
-  for (const auto& [name, value] : req.params) {
+  for (const auto& param : req.params) {
+    const std::string& name = param.first;  // (clang 14 cannot capture a structured binding)
     bool known = std::any_of(def->params.begin(), def->params.end(), [&](const ParamDef& p) { return p.name == name; });
     if (!known) {
       return absl::InvalidArgumentError(

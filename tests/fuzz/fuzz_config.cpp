@@ -4,14 +4,26 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "config_file.h"
 
+namespace {
+
+// The file each input is written to, removed when the process exits.
+struct ConfigFile {
+  std::string path = "/tmp/jitd-fuzz-config-" + std::to_string(getpid()) + ".toml";
+  ~ConfigFile() { std::remove(path.c_str()); }
+};
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/jitd-fuzz-config-" + std::to_string(getpid()) + ".toml";
+  static const ConfigFile file;
+  const std::string& path = file.path;
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));

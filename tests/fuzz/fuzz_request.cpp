@@ -53,8 +53,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   for (const std::string& option : resolved->request_options) {
-    if (option.starts_with("-I") || option.starts_with("--include-path") || option.find("pch") != std::string::npos) {
-      std::abort();  // the allow-list let a path or a PCH option through
+    for (const char* forbidden : {"-I", "--include-path", "--pre-include", "-include", "-pch", "--pch", "--create-pch",
+                                  "--use-pch", "-arch", "--gpu-architecture", "-std", "--std"}) {
+      if (option.starts_with(forbidden)) std::abort();  // the allow-list let a path or a daemon option through
     }
   }
   return 0;

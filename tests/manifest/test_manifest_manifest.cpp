@@ -94,6 +94,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"unused param", Replace(kMinimal, ", {n}>", ">"), "not used by any name expression"},
         BadCase{"bad type", Replace(kMinimal, "type = \"int\"", "type = \"float\""), "type must be dtype, enum or int"},
         BadCase{"non-integer int", Replace(kMinimal, "\"4\" = \"4\"", "\"four\" = \"4\""), "not a decimal integer"},
+        // Found by tests/fuzz/fuzz_manifest: sorting these threw out_of_range.
+        BadCase{"int of 20 digits", Replace(kMinimal, "\"4\" = \"4\"", "\"99999999999999999999\" = \"4\""),
+                "more than 9 digits"},
         BadCase{"default not a value", Replace(kMinimal, "default = \"2\"", "default = \"3\""), "default '3'"},
         BadCase{"schema 2", Replace(kMinimal, "schema = 1", "schema = 2"), "schema must be 1"},
         BadCase{"duplicate kernel", std::string(kMinimal) + R"toml(
