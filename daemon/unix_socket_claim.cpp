@@ -56,6 +56,16 @@ absl::StatusOr<std::unique_ptr<UnixSocketClaim>> UnixSocketClaim::Acquire(const 
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create the socket directory ", path.parent_path().string(), ": ", error.message()));
   }
+  // In a directory every user may write to (without the sticky bit that
+  // /tmp has), anyone could remove jitd's socket and put their own there.
+  struct stat directory {};
+  if (stat(path.parent_path().c_str(), &directory) == 0 && (directory.st_mode & S_IWOTH) != 0 &&
+      (directory.st_mode & S_ISVTX) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the socket directory ", path.parent_path().string(),
+        " is writable by every user (no sticky bit): anyone could replace jitd's socket there; use a directory the "
+        "daemon's user owns ($XDG_RUNTIME_DIR, a systemd RuntimeDirectory) or chmod o-w it"));
+  }
 
   const std::string lock_path = path.string() + ".lock";
   const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

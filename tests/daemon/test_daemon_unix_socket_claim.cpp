@@ -40,6 +40,19 @@ TEST(UnixSocketClaim, CreatesTheParentDirectory) {
   EXPECT_FALSE((*claim)->removed_stale());
 }
 
+TEST(UnixSocketClaim, RefusesADirectoryEveryUserMayWriteToUnlessItIsSticky) {
+  jitd::testing::TempDir dir;
+  const std::filesystem::path open_dir = dir / "open";
+  std::filesystem::create_directories(open_dir);
+  ASSERT_EQ(chmod(open_dir.c_str(), 0777), 0);
+  auto refused = UnixSocketClaim::Acquire(open_dir / "jitd.sock");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("writable by every user"));
+  // With the sticky bit (as /tmp), only an entry's owner may remove it.
+  ASSERT_EQ(chmod(open_dir.c_str(), 01777), 0);
+  EXPECT_TRUE(UnixSocketClaim::Acquire(open_dir / "jitd.sock").ok());
+}
+
 TEST(UnixSocketClaim, RemovesAStaleSocketNobodyAcceptsOn) {
   jitd::testing::TempDir dir;
   close(BindSocket(dir / "jitd.sock", /*listen_too=*/false));
