@@ -231,7 +231,8 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
   app.footer(
       "Examples:\n"
       "  jitd                                    serve on the default socket and cache\n"
-      "  jitd --listen unix:/run/jitd.sock --listen 127.0.0.1:7070 --max-cache-bytes 20G\n"
+      "  jitd --listen unix:/run/jitd.sock --socket-group inference --max-cache-bytes 20G\n"
+      "  jitd --listen 10.0.0.5:7070 --tls-cert server.pem --tls-key server.key --tls-client-ca clients.pem\n"
       "  jitd --config /etc/jitd/jitd.toml\n"
       "Ready when grpc.health.v1.Health/Check answers SERVING; SIGTERM drains and exits 0.");
 

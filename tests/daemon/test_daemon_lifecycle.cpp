@@ -332,7 +332,8 @@ TEST(Lifecycle, HelpNamesTheServingFlags) {
   const auto help = RunProcess({testing::JitdBinary(), "--help"}, dir / "help.log", kProcessTimeout);
   EXPECT_EQ(help.exit_code, 0);
   for (const char* name :
-       {"--max-queue", "--hot-cache-bytes", "--negative-ttl", "--log-hits", "--allow-guard-findings"}) {
+       {"--max-queue", "--hot-cache-bytes", "--negative-ttl", "--log-hits", "--allow-guard-findings", "--tls-cert",
+        "--tls-key", "--tls-client-ca", "--insecure-tcp", "--socket-group", "--max-calls-per-peer"}) {
     EXPECT_THAT(help.output, HasSubstr(name));
   }
 }
