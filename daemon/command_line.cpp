@@ -65,7 +65,8 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--metrics-listen", flags.metrics_listen, "HOST:PORT for Prometheus metrics (not built in yet)")
       ->type_name("HOST:PORT");
   app.add_option("--admin-token-file", flags.admin_token_file,
-                 "Require this file's token (authorization: Bearer) for Evict and Verify --repair")
+                 "Admin token for Evict and Verify --repair (authorization: Bearer) from this file (default: a new one "
+                 "each start, in SOCKET.admin-token, readable by this user only)")
       ->type_name("FILE");
   app.add_option("--max-queue", flags.max_queue,
                  absl::StrCat("Compiles allowed to wait for a worker; beyond, RESOURCE_EXHAUSTED (default: ",
