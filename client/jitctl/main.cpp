@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
          "Daemon address, unix:PATH or HOST:PORT (default: $JITD_ENDPOINT, then " + jitd::DefaultEndpoint() + ")")
       ->type_name("ADDR");
   app.add_flag("--json", json, "Print one JSON document instead of a table");
-  app.add_option("--admin-token-file", token_file, "File holding the admin token, for evict and verify --repair")
+  app.add_option("--admin-token-file", token_file,
+                 "File holding the admin token, for evict and verify --repair (default: SOCKET.admin-token, "
+                 "when this user may read it)")
       ->type_name("FILE");
   std::string tls_ca, tls_cert, tls_key;
   app.add_option("--tls-ca", tls_ca, "For a HOST:PORT endpoint: PEM CA of the daemon's TLS certificate")

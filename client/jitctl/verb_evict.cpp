@@ -22,7 +22,9 @@ class EvictVerb final : public Verb {
     sub->add_option("--key", keys_, "This content key (repeatable)")->type_name("KEY");
     sub->add_option("--arch", arch_, "Entries for this arch (\"sm_90\")")->type_name("ARCH");
     sub->add_flag("--dry-run", dry_run_, "Only report what would be evicted");
-    sub->footer("Needs the admin token (--admin-token-file) when the daemon has one.");
+    sub->footer(
+        "Needs the daemon's admin token: read by itself from SOCKET.admin-token (the daemon's user may read it), "
+        "or --admin-token-file FILE.");
     return sub;
   }
 

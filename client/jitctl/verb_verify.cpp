@@ -12,8 +12,8 @@ class VerifyVerb final : public Verb {
   CLI::App* Register(CLI::App& app) override {
     CLI::App* sub = app.add_subcommand("verify", "Check every cache entry against its checksum");
     sub->add_flag("--repair", repair_,
-                  "Drop corrupt entries and reconcile index and blob files (needs the admin token "
-                  "when the daemon has one)");
+                  "Drop corrupt entries and reconcile index and blob files (needs the daemon's admin token, "
+                  "see jitctl evict --help)");
     sub->footer("Exits 1 when problems remain (found and not repaired), so scripts can alert.");
     return sub;
   }
