@@ -147,10 +147,12 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
   bool joined = false;
   {
     std::lock_guard lock(flights_mu_);
-    if (auto it = flights_.find(answer.key); it != flights_.end()) {
+    if (auto it = flights_.find(answer.key); it != flights_.end() && Join(*it->second, mode)) {
       flight = it->second;
       joined = true;
     } else {
+      // No flight, or one its last waiter cancelled (it leaves flights_
+      // once the pool has answered): a new flight, which replaces it.
       // A flight ends by filling the hot cache (or the failure memory) and
       // only then leaving flights_, both under this lock: look again.
       if (auto hot = hot_.Get(answer.key)) {
@@ -216,16 +218,27 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
                         }),
                         finished});
   } else {
-    std::lock_guard lock(flight->mu);
-    if (mode != Mode::kPrefetch) ++flight->waiters;
     std::lock_guard slock(stats_mu_);
-    ++stats_.joined;
+    ++stats_.joined;  // its waiter was counted by Join()
   }
   if (mode == Mode::kPrefetch) {
     answer.origin = Origin::kNone;
     return answer;
   }
   return Wait(std::move(flight), std::move(answer), context, joined);
+}
+
+bool KernelService::Join(Flight& flight, Mode mode) {
+  // Under flights_mu_ and the flight's lock together: the last waiter of a
+  // flight cancels it under the flight's lock, so a request either joins
+  // before that (and keeps the compile wanted) or sees it cancelled and
+  // starts its own. Joining a cancelled flight would hand a caller that
+  // never gave up a CANCELLED answer (found by the soak test).
+  std::lock_guard lock(flight.mu);
+  if (flight.cancel->cancelled()) return false;
+  if (mode == Mode::kCompile) ++flight.waiters;  // CACHED_ONLY does not wait; PREFETCH is not a waiter
+  if (mode == Mode::kPrefetch) flight.wanted_without_waiters = true;
+  return true;
 }
 
 absl::StatusOr<KernelAnswer> KernelService::Wait(std::shared_ptr<Flight> flight, KernelAnswer answer,
@@ -336,7 +349,9 @@ void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::Resolved
     } else if (IsCompileFailure(result.status())) {
       RememberFailure(resolved.key, result.status());
     }
-    flights_.erase(resolved.key);
+    // Only this flight's own entry: a cancelled flight may have been
+    // replaced by a newer one for the same key.
+    if (auto it = flights_.find(resolved.key); it != flights_.end() && it->second == flight) flights_.erase(it);
   }
   {
     std::lock_guard lock(stats_mu_);

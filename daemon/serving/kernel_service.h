@@ -130,6 +130,9 @@ class KernelService {
     std::chrono::steady_clock::time_point expires;
   };
 
+  // Joins `flight` (counting a COMPILE request as a waiter) unless its
+  // last waiter has cancelled it. Requires flights_mu_.
+  static bool Join(Flight& flight, Mode mode);
   absl::StatusOr<KernelAnswer> Wait(std::shared_ptr<Flight> flight, KernelAnswer answer, const CallContext& context,
                                     bool joined);
   void RunFlight(std::shared_ptr<Flight> flight, manifest::ResolvedKernel resolved, compiler::Priority priority);
