@@ -66,8 +66,8 @@ absl::StatusOr<manifest::Toolchain> DetectToolchain(const fs::path& cache_dir) {
   static std::once_flag once;
   static absl::StatusOr<manifest::Toolchain> toolchain = absl::UnknownError("not detected");
   std::call_once(once, [&cache_dir] {
-    toolchain = manifest::Toolchain::Detect(
-        "/usr/local/cuda", cache_dir.empty() ? fs::path() : cache_dir / kToolkitFingerprintMemo);
+    toolchain = manifest::Toolchain::Detect("/usr/local/cuda",
+                                            cache_dir.empty() ? fs::path() : cache_dir / kToolkitFingerprintMemo);
   });
   return toolchain;
 }

@@ -235,8 +235,10 @@ int Run(int rounds, const std::string& json) {
     }
     report.Add({"cold request " + i.kernel, "ms", Median(cold), "NVRTC direct, same program", Median(direct),
                 Figure::Target::kRatioAtMost, 1.05,
-                "NVRTC in the worker " + Fixed(Median(worker), 1) + " ms; the rest (request, queue, worker round "
-                "trip, publish, answer) " + Fixed(Median(overhead), 1) + " ms"});
+                "NVRTC in the worker " + Fixed(Median(worker), 1) +
+                    " ms; the rest (request, queue, worker round "
+                    "trip, publish, answer) " +
+                    Fixed(Median(overhead), 1) + " ms"});
   }
 
   // Single flight.
@@ -258,8 +260,8 @@ int Run(int rounds, const std::string& json) {
   // SingleFlightMs compiles twice per round: once to learn the key (in
   // ColdRequestMs) and once for the 64 requests.
   const uint64_t per_round = compiles / static_cast<uint64_t>(sf_rounds) - 1;
-  report.Add({std::to_string(kSingleFlightClients) + " identical cold requests", "ms", Median(many),
-              "one cold request", Median(one), Figure::Target::kRatioAtMost, 1.1,
+  report.Add({std::to_string(kSingleFlightClients) + " identical cold requests", "ms", Median(many), "one cold request",
+              Median(one), Figure::Target::kRatioAtMost, 1.1,
               "compiles per round of " + std::to_string(kSingleFlightClients) + " requests: " +
                   std::to_string(per_round) + " (" + std::to_string(sf_rounds) + " rounds); NVRTC in the worker " +
                   Fixed(Median(many_worker), 1) + " ms with 64 waiting, " + Fixed(Median(one_worker), 1) +

@@ -18,8 +18,8 @@ struct Figure {
     kRatioAtLeast,  // value / baseline_value >= bound
     kAtMost,        // value <= bound (in the figure's unit)
   };
-  std::string name;      // "warm hit 16K bytes p50"
-  std::string unit;      // "us", "ms", "calls/s", "MiB", "x"
+  std::string name;  // "warm hit 16K bytes p50"
+  std::string unit;  // "us", "ms", "calls/s", "MiB", "x"
   double value = 0;
   std::string baseline;  // what it is compared against; empty = nothing
   double baseline_value = 0;

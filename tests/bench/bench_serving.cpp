@@ -207,8 +207,8 @@ int Bench(const Options& options) {
                                    "; client, jitd and echo server on one host, Unix sockets");
   report.AddContext("cubins", std::to_string(sizes[0]) + " and " + std::to_string(sizes[1]) +
                                   " bytes (echo payloads the same sizes)");
-  auto latency = [&](const std::string& name, const Call& jitd_call, const Call& echo_call, int calls,
-                     double p50_bound, bool with_p99) {
+  auto latency = [&](const std::string& name, const Call& jitd_call, const Call& echo_call, int calls, double p50_bound,
+                     bool with_p99) {
     const int warmup = calls / 10;
     auto [j, e] = OrDie(jitd::bench::MeasureSequential(jitd_call, echo_call, warmup, calls), name.c_str());
     const std::string n = " (" + std::to_string(j.samples) + " calls)";

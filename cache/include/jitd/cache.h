@@ -307,9 +307,9 @@ absl::StatusOr<std::string> TreeFingerprint(const std::filesystem::path& dir);
 // timestamps' granularity of the memo could otherwise match it). A missing,
 // unreadable or stale memo means the full fingerprint; a memo that cannot
 // be written is skipped silently (the next start computes it again).
-absl::StatusOr<std::string> MemoizedTreeFingerprint(
-    const std::filesystem::path& dir, const std::filesystem::path& memo_file,
-    std::chrono::nanoseconds racy_window = std::chrono::seconds(2));
+absl::StatusOr<std::string> MemoizedTreeFingerprint(const std::filesystem::path& dir,
+                                                    const std::filesystem::path& memo_file,
+                                                    std::chrono::nanoseconds racy_window = std::chrono::seconds(2));
 
 // The whole of `path` in one string: one open, one fstat, a buffer sized
 // once and read into directly (a 1 MiB blob costs one page-cache copy).
