@@ -26,6 +26,11 @@ struct ServeFlags {
   int64_t workers = 0;
   std::string arch;
   std::string remote;
+  std::string remote_password_file;
+  std::string remote_tls_ca;
+  std::string remote_tls_cert;
+  std::string remote_tls_key;
+  int64_t remote_timeout_ms = 0;
   std::string metrics_listen;
   std::string admin_token_file;
   int64_t max_queue = 0;
@@ -60,9 +65,31 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--arch", flags.arch,
                  absl::StrCat("Arch for requests that name none (default: ", std::string(kDefaultArch), ")"))
       ->type_name("sm_XX");
-  app.add_option("--remote", flags.remote, "Shared remote tier: redis://HOST:PORT/DB or unix://PATH (not built in yet)")
+  app.add_option("--remote", flags.remote,
+                 "Shared tier behind the local cache: redis://HOST:PORT/DB, rediss://HOST:PORT/DB (TLS) or "
+                 "unix://PATH (default: none)")
       ->type_name("URL");
-  app.add_option("--metrics-listen", flags.metrics_listen, "HOST:PORT for Prometheus metrics (not built in yet)")
+  app.add_option("--remote-password-file", flags.remote_password_file,
+                 "The remote tier's password (AUTH), first line of FILE (keeps it out of ps and configs)")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_option("--remote-tls-ca", flags.remote_tls_ca,
+                 "rediss://: PEM CA bundle for the server's certificate (default: the system's)")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_option("--remote-tls-cert", flags.remote_tls_cert,
+                 "rediss://: PEM client certificate, for servers that require one")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_option("--remote-tls-key", flags.remote_tls_key, "rediss://: PEM key of --remote-tls-cert")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
+  app.add_option("--remote-timeout-ms", flags.remote_timeout_ms,
+                 absl::StrCat("Longest one remote call may take; then the request goes local (default: ",
+                              kDefaultRemoteTimeout.count(), ")"))
+      ->type_name("MS");
+  app.add_option("--metrics-listen", flags.metrics_listen,
+                 "HOST:PORT serving Prometheus metrics at /metrics (default: none)")
       ->type_name("HOST:PORT");
   app.add_option("--admin-token-file", flags.admin_token_file,
                  "Admin token for Evict and Verify --repair (authorization: Bearer) from this file (default: a new one "
@@ -138,6 +165,14 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   if (given("--remote")) {
     if (!Check(CheckRemoteUrl(flags.remote), "--remote")) return std::nullopt;
     layer.remote = flags.remote;
+  }
+  if (given("--remote-password-file")) layer.remote_password_file = std::filesystem::absolute(flags.remote_password_file);
+  if (given("--remote-tls-ca")) layer.remote_tls_ca = std::filesystem::absolute(flags.remote_tls_ca);
+  if (given("--remote-tls-cert")) layer.remote_tls_cert = std::filesystem::absolute(flags.remote_tls_cert);
+  if (given("--remote-tls-key")) layer.remote_tls_key = std::filesystem::absolute(flags.remote_tls_key);
+  if (given("--remote-timeout-ms")) {
+    if (!Check(CheckRemoteTimeout(flags.remote_timeout_ms), "--remote-timeout-ms")) return std::nullopt;
+    layer.remote_timeout = std::chrono::milliseconds(flags.remote_timeout_ms);
   }
   if (given("--metrics-listen")) {
     if (!Check(CheckMetricsListen(flags.metrics_listen), "--metrics-listen")) return std::nullopt;

@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "remote.h"
+
 #include <grp.h>
 #include <unistd.h>
 
@@ -65,6 +67,11 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.workers, flags.workers);
   Overlay(merged.arch, flags.arch);
   Overlay(merged.remote, flags.remote);
+  Overlay(merged.remote_password_file, flags.remote_password_file);
+  Overlay(merged.remote_tls_ca, flags.remote_tls_ca);
+  Overlay(merged.remote_tls_cert, flags.remote_tls_cert);
+  Overlay(merged.remote_tls_key, flags.remote_tls_key);
+  Overlay(merged.remote_timeout, flags.remote_timeout);
   Overlay(merged.metrics_listen, flags.metrics_listen);
   Overlay(merged.admin_token_file, flags.admin_token_file);
   Overlay(merged.max_queue, flags.max_queue);
@@ -88,6 +95,11 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.workers = merged.workers.value_or(std::max(1u, std::thread::hardware_concurrency()));
   config.arch = merged.arch.value_or(std::string(kDefaultArch));
   config.remote = merged.remote.value_or("");
+  config.remote_password_file = merged.remote_password_file.value_or("");
+  config.remote_tls_ca = merged.remote_tls_ca.value_or("");
+  config.remote_tls_cert = merged.remote_tls_cert.value_or("");
+  config.remote_tls_key = merged.remote_tls_key.value_or("");
+  config.remote_timeout = merged.remote_timeout.value_or(kDefaultRemoteTimeout);
   config.metrics_listen = merged.metrics_listen.value_or("");
   config.admin_token_file = merged.admin_token_file.value_or("");
   config.max_queue = merged.max_queue.value_or(kDefaultMaxQueue);
@@ -123,12 +135,13 @@ absl::Status CheckArch(const std::string& arch) {
   return absl::OkStatus();
 }
 
-absl::Status CheckRemoteUrl(const std::string& url) {
-  static const std::regex kRedis(R"(redis://[^/:]+:[0-9]{1,5}(/[0-9]+)?)");
-  if (std::regex_match(url.begin(), url.end(), kRedis)) return absl::OkStatus();
-  if (url.starts_with("unix://") && url.size() > 7) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", url, "' is not a remote tier URL (redis://HOST:PORT/DB or unix://PATH)"));
+absl::Status CheckRemoteUrl(const std::string& url) { return cache::ParseRemoteUrl(url).status(); }
+
+absl::Status CheckRemoteTimeout(int64_t milliseconds) {
+  if (milliseconds < 10 || milliseconds > 60000) {
+    return absl::InvalidArgumentError(absl::StrCat(milliseconds, " ms is out of range (10..60000)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckMetricsListen(const std::string& address) {

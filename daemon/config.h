@@ -27,6 +27,11 @@ struct ConfigLayer {
   std::optional<uint32_t> workers;
   std::optional<std::string> arch;
   std::optional<std::string> remote;
+  std::optional<std::filesystem::path> remote_password_file;
+  std::optional<std::filesystem::path> remote_tls_ca;
+  std::optional<std::filesystem::path> remote_tls_cert;
+  std::optional<std::filesystem::path> remote_tls_key;
+  std::optional<std::chrono::milliseconds> remote_timeout;
   std::optional<std::string> metrics_listen;
   std::optional<std::filesystem::path> admin_token_file;
   std::optional<uint64_t> max_queue;
@@ -54,8 +59,19 @@ struct DaemonConfig {
   uint32_t workers = 1;
   // Architecture for requests that name none.
   std::string arch;
-  // Shared remote tier ("redis://HOST:PORT/DB" or "unix://PATH"); empty = none.
+  // Shared remote tier ("redis://HOST:PORT/DB", "rediss://..." or
+  // "unix://PATH"); empty = none. See jitd_remote's remote.h.
   std::string remote;
+  // The remote tier's AUTH password, read from this file (first line);
+  // empty = the URL's password, if any.
+  std::filesystem::path remote_password_file;
+  // rediss://: CA bundle for the server's certificate (empty = the
+  // system's), and a client certificate and key if the server wants one.
+  std::filesystem::path remote_tls_ca;
+  std::filesystem::path remote_tls_cert;
+  std::filesystem::path remote_tls_key;
+  // How long one remote call may take before it counts as a failure.
+  std::chrono::milliseconds remote_timeout{0};
   // Prometheus endpoint ("HOST:PORT"); empty = none.
   std::string metrics_listen;
   // Token file guarding state-changing admin calls; empty = no guard.
@@ -106,6 +122,10 @@ inline constexpr std::chrono::seconds kDefaultNegativeTtl{30};
 // The default arch until the compiler can ask the GPU: Hopper, the
 // architecture jitd is deployed on first.
 inline constexpr std::string_view kDefaultArch = "sm_90";
+// 1 s per remote call: a 4 MiB cubin crosses a 1 Gbit/s link in ~35 ms, so
+// only a store that is down or wedged reaches it, and then a local miss
+// costs at most this before the circuit breaker stops asking.
+inline constexpr std::chrono::milliseconds kDefaultRemoteTimeout{1000};
 
 // $XDG_CACHE_HOME/jitd, else ~/.cache/jitd.
 std::filesystem::path DefaultCacheDir();
@@ -122,7 +142,8 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags);
 absl::Status CheckListenAddress(const std::string& address);
 absl::Status CheckArch(const std::string& arch);              // sm_NN[N][a|f]
 absl::Status CheckGroupName(const std::string& group);        // an existing group's name
-absl::Status CheckRemoteUrl(const std::string& url);          // redis://H:P[/DB] or unix://PATH
+absl::Status CheckRemoteUrl(const std::string& url);          // remote.h's ParseRemoteUrl
+absl::Status CheckRemoteTimeout(int64_t milliseconds);        // 10..60000
 absl::Status CheckMetricsListen(const std::string& address);  // HOST:PORT
 absl::Status CheckWorkers(int64_t workers);                   // 1..1024
 absl::Status CheckMaxQueue(int64_t max_queue);                // 1..1000000

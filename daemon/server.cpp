@@ -71,6 +71,9 @@ class Server::Impl {
   // the request path has it: the kernels served now (after any SIGHUP) are
   // always service->resolver().
   CompileStack stack;
+  // The shared tier, when configured; the request path uses it, so it is
+  // declared before (destroyed after) the service.
+  std::unique_ptr<cache::RemoteTier> remote;
   std::unique_ptr<serving::KernelService> service;
   InFlightCalls calls;
   std::unique_ptr<CacheAdminService> admin;
@@ -172,15 +175,54 @@ class Server::Impl {
     }
     stack = *std::move(started);
 
+    if (absl::Status opened = OpenRemote(); !opened.ok()) return opened;
     serving::KernelService::Options options;
     options.hot_cache_bytes = config.hot_cache_bytes;
     options.negative_ttl = config.negative_ttl;
-    service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options);
+    service =
+        std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get());
     stack.resolver.reset();
     compiler = std::make_unique<CompilerService>(
         *service, calls,
         CompilerService::Options{
             .workers = config.workers, .log_hits = config.log_hits, .max_calls_per_peer = config.max_calls_per_peer});
+    return absl::OkStatus();
+  }
+
+  // The remote tier from --remote and its options. A store that cannot be
+  // reached now is not an error (it may come up later: the circuit breaker
+  // retries it); a malformed URL or an unreadable password file is.
+  absl::Status OpenRemote() {
+    if (config.remote.empty()) return absl::OkStatus();
+    absl::StatusOr<cache::RemoteUrl> url = cache::ParseRemoteUrl(config.remote);
+    if (!url.ok()) return url.status();
+    cache::RemoteOptions options;
+    options.io_timeout = config.remote_timeout;
+    options.connect_timeout = std::min(config.remote_timeout, std::chrono::milliseconds(1000));
+    options.tls_ca = config.remote_tls_ca;
+    options.tls_cert = config.remote_tls_cert;
+    options.tls_key = config.remote_tls_key;
+    if (!config.remote_password_file.empty()) {
+      absl::StatusOr<std::string> text = cache::ReadWholeFile(config.remote_password_file);
+      if (!text.ok()) return absl::Status(text.status().code(), Cat("--remote-password-file: ", text.status().message()));
+      std::string password = text->substr(0, text->find_first_of("\r\n"));
+      if (password.empty()) {
+        return absl::InvalidArgumentError(
+            Cat("--remote-password-file ", config.remote_password_file.string(), ": the first line is empty"));
+      }
+      options.password = std::move(password);
+    }
+    absl::StatusOr<std::unique_ptr<cache::RemoteBackend>> backend = cache::OpenRedisBackend(*url, options);
+    if (!backend.ok()) return backend.status();
+    cache::RemoteTierOptions tier_options;
+    // A remembered failure is shared as long as it is remembered locally.
+    remote = std::make_unique<cache::RemoteTier>(*std::move(backend), tier_options);
+    if (absl::Status reachable = remote->Check(); reachable.ok()) {
+      spdlog::info("remote tier {}: reachable; lease owner {}", remote->Describe(), remote->options().owner);
+    } else {
+      spdlog::warn("remote tier {} is not reachable now ({}); serving locally until it is", remote->Describe(),
+                   reachable.ToString());
+    }
     return absl::OkStatus();
   }
 
@@ -281,7 +323,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config
   if (absl::Status loaded = impl->LoadAdminToken(); !loaded.ok()) return loaded;
   if (absl::Status opened = impl->OpenCache(); !opened.ok()) return opened;
   if (absl::Status serving = impl->StartServing(); !serving.ok()) return serving;
-  ServingStatsSources sources{impl->service.get(), impl->stack.pool.get(), config.max_queue, config.kernels_dir};
+  ServingStatsSources sources{impl->service.get(), impl->stack.pool.get(), config.max_queue, config.kernels_dir,
+                              impl->remote.get()};
   impl->admin = std::make_unique<CacheAdminService>(
       *impl->cache, impl->auth, impl->calls, started,
       [sources](v1::StatsResponse* response) { AddServingStats(sources, response); },

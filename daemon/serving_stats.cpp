@@ -35,6 +35,22 @@ void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* resp
   response->set_kernels_fingerprint(resolver->tree().fingerprint());
   response->set_kernels(static_cast<uint32_t>(resolver->tree().manifest().kernels.size()));
   response->set_kernels_dir(sources.kernels_dir.string());
+
+  response->set_remote_waits(s.remote_waits);
+  response->set_remote_takeovers(s.remote_takeovers);
+  response->set_remote_failures_shared(s.remote_failures_shared);
+  response->set_remote_hits(s.remote_hits);
+  if (sources.remote != nullptr) {
+    const cache::RemoteTier::Stats r = sources.remote->stats();
+    response->set_remote(sources.remote->Describe());
+    response->set_remote_misses(r.misses);
+    response->set_remote_corrupt(r.corrupt);
+    response->set_remote_stores(r.stores);
+    response->set_remote_errors(r.errors);
+    response->set_remote_skipped(r.skipped);
+    response->set_remote_circuit_open(r.circuit_open);
+    response->set_remote_outages(r.episodes);
+  }
 }
 
 }  // namespace jitd::daemon

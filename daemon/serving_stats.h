@@ -17,6 +17,7 @@ struct ServingStatsSources {
   const compiler::WorkerPool* pool = nullptr;
   uint64_t max_queue = 0;
   std::filesystem::path kernels_dir;
+  const cache::RemoteTier* remote = nullptr;  // null: no remote tier
 };
 
 // Sets the serving fields of `response` (16 and up); thread-safe (every

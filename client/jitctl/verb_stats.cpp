@@ -50,6 +50,15 @@ std::string Workers(const v1::StatsResponse& stats) {
                          stats.worker_restarts());
 }
 
+std::string Remote(const v1::StatsResponse& stats) {
+  return absl::StrFormat(
+      "%s%s: %d hits, %d misses, %d stored, %d waited for another daemon (%d took over), %d corrupt, %d errors, %d "
+      "skipped, %d outages",
+      stats.remote(), stats.remote_circuit_open() ? " (UNAVAILABLE: serving locally)" : "", stats.remote_hits(),
+      stats.remote_misses(), stats.remote_stores(), stats.remote_waits(), stats.remote_takeovers(),
+      stats.remote_corrupt(), stats.remote_errors(), stats.remote_skipped(), stats.remote_outages());
+}
+
 class StatsVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
@@ -79,7 +88,8 @@ class StatsVerb final : public Verb {
          {"hot cache", HotCache(*stats)},
          {"compiles", Compiles(*stats)},
          {"negative hits", absl::StrFormat("%d (compile failures answered from memory)", stats->negative_hits())},
-         {"workers", Workers(*stats)}});
+         {"workers", Workers(*stats)},
+         {"remote tier", stats->remote().empty() ? std::string("none") : Remote(*stats)}});
     return 0;
   }
 };

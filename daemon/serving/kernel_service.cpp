@@ -44,11 +44,17 @@ struct KernelService::Flight {
   int waiters = 0;
   bool wanted_without_waiters = false;  // a PREFETCH asked for it
   std::shared_ptr<compiler::CancelFlag> cancel = std::make_shared<compiler::CancelFlag>();
+  Origin origin = Origin::kCompiled;  // kRemote when the fleet answered
 };
 
 KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache,
-                             compiler::WorkerPool* pool, Options options)
-    : options_(options), cache_(cache), pool_(pool), hot_(options.hot_cache_bytes), resolver_(std::move(resolver)) {}
+                             compiler::WorkerPool* pool, Options options, cache::RemoteTier* remote)
+    : options_(options),
+      cache_(cache),
+      pool_(pool),
+      remote_(remote),
+      hot_(options.hot_cache_bytes),
+      resolver_(std::move(resolver)) {}
 
 KernelService::~KernelService() {
   std::vector<CompileThread> threads;
@@ -141,6 +147,16 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
   if (!absl::IsNotFound(disk.status())) {
     // The index could not be read: log it, and compile as if it missed.
     spdlog::warn("disk cache lookup of {} failed: {}", Short(answer.key), disk.status().ToString());
+  }
+
+  if (mode == Mode::kCachedOnly && remote_ != nullptr) {
+    // Not a compile: another daemon's cubin is as cached as our own.
+    if (auto entry = FetchRemote(answer.key)) {
+      hot_.Put(answer.key, entry);
+      answer.origin = Origin::kRemote;
+      answer.entry = std::move(entry);
+      return answer;
+    }
   }
 
   std::shared_ptr<Flight> flight;
@@ -267,7 +283,7 @@ absl::StatusOr<KernelAnswer> KernelService::Wait(std::shared_ptr<Flight> flight,
   --flight->waiters;
   if (!flight->result.ok()) return flight->result.status();
   (void)joined;  // a follower's answer is as fresh as the leader's
-  answer.origin = Origin::kCompiled;
+  answer.origin = flight->origin;
   answer.entry = *flight->result;
   return answer;
 }
@@ -286,11 +302,15 @@ std::shared_ptr<const cache::Entry> KernelService::Store(const manifest::Resolve
   for (auto& [expr, lowered] : result.lowered_names) meta.symbols.push_back({expr, lowered});
   meta.log = result.log;
   meta.compile_ms = result.compile_ms;
-  absl::Status stored = cache_->Publish(meta, result.cubin);
+  return Keep(std::move(meta), std::move(result.cubin));
+}
+
+std::shared_ptr<const cache::Entry> KernelService::Keep(cache::EntryMeta meta, std::string cubin) {
+  absl::Status stored = cache_->Publish(meta, cubin);
   if (stored.ok()) {
     // Read back what is on disk (verified, with its path for PATH delivery);
     // not counted as a hit: nobody asked for it twice.
-    auto entry = cache_->Lookup(resolved.key, cache::LookupCounting::kUncounted);
+    auto entry = cache_->Lookup(meta.key, cache::LookupCounting::kUncounted);
     if (entry.ok()) {
       uint64_t streak = 0;
       {
@@ -313,14 +333,13 @@ std::shared_ptr<const cache::Entry> KernelService::Store(const manifest::Resolve
     spdlog::warn(
         "compiled {} ({}) but could not store it: {}; serving it from memory. Until a store succeeds, further "
         "failures are only counted (Stats: store_failures)",
-        resolved.kernel, Short(resolved.key), stored.ToString());
+        meta.kernel, Short(meta.key), stored.ToString());
   } else {
-    spdlog::debug("compiled {} ({}) but could not store it: {}", resolved.kernel, Short(resolved.key),
-                  stored.ToString());
+    spdlog::debug("compiled {} ({}) but could not store it: {}", meta.kernel, Short(meta.key), stored.ToString());
   }
   auto entry = std::make_shared<cache::Entry>();
   entry->meta = std::move(meta);
-  entry->cubin = std::move(result.cubin);
+  entry->cubin = std::move(cubin);
   entry->checksum = cache::Checksum128(entry->cubin);
   return entry;
 }
@@ -328,20 +347,40 @@ std::shared_ptr<const cache::Entry> KernelService::Store(const manifest::Resolve
 void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::ResolvedKernel resolved,
                               compiler::Priority priority) {
   resolved.job.timeout = std::min(resolved.job.timeout, options_.compile_timeout);
-  auto start = Clock::now();
-  auto compiled = pool_->Compile(resolved.job, priority, flight->cancel);
-  double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  FleetOutcome fleet;
+  if (remote_ != nullptr) fleet = AskFleet(*flight, resolved);
+  const bool compiled_here = !fleet.result.has_value();
   absl::StatusOr<std::shared_ptr<const cache::Entry>> result = absl::UnknownError("unset");
-  if (compiled.ok()) {
-    double nvrtc_ms = compiled->compile_ms;
-    result = Store(resolved, std::move(*compiled));
-    spdlog::info("compile {} {} {} key={} nvrtc={:.0f}ms wall={:.0f}ms ok", resolved.kernel, resolved.params,
-                 resolved.arch, Short(resolved.key), nvrtc_ms, wall_ms);
+  if (!compiled_here) {
+    result = std::move(*fleet.result);
+    if (result.ok()) flight->origin = Origin::kRemote;
   } else {
-    result = compiled.status();
-    spdlog::info("compile {} {} {} key={} wall={:.0f}ms failed: {}", resolved.kernel, resolved.params, resolved.arch,
-                 Short(resolved.key), wall_ms, std::string(compiled.status().message()).substr(0, 300));
+    auto start = Clock::now();
+    auto compiled = pool_->Compile(resolved.job, priority, flight->cancel);
+    double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (compiled.ok()) {
+      double nvrtc_ms = compiled->compile_ms;
+      result = Store(resolved, std::move(*compiled));
+      spdlog::info("compile {} {} {} key={} nvrtc={:.0f}ms wall={:.0f}ms ok", resolved.kernel, resolved.params,
+                   resolved.arch, Short(resolved.key), nvrtc_ms, wall_ms);
+    } else {
+      result = compiled.status();
+      spdlog::info("compile {} {} {} key={} wall={:.0f}ms failed: {}", resolved.kernel, resolved.params,
+                   resolved.arch, Short(resolved.key), wall_ms,
+                   std::string(compiled.status().message()).substr(0, 300));
+    }
   }
+  // Write-back before anyone is told, so that a caller who asks another
+  // daemon next finds it there; a failed write costs a counter, not time
+  // (the circuit breaker bounds it).
+  if (remote_ != nullptr && compiled_here) {
+    if (result.ok()) {
+      remote_->Store((*result)->meta, (*result)->cubin);
+    } else if (IsCompileFailure(result.status())) {
+      remote_->StoreFailure(resolved.key, std::string(result.status().message()), options_.negative_ttl);
+    }
+  }
+  if (fleet.leased) remote_->ReleaseLease(resolved.key);
   {
     std::lock_guard lock(flights_mu_);
     if (result.ok()) {
@@ -364,6 +403,78 @@ void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::Resolved
     flight->done = true;
   }
   flight->cv.notify_all();
+}
+
+std::shared_ptr<const cache::Entry> KernelService::FetchRemote(const std::string& key) {
+  cache::RemoteFetch fetched = remote_->Fetch(key);
+  if (fetched.kind != cache::RemoteFetch::Kind::kHit) return nullptr;
+  {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.remote_hits;
+  }
+  return Keep(std::move(fetched.meta), std::move(fetched.cubin));
+}
+
+KernelService::FleetOutcome KernelService::AskFleet(Flight& flight, const manifest::ResolvedKernel& resolved) {
+  // A holder that keeps renewing but never finishes (a wedged daemon) is
+  // waited for as long as a compile may run, then this daemon compiles.
+  const auto give_up = Clock::now() + options_.compile_timeout;
+  auto backoff = options_.remote_poll_min;
+  bool waited = false;
+  while (true) {
+    cache::RemoteFetch fetched = remote_->Fetch(resolved.key);
+    switch (fetched.kind) {
+      case cache::RemoteFetch::Kind::kHit: {
+        std::lock_guard lock(stats_mu_);
+        ++stats_.remote_hits;
+      }
+        if (waited) {
+          spdlog::info("remote {} {} {} key={}: compiled by another daemon", resolved.kernel, resolved.params,
+                       resolved.arch, Short(resolved.key));
+        }
+        return {Keep(std::move(fetched.meta), std::move(fetched.cubin)), false};
+      case cache::RemoteFetch::Kind::kFailed: {
+        std::lock_guard lock(stats_mu_);
+        ++stats_.remote_failures_shared;
+      }
+        return {absl::FailedPreconditionError(Cat("(another daemon's compile failed; the failure is shared by the "
+                                                  "fleet for up to ",
+                                                  options_.negative_ttl.count(), " s) ", fetched.failure)),
+                false};
+      case cache::RemoteFetch::Kind::kUnavailable:
+        return {};
+      case cache::RemoteFetch::Kind::kMiss:
+        break;
+    }
+    cache::LeaseResult lease = remote_->AcquireLease(resolved.key);
+    if (lease == cache::LeaseResult::kAcquired) {
+      if (waited) {
+        std::lock_guard lock(stats_mu_);
+        ++stats_.remote_takeovers;
+        spdlog::warn("remote {} key={}: the daemon compiling it stopped renewing its lease; compiling it here",
+                     resolved.kernel, Short(resolved.key));
+      }
+      return {std::nullopt, true};
+    }
+    if (lease == cache::LeaseResult::kUnavailable) return {};
+    if (!waited) {
+      waited = true;
+      std::lock_guard lock(stats_mu_);
+      ++stats_.remote_waits;
+    }
+    if (flight.cancel->cancelled()) {
+      return {absl::CancelledError(Cat("every caller gave up while another daemon compiled ", resolved.kernel)),
+              false};
+    }
+    if (Clock::now() >= give_up) {
+      spdlog::warn("remote {} key={}: another daemon has held its lease for {} s without a result; compiling it here",
+                   resolved.kernel, Short(resolved.key),
+                   std::chrono::duration_cast<std::chrono::seconds>(options_.compile_timeout).count());
+      return {};
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, options_.remote_poll_max);
+  }
 }
 
 }  // namespace jitd::serving

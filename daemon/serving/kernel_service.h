@@ -1,6 +1,7 @@
 // KernelService: the daemon's request path, independent of gRPC.
 //
-//   resolve (manifest) -> hot cache (memory) -> disk cache -> compile
+//   resolve (manifest) -> hot cache (memory) -> disk cache
+//     -> remote tier (shared by the fleet, when configured) -> compile
 //
 // * Single flight: identical concurrent requests (same content key) share one
 //   compile; every caller waits on it and gets its result.
@@ -12,6 +13,13 @@
 //   request; each request still gets the error and the NVRTC log.
 // * A compiled cubin is returned even when it cannot be stored on disk (full
 //   disk); the failure is counted and logged.
+// * Fleet-wide single flight (with a remote tier): a flight first asks the
+//   remote tier; on a miss it takes the key's lease there and compiles,
+//   writing the cubin back, or, when another daemon holds the lease, polls
+//   until that daemon's cubin appears (or its lease lapses, and this daemon
+//   takes over). A compile failure is shared the same way, for
+//   negative_ttl. The remote tier failing never fails a request: the flight
+//   compiles locally (remote.h's circuit breaker keeps that cheap).
 // * The resolver can be swapped at run time (SIGHUP re-reads the kernels):
 //   requests in flight finish with the one they started with.
 //
@@ -33,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "hot_cache.h"
 #include "jitd/cache.h"
+#include "remote.h"
 #include "manifest.h"
 #include "worker_pool.h"
 
@@ -79,6 +88,12 @@ class KernelService {
     std::chrono::milliseconds compile_timeout{std::chrono::minutes(5)};
     // How often a waiting caller checks whether it has gone away.
     std::chrono::milliseconds poll_interval{20};
+    // While another daemon holds a key's lease, the remote tier is polled
+    // this often at first, doubling up to remote_poll_max: a cubin that
+    // lands within milliseconds is picked up at once, a long compile costs
+    // a few round trips a second.
+    std::chrono::milliseconds remote_poll_min{5};
+    std::chrono::milliseconds remote_poll_max{200};
   };
 
   struct Stats {
@@ -95,11 +110,16 @@ class KernelService {
     uint64_t abandoned = 0;       // requests that gave up waiting
     uint64_t store_failures = 0;  // compiled but not stored on disk
     uint64_t in_flight = 0;       // compiles running or queued now
+    uint64_t remote_hits = 0;     // flights answered by the remote tier
+    uint64_t remote_waits = 0;    // flights that waited on another daemon's lease
+    uint64_t remote_takeovers = 0;        // ... and then took the lapsed lease over
+    uint64_t remote_failures_shared = 0;  // flights answered with another daemon's compile failure
     HotCache::Stats hot;
   };
 
+  // `remote` (may be null: no shared tier) must outlive the service.
   KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache, compiler::WorkerPool* pool,
-                Options options);
+                Options options, cache::RemoteTier* remote = nullptr);
   // Waits for compiles still running (their results are stored).
   ~KernelService();
   KernelService(const KernelService&) = delete;
@@ -137,12 +157,27 @@ class KernelService {
                                     bool joined);
   void RunFlight(std::shared_ptr<Flight> flight, manifest::ResolvedKernel resolved, compiler::Priority priority);
   std::shared_ptr<const cache::Entry> Store(const manifest::ResolvedKernel& resolved, compiler::CompileResult result);
+  // Publishes an entry on disk and returns it as read back (or, when the
+  // disk refuses it, from memory).
+  std::shared_ptr<const cache::Entry> Keep(cache::EntryMeta meta, std::string cubin);
+  // What the fleet says before this daemon compiles (remote tier only):
+  // `result` set when the remote tier answered (a cubin or a shared
+  // failure) or the flight was cancelled while waiting; `leased` when this
+  // daemon holds the key's lease and compiles.
+  struct FleetOutcome {
+    std::optional<absl::StatusOr<std::shared_ptr<const cache::Entry>>> result;
+    bool leased = false;
+  };
+  FleetOutcome AskFleet(Flight& flight, const manifest::ResolvedKernel& resolved);
+  // A CACHED_ONLY miss: the remote tier's verified entry, stored locally.
+  std::shared_ptr<const cache::Entry> FetchRemote(const std::string& key);
   std::optional<absl::Status> RecentFailure(const std::string& key);
   void RememberFailure(const std::string& key, const absl::Status& status);
 
   const Options options_;
   cache::Cache* const cache_;
   compiler::WorkerPool* const pool_;
+  cache::RemoteTier* const remote_;
   HotCache hot_;
 
   mutable std::mutex resolver_mu_;

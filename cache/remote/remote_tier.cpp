@@ -1,0 +1,236 @@
+// RemoteTier: verification, circuit breaker and leases over a RemoteBackend.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "jitd/detail/text.h"
+#include "remote.h"
+
+namespace jitd::cache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using text::Cat;
+
+std::string Short(const std::string& key) { return key.substr(0, 12); }
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// A full store refuses writes but still answers reads: it is not a reason
+// to stop asking it, so it does not count towards opening the circuit.
+bool CountsAgainstStore(const absl::Status& s) { return !s.ok() && !absl::IsResourceExhausted(s); }
+
+}  // namespace
+
+std::string DefaultLeaseOwner() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown-host");
+  std::random_device rd;
+  uint64_t r = (uint64_t{rd()} << 32) ^ rd();
+  char out[512];
+  std::snprintf(out, sizeof(out), "%s:%d:%016llx", host, static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(r));
+  return out;
+}
+
+RemoteTier::RemoteTier(std::unique_ptr<RemoteBackend> backend, RemoteTierOptions options)
+    : backend_(std::move(backend)), options_([&] {
+        if (options.owner.empty()) options.owner = DefaultLeaseOwner();
+        return options;
+      }()) {
+  renewer_ = std::thread([this] { RenewLoop(); });
+}
+
+RemoteTier::~RemoteTier() {
+  std::set<std::string> held;
+  {
+    std::lock_guard lock(lease_mu_);
+    stopping_ = true;
+    held.swap(leases_);
+  }
+  lease_cv_.notify_all();
+  renewer_.join();
+  // Leases of compiles that never finished (shutdown): let the fleet go on
+  // at once instead of after lease_ttl.
+  for (const auto& key : held) (void)backend_->DeleteIfEquals(options_.prefix + "lease:" + key, options_.owner);
+}
+
+RemoteTier::Gate RemoteTier::Admit() {
+  std::lock_guard lock(mu_);
+  if (!stats_.circuit_open) return Gate::kClosed;
+  if (Clock::now() >= open_until_ && !probing_) {
+    probing_ = true;
+    return Gate::kProbe;
+  }
+  ++stats_.skipped;
+  ++episode_skipped_;
+  return Gate::kOpen;
+}
+
+void RemoteTier::Record(const absl::Status& status, const char* op) {
+  std::lock_guard lock(mu_);
+  const bool was_probe = probing_;
+  if (!CountsAgainstStore(status)) {
+    if (!status.ok()) ++stats_.errors;
+    consecutive_failures_ = 0;
+    if (stats_.circuit_open && was_probe) {
+      spdlog::info("remote tier {} is back after {:.1f} s; {} calls went to the local path meanwhile",
+                   backend_->Describe(), Seconds(Clock::now() - episode_start_), episode_skipped_);
+      stats_.circuit_open = false;
+      probing_ = false;
+    }
+    return;
+  }
+  ++stats_.errors;
+  ++consecutive_failures_;
+  if (stats_.circuit_open) {
+    if (was_probe) {
+      probing_ = false;
+      open_for_ = std::min(open_for_ * 2, options_.breaker_max_open);
+      open_until_ = Clock::now() + open_for_;
+      spdlog::debug("remote tier {} still unavailable ({}: {}); next try in {} ms", backend_->Describe(), op,
+                    status.ToString(), open_for_.count());
+    }
+    return;
+  }
+  if (consecutive_failures_ < options_.breaker_failures) {
+    spdlog::debug("remote tier {}: {} failed: {}", backend_->Describe(), op, status.ToString());
+    return;
+  }
+  // Once per episode: every request would otherwise log the same outage.
+  stats_.circuit_open = true;
+  ++stats_.episodes;
+  episode_start_ = Clock::now();
+  episode_skipped_ = 0;
+  open_for_ = options_.breaker_min_open;
+  open_until_ = Clock::now() + open_for_;
+  spdlog::warn(
+      "remote tier {} is unavailable ({} failed: {}); requests are served from the local cache and compiled "
+      "locally. It is retried after {} ms, then less often; a line is logged when it is back",
+      backend_->Describe(), op, status.ToString(), open_for_.count());
+}
+
+RemoteFetch RemoteTier::Fetch(const std::string& key) {
+  RemoteFetch out;
+  if (Admit() == Gate::kOpen) return out;  // kUnavailable
+  const std::string blob_key = options_.prefix + "blob:" + key;
+  auto got = backend_->GetMany({blob_key, options_.prefix + "fail:" + key});
+  Record(got.status(), "GET");
+  if (!got.ok()) return out;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.fetches;
+  }
+  auto& value = (*got)[0];
+  auto& failure = (*got)[1];
+  if (value) {
+    absl::Status decoded = DecodeBlob(*value, &out.meta, &out.cubin);
+    if (decoded.ok() && out.meta.key != key) {
+      decoded = absl::DataLossError(Cat("it holds the entry of key ", Short(out.meta.key)));
+    }
+    if (decoded.ok()) {
+      std::lock_guard lock(mu_);
+      ++stats_.hits;
+      out.kind = RemoteFetch::Kind::kHit;
+      return out;
+    }
+    // Never served: dropped, so the next compile writes a good one.
+    spdlog::warn("remote tier {}: the value of {} is corrupt ({}); deleted, treated as a miss", backend_->Describe(),
+                 Short(key), std::string(decoded.message()));
+    (void)backend_->Delete(blob_key);
+    out.meta = {};
+    out.cubin.clear();
+    std::lock_guard lock(mu_);
+    ++stats_.corrupt;
+  }
+  std::lock_guard lock(mu_);
+  if (failure) {
+    ++stats_.failures_seen;
+    out.kind = RemoteFetch::Kind::kFailed;
+    out.failure = std::move(*failure);
+    return out;
+  }
+  ++stats_.misses;
+  out.kind = RemoteFetch::Kind::kMiss;
+  return out;
+}
+
+void RemoteTier::Store(const EntryMeta& meta, std::string_view cubin) {
+  if (Admit() == Gate::kOpen) return;
+  absl::Status stored = backend_->Set(options_.prefix + "blob:" + meta.key, EncodeBlob(meta, cubin), options_.value_ttl);
+  Record(stored, "SET");
+  if (stored.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.stores;
+  } else if (absl::IsResourceExhausted(stored)) {
+    spdlog::debug("remote tier: {} not stored: {}", Short(meta.key), stored.ToString());
+  }
+}
+
+void RemoteTier::StoreFailure(const std::string& key, std::string_view message, std::chrono::milliseconds ttl) {
+  if (ttl.count() <= 0 || Admit() == Gate::kOpen) return;
+  Record(backend_->Set(options_.prefix + "fail:" + key, message, ttl), "SET");
+}
+
+LeaseResult RemoteTier::AcquireLease(const std::string& key) {
+  if (Admit() == Gate::kOpen) return LeaseResult::kUnavailable;
+  auto taken = backend_->SetIfAbsent(options_.prefix + "lease:" + key, options_.owner, options_.lease_ttl);
+  Record(taken.status(), "SET NX");
+  if (!taken.ok()) return LeaseResult::kUnavailable;
+  if (!*taken) {
+    std::lock_guard lock(mu_);
+    ++stats_.leases_busy;
+    return LeaseResult::kHeld;
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.leases_acquired;
+  }
+  std::lock_guard lock(lease_mu_);
+  leases_.insert(key);
+  return LeaseResult::kAcquired;
+}
+
+void RemoteTier::ReleaseLease(const std::string& key) {
+  {
+    std::lock_guard lock(lease_mu_);
+    if (leases_.erase(key) == 0) return;
+  }
+  // With the circuit open the lease simply lapses after lease_ttl.
+  if (Admit() == Gate::kOpen) return;
+  Record(backend_->DeleteIfEquals(options_.prefix + "lease:" + key, options_.owner).status(), "DEL lease");
+}
+
+void RemoteTier::RenewLoop() {
+  const auto period = std::max(options_.lease_ttl / 3, std::chrono::milliseconds(1));
+  std::unique_lock lock(lease_mu_);
+  while (!stopping_) {
+    lease_cv_.wait_for(lock, period, [this] { return stopping_; });
+    if (stopping_) break;
+    std::vector<std::string> held(leases_.begin(), leases_.end());
+    lock.unlock();
+    for (const auto& key : held) {
+      auto renewed = backend_->ExpireIfEquals(options_.prefix + "lease:" + key, options_.owner, options_.lease_ttl);
+      Record(renewed.status(), "PEXPIRE lease");
+      if (renewed.ok() && !*renewed) {
+        // Lapsed (this process was stalled past lease_ttl) or taken over:
+        // the compile goes on; at worst two daemons compile the same key.
+        spdlog::warn("remote tier {}: the compile lease of {} lapsed before it was renewed", backend_->Describe(),
+                     Short(key));
+        std::lock_guard slock(mu_);
+        ++stats_.leases_lost;
+      }
+    }
+    lock.lock();
+  }
+}
+
+absl::Status RemoteTier::Check() { return backend_->GetMany({options_.prefix + "probe"}).status(); }
+
+RemoteTier::Stats RemoteTier::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace jitd::cache

@@ -1,0 +1,195 @@
+// RemoteTier over a real redis-server: verified read-through (a corrupt or
+// misfiled value is deleted and never served), shared compile failures,
+// leases (exclusive, renewed while held, taken over once lapsed), and the
+// circuit breaker (an outage costs a few failed calls, one log line, and
+// ends by itself when the store is back).
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "poll_until.h"
+#include "redis_server.h"
+#include "remote.h"
+#include "temp_dir.h"
+
+namespace jitd::cache {
+namespace {
+
+using testing::RedisServer;
+using testing::TempDir;
+using namespace std::chrono_literals;
+
+EntryMeta Meta(const std::string& key) {
+  EntryMeta meta;
+  meta.key = key;
+  meta.kernel = "test.kernel";
+  meta.params = "dtype=bf16";
+  meta.arch = "sm_90";
+  meta.nvrtc_version = "13.0";
+  meta.symbols = {{"sglang::k<bf16>", "_ZN6sglang1kI6bf16EEvv"}};
+  meta.created_unix_ms = 1;
+  return meta;
+}
+
+const std::string kKey = std::string(64, 'a');
+const std::string kOther = std::string(64, 'b');
+
+class RemoteTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::HaveRedisServer()) << "no redis-server: run deploy/install-deps.sh";
+    redis_ = std::make_unique<RedisServer>(dir_ / "redis");
+  }
+  std::unique_ptr<RemoteTier> Tier(RemoteTierOptions options = {}, RemoteOptions backend_options = {}) {
+    auto url = ParseRemoteUrl(redis_->url());
+    auto backend = OpenRedisBackend(*url, backend_options);
+    EXPECT_TRUE(backend.ok());
+    return std::make_unique<RemoteTier>(std::move(*backend), options);
+  }
+  TempDir dir_;
+  std::unique_ptr<RedisServer> redis_;
+};
+
+TEST_F(RemoteTierTest, AStoredEntryIsFetchedVerifiedAndCounted) {
+  auto tier = Tier();
+  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  tier->Store(Meta(kKey), "cubin bytes");
+  RemoteFetch got = tier->Fetch(kKey);
+  ASSERT_EQ(got.kind, RemoteFetch::Kind::kHit);
+  EXPECT_EQ(got.meta, Meta(kKey));
+  EXPECT_EQ(got.cubin, "cubin bytes");
+  auto s = tier->stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.stores, 1u);
+  EXPECT_EQ(s.errors, 0u);
+}
+
+TEST_F(RemoteTierTest, ACorruptValueIsAMissAndIsDeleted) {
+  auto tier = Tier();
+  tier->Store(Meta(kKey), "cubin bytes");
+  auto value = redis_->Command({"GET", "jitd:v1:blob:" + kKey});
+  ASSERT_TRUE(value.ok());
+  std::string damaged = value->str;
+  damaged[damaged.size() / 2] ^= 0x01;  // one bit, inside the cubin
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kKey, damaged}).ok());
+  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(tier->stats().corrupt, 1u);
+  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:blob:" + kKey})->integer, 0) << "the corrupt value stays";
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kKey, "not a blob at all"}).ok());
+  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(tier->stats().corrupt, 2u);
+}
+
+TEST_F(RemoteTierTest, AnIntactBlobUnderTheWrongKeyIsNotServed) {
+  auto tier = Tier();
+  tier->Store(Meta(kOther), "other cubin");
+  auto value = redis_->Command({"GET", "jitd:v1:blob:" + kOther});
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kKey, value->str}).ok());
+  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(tier->stats().corrupt, 1u);
+}
+
+TEST_F(RemoteTierTest, ACompileFailureIsSharedUntilItExpires) {
+  auto tier = Tier();
+  tier->StoreFailure(kKey, "NVRTC: error: identifier \"x\" is undefined", 400ms);
+  RemoteFetch got = tier->Fetch(kKey);
+  ASSERT_EQ(got.kind, RemoteFetch::Kind::kFailed);
+  EXPECT_NE(got.failure.find("identifier"), std::string::npos);
+  EXPECT_TRUE(testing::PollUntil([&] { return tier->Fetch(kKey).kind == RemoteFetch::Kind::kMiss; }, 10s));
+}
+
+TEST_F(RemoteTierTest, ALeaseIsExclusiveUntilReleased) {
+  auto a = Tier();
+  auto b = Tier();
+  EXPECT_EQ(a->AcquireLease(kKey), LeaseResult::kAcquired);
+  EXPECT_EQ(b->AcquireLease(kKey), LeaseResult::kHeld);
+  EXPECT_EQ(b->AcquireLease(kOther), LeaseResult::kAcquired) << "leases are per key";
+  a->ReleaseLease(kKey);
+  EXPECT_EQ(b->AcquireLease(kKey), LeaseResult::kAcquired);
+  EXPECT_EQ(b->stats().leases_busy, 1u);
+}
+
+TEST_F(RemoteTierTest, AHeldLeaseIsRenewedPastItsTtl) {
+  RemoteTierOptions options;
+  options.lease_ttl = 300ms;
+  auto a = Tier(options);
+  auto b = Tier(options);
+  ASSERT_EQ(a->AcquireLease(kKey), LeaseResult::kAcquired);
+  // Far past one TTL: only renewal keeps it.
+  auto until = std::chrono::steady_clock::now() + 1500ms;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_EQ(b->AcquireLease(kKey), LeaseResult::kHeld);
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(a->stats().leases_lost, 0u);
+}
+
+TEST_F(RemoteTierTest, ALeaseWhoseHolderDiedLapsesAndIsTakenOver) {
+  // A holder killed mid-compile: its lease is in the store, nobody renews it.
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:lease:" + kKey, "dead-host:1:0", "PX", "300"}).ok());
+  auto tier = Tier();
+  EXPECT_EQ(tier->AcquireLease(kKey), LeaseResult::kHeld);
+  EXPECT_TRUE(
+      testing::PollUntil([&] { return tier->AcquireLease(kKey) == LeaseResult::kAcquired; }, 10s, 20ms));
+}
+
+TEST_F(RemoteTierTest, DestroyingTheTierReleasesItsLeases) {
+  auto a = Tier();
+  ASSERT_EQ(a->AcquireLease(kKey), LeaseResult::kAcquired);
+  a.reset();
+  EXPECT_EQ(Tier()->AcquireLease(kKey), LeaseResult::kAcquired);
+}
+
+TEST_F(RemoteTierTest, AnOutageOpensTheCircuitLogsOnceAndClosesWhenTheStoreIsBack) {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  auto logger = std::make_shared<spdlog::logger>("test", sink);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
+
+  RemoteTierOptions options;
+  options.breaker_failures = 3;
+  options.breaker_min_open = 200ms;
+  options.breaker_max_open = 400ms;
+  auto tier = Tier(options);
+  tier->Store(Meta(kKey), "cubin");
+  redis_->Kill();
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kUnavailable);
+  auto s = tier->stats();
+  EXPECT_TRUE(s.circuit_open);
+  EXPECT_EQ(s.episodes, 1u);
+  EXPECT_LE(s.errors, 4u) << "after breaker_failures the store is no longer asked";
+  EXPECT_GE(s.skipped, 45u);
+  EXPECT_EQ(tier->AcquireLease(kKey), LeaseResult::kUnavailable);
+
+  redis_->Restart();
+  EXPECT_TRUE(testing::PollUntil([&] { return tier->Fetch(kKey).kind == RemoteFetch::Kind::kMiss; }, 10s, 20ms))
+      << "the circuit closes by itself once a probe succeeds";
+  EXPECT_FALSE(tier->stats().circuit_open);
+
+  spdlog::set_default_logger(previous);
+  int warnings = 0, recoveries = 0;
+  for (const std::string& line : sink->last_formatted()) {
+    if (line.find("is unavailable") != std::string::npos) ++warnings;
+    if (line.find("is back after") != std::string::npos) ++recoveries;
+  }
+  EXPECT_EQ(warnings, 1) << "one line per outage, not one per request";
+  EXPECT_EQ(recoveries, 1);
+}
+
+TEST_F(RemoteTierTest, AFullStoreDoesNotOpenTheCircuitForReads) {
+  auto tier = Tier();
+  tier->Store(Meta(kOther), "stored before the store filled up");
+  ASSERT_TRUE(redis_->Command({"CONFIG", "SET", "maxmemory", "1"}).ok());
+  ASSERT_TRUE(redis_->Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}).ok());
+  for (int i = 0; i < 10; ++i) tier->Store(Meta(kKey), std::string(4096, 'x'));
+  auto s = tier->stats();
+  EXPECT_FALSE(s.circuit_open);
+  EXPECT_EQ(s.errors, 10u);
+  EXPECT_EQ(tier->Fetch(kOther).kind, RemoteFetch::Kind::kHit) << "reads go on while writes are refused";
+}
+
+}  // namespace
+}  // namespace jitd::cache
