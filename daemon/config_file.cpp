@@ -177,6 +177,12 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
 
 }  // namespace
 
+std::vector<std::string> ConfigFileKeys() {
+  std::vector<std::string> keys;
+  for (const auto& [key, unused] : KeyReaders(std::filesystem::path("/"))) keys.push_back(key);
+  return keys;
+}
+
 absl::StatusOr<ConfigLayer> ReadConfigFile(const std::filesystem::path& path) {
   const std::string name = path.string();
   std::error_code error;

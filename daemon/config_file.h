@@ -22,6 +22,8 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "config.h"
@@ -32,5 +34,9 @@ namespace jitd::daemon {
 // key, for a TOML syntax error, an unknown key, a value of the wrong type or
 // a value out of range; NOT_FOUND when the file cannot be read.
 absl::StatusOr<ConfigLayer> ReadConfigFile(const std::filesystem::path& path);
+
+// Every key ReadConfigFile accepts, sorted (tests check that
+// deploy/jitd.toml documents each of them).
+std::vector<std::string> ConfigFileKeys();
 
 }  // namespace jitd::daemon
