@@ -46,5 +46,6 @@ std::unique_ptr<Verb> MakeLsVerb();
 std::unique_ptr<Verb> MakeStatsVerb();
 std::unique_ptr<Verb> MakeEvictVerb();
 std::unique_ptr<Verb> MakeVerifyVerb();
+std::unique_ptr<Verb> MakeHealthVerb();
 
 }  // namespace jitd::jitctl

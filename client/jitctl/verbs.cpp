@@ -11,6 +11,7 @@ std::vector<std::unique_ptr<Verb>> MakeVerbs() {
   verbs.push_back(MakeStatsVerb());
   verbs.push_back(MakeEvictVerb());
   verbs.push_back(MakeVerifyVerb());
+  verbs.push_back(MakeHealthVerb());
   return verbs;
 }
 

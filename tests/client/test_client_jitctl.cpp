@@ -249,7 +249,7 @@ TEST(JitctlWithoutDaemon, HelpListsEveryContractVerb) {
   TempDir dir;
   const ProcessResult help = testing::RunProcess({testing::JitctlBinary(), "--help"}, dir / "log", kProcessTimeout);
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* verb : {"get", "kernels", "warm", "ls", "stats", "evict", "verify"}) {
+  for (const char* verb : {"get", "kernels", "warm", "ls", "stats", "evict", "verify", "health"}) {
     EXPECT_THAT(help.output, HasSubstr(std::string("  ") + verb + " ")) << verb;
   }
 }
