@@ -166,7 +166,8 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
     if (!Check(CheckRemoteUrl(flags.remote), "--remote")) return std::nullopt;
     layer.remote = flags.remote;
   }
-  if (given("--remote-password-file")) layer.remote_password_file = std::filesystem::absolute(flags.remote_password_file);
+  if (given("--remote-password-file"))
+    layer.remote_password_file = std::filesystem::absolute(flags.remote_password_file);
   if (given("--remote-tls-ca")) layer.remote_tls_ca = std::filesystem::absolute(flags.remote_tls_ca);
   if (given("--remote-tls-cert")) layer.remote_tls_cert = std::filesystem::absolute(flags.remote_tls_cert);
   if (given("--remote-tls-key")) layer.remote_tls_key = std::filesystem::absolute(flags.remote_tls_key);

@@ -1,7 +1,5 @@
 #include "config.h"
 
-#include "remote.h"
-
 #include <grp.h>
 #include <unistd.h>
 
@@ -14,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "jitd/client.h"
 #include "listen_address.h"
+#include "remote.h"
 
 namespace jitd::daemon {
 namespace {

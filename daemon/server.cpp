@@ -179,8 +179,7 @@ class Server::Impl {
     serving::KernelService::Options options;
     options.hot_cache_bytes = config.hot_cache_bytes;
     options.negative_ttl = config.negative_ttl;
-    service =
-        std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get());
+    service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get());
     stack.resolver.reset();
     compiler = std::make_unique<CompilerService>(
         *service, calls,
@@ -204,7 +203,8 @@ class Server::Impl {
     options.tls_key = config.remote_tls_key;
     if (!config.remote_password_file.empty()) {
       absl::StatusOr<std::string> text = cache::ReadWholeFile(config.remote_password_file);
-      if (!text.ok()) return absl::Status(text.status().code(), Cat("--remote-password-file: ", text.status().message()));
+      if (!text.ok())
+        return absl::Status(text.status().code(), Cat("--remote-password-file: ", text.status().message()));
       std::string password = text->substr(0, text->find_first_of("\r\n"));
       if (password.empty()) {
         return absl::InvalidArgumentError(

@@ -178,7 +178,8 @@ struct RedisConnection::Impl {
     // The certificate must name the host we dialled (name or IP address).
     in6_addr ip6;
     in_addr ip4;
-    bool is_ip = ::inet_pton(AF_INET, url.host.c_str(), &ip4) == 1 || ::inet_pton(AF_INET6, url.host.c_str(), &ip6) == 1;
+    bool is_ip =
+        ::inet_pton(AF_INET, url.host.c_str(), &ip4) == 1 || ::inet_pton(AF_INET6, url.host.c_str(), &ip6) == 1;
     X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
     if (is_ip) {
       X509_VERIFY_PARAM_set1_ip_asc(param, url.host.c_str());
@@ -243,7 +244,8 @@ struct RedisConnection::Impl {
         int n = SSL_read(ssl, buf, sizeof(buf));
         if (n > 0) return Feed(buf, static_cast<size_t>(n));
         int err = SSL_get_error(ssl, n);
-        if (err == SSL_ERROR_ZERO_RETURN) return absl::UnavailableError(Cat(name, ": the server closed the connection"));
+        if (err == SSL_ERROR_ZERO_RETURN)
+          return absl::UnavailableError(Cat(name, ": the server closed the connection"));
         if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
           return absl::UnavailableError(Cat(name, ": TLS read: ", OpenSslError()));
         }
@@ -276,7 +278,7 @@ RedisConnection::RedisConnection(std::unique_ptr<Impl> impl) : impl_(std::move(i
 RedisConnection::~RedisConnection() = default;
 
 absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(const RemoteUrl& url,
-                                                                        const RemoteOptions& options) {
+                                                                       const RemoteOptions& options) {
   auto deadline = Clock::now() + options.connect_timeout;
   auto impl = std::make_unique<Impl>();
   impl->name = url.Redacted();

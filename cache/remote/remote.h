@@ -225,7 +225,7 @@ class RemoteTier {
   const RemoteTierOptions options_;
 
   mutable std::mutex mu_;
-  Stats stats_;                  // guarded by mu_
+  Stats stats_;                   // guarded by mu_
   int consecutive_failures_ = 0;  // guarded by mu_
   std::chrono::steady_clock::time_point open_until_{};
   std::chrono::milliseconds open_for_{0};

@@ -158,7 +158,8 @@ RemoteFetch RemoteTier::Fetch(const std::string& key) {
 
 void RemoteTier::Store(const EntryMeta& meta, std::string_view cubin) {
   if (Admit() == Gate::kOpen) return;
-  absl::Status stored = backend_->Set(options_.prefix + "blob:" + meta.key, EncodeBlob(meta, cubin), options_.value_ttl);
+  absl::Status stored =
+      backend_->Set(options_.prefix + "blob:" + meta.key, EncodeBlob(meta, cubin), options_.value_ttl);
   Record(stored, "SET");
   if (stored.ok()) {
     std::lock_guard lock(mu_);

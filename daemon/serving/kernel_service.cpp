@@ -195,7 +195,9 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
       flight = std::make_shared<Flight>();
       flights_[answer.key] = flight;
       std::lock_guard slock(stats_mu_);
-      ++stats_.compiles;
+      // With a remote tier, a flight may end without compiling: RunFlight
+      // counts the compiles it runs.
+      if (remote_ == nullptr) ++stats_.compiles;
       ++stats_.in_flight;
       if (mode == Mode::kPrefetch) ++stats_.prefetches;
     }
@@ -355,6 +357,10 @@ void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::Resolved
     result = std::move(*fleet.result);
     if (result.ok()) flight->origin = Origin::kRemote;
   } else {
+    if (remote_ != nullptr) {
+      std::lock_guard lock(stats_mu_);
+      ++stats_.compiles;
+    }
     auto start = Clock::now();
     auto compiled = pool_->Compile(resolved.job, priority, flight->cancel);
     double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -365,9 +371,8 @@ void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::Resolved
                    resolved.arch, Short(resolved.key), nvrtc_ms, wall_ms);
     } else {
       result = compiled.status();
-      spdlog::info("compile {} {} {} key={} wall={:.0f}ms failed: {}", resolved.kernel, resolved.params,
-                   resolved.arch, Short(resolved.key), wall_ms,
-                   std::string(compiled.status().message()).substr(0, 300));
+      spdlog::info("compile {} {} {} key={} wall={:.0f}ms failed: {}", resolved.kernel, resolved.params, resolved.arch,
+                   Short(resolved.key), wall_ms, std::string(compiled.status().message()).substr(0, 300));
     }
   }
   // Write-back before anyone is told, so that a caller who asks another
@@ -463,8 +468,7 @@ KernelService::FleetOutcome KernelService::AskFleet(Flight& flight, const manife
       ++stats_.remote_waits;
     }
     if (flight.cancel->cancelled()) {
-      return {absl::CancelledError(Cat("every caller gave up while another daemon compiled ", resolved.kernel)),
-              false};
+      return {absl::CancelledError(Cat("every caller gave up while another daemon compiled ", resolved.kernel)), false};
     }
     if (Clock::now() >= give_up) {
       spdlog::warn("remote {} key={}: another daemon has held its lease for {} s without a result; compiling it here",

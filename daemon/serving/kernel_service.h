@@ -41,8 +41,8 @@
 #include "absl/status/statusor.h"
 #include "hot_cache.h"
 #include "jitd/cache.h"
-#include "remote.h"
 #include "manifest.h"
+#include "remote.h"
 #include "worker_pool.h"
 
 namespace jitd::serving {
@@ -100,18 +100,18 @@ class KernelService {
     uint64_t requests = 0;
     uint64_t memory_hits = 0;
     uint64_t disk_hits = 0;
-    uint64_t compiles = 0;          // compiles started (one per flight)
+    uint64_t compiles = 0;          // compiles started (at most one per flight)
     uint64_t compile_failures = 0;  // NVRTC rejected the program
     uint64_t compile_errors = 0;    // worker crash, timeout, queue full, cancelled
     uint64_t joined = 0;            // requests that waited on another's compile
     uint64_t negative_hits = 0;
     uint64_t cached_only_misses = 0;
-    uint64_t prefetches = 0;      // PREFETCH requests that started a compile
-    uint64_t abandoned = 0;       // requests that gave up waiting
-    uint64_t store_failures = 0;  // compiled but not stored on disk
-    uint64_t in_flight = 0;       // compiles running or queued now
-    uint64_t remote_hits = 0;     // flights answered by the remote tier
-    uint64_t remote_waits = 0;    // flights that waited on another daemon's lease
+    uint64_t prefetches = 0;              // PREFETCH requests that started a compile
+    uint64_t abandoned = 0;               // requests that gave up waiting
+    uint64_t store_failures = 0;          // compiled but not stored on disk
+    uint64_t in_flight = 0;               // compiles running or queued now
+    uint64_t remote_hits = 0;             // flights answered by the remote tier
+    uint64_t remote_waits = 0;            // flights that waited on another daemon's lease
     uint64_t remote_takeovers = 0;        // ... and then took the lapsed lease over
     uint64_t remote_failures_shared = 0;  // flights answered with another daemon's compile failure
     HotCache::Stats hot;

@@ -34,7 +34,8 @@ int FreePort() {
 
 bool HaveRedisServer() { return ::access("/usr/bin/redis-server", X_OK) == 0; }
 
-RedisServer::RedisServer(std::filesystem::path dir, Options options) : dir_(std::move(dir)), options_(std::move(options)) {
+RedisServer::RedisServer(std::filesystem::path dir, Options options)
+    : dir_(std::move(dir)), options_(std::move(options)) {
   std::filesystem::create_directories(dir_);
   for (int attempt = 0; attempt < 3; ++attempt) {
     port_ = FreePort();
@@ -65,10 +66,23 @@ std::string RedisServer::unix_url() const { return "unix://" + (dir_ / "redis.so
 
 void RedisServer::Start() {
   std::string port = std::to_string(port_);
-  std::vector<std::string> argv = {"/usr/bin/redis-server", "--bind", "127.0.0.1", "--unixsocket",
-                                   (dir_ / "redis.sock").string(), "--unixsocketperm", "700", "--save", "",
-                                   "--appendonly", "no", "--dir", dir_.string(), "--protected-mode", "no",
-                                   "--daemonize", "no"};
+  std::vector<std::string> argv = {"/usr/bin/redis-server",
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--unixsocket",
+                                   (dir_ / "redis.sock").string(),
+                                   "--unixsocketperm",
+                                   "700",
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--dir",
+                                   dir_.string(),
+                                   "--protected-mode",
+                                   "no",
+                                   "--daemonize",
+                                   "no"};
   if (options_.tls_cert.empty()) {
     argv.insert(argv.end(), {"--port", port});
   } else {

@@ -189,22 +189,30 @@ void MakeCertificates(const std::filesystem::path& d) {
   };
   const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
   for (const char* ca : {"ca", "other-ca"}) {
-    std::vector<std::string> a = {"req", "-x509", "-days", "1", "-subj", "/CN=jitd test " + std::string(ca),
+    std::vector<std::string> a = {"req",     "-x509",
+                                  "-days",   "1",
+                                  "-subj",   "/CN=jitd test " + std::string(ca),
                                   "-keyout", (d / (std::string(ca) + ".key")).string(),
-                                  "-out", (d / (std::string(ca) + ".pem")).string()};
+                                  "-out",    (d / (std::string(ca) + ".pem")).string()};
     a.insert(a.end(), ec.begin(), ec.end());
     openssl(a);
   }
   std::ofstream(d / "server.ext") << "subjectAltName=IP:127.0.0.1\n";
-  std::vector<std::string> req = {"req", "-subj", "/CN=jitd test redis", "-keyout", (d / "server.key").string(),
-                                  "-out", (d / "server.csr").string()};
+  std::vector<std::string> req = {"req",
+                                  "-subj",
+                                  "/CN=jitd test redis",
+                                  "-keyout",
+                                  (d / "server.key").string(),
+                                  "-out",
+                                  (d / "server.csr").string()};
   req.insert(req.end(), ec.begin(), ec.end());
   openssl(req);
   openssl({"x509", "-req", "-days", "1", "-in", (d / "server.csr").string(), "-CA", (d / "ca.pem").string(), "-CAkey",
            (d / "ca.key").string(), "-CAcreateserial", "-out", (d / "server.pem").string(), "-extfile",
            (d / "server.ext").string()});
   // redis-server runs as this user and reads the key.
-  std::filesystem::permissions(d / "server.key", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::permissions(d / "server.key",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 TEST_F(RedisBackendTest, TlsWithTheRightCaWorksAndAnUntrustedCertificateIsRefused) {

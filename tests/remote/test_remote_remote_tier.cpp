@@ -132,8 +132,7 @@ TEST_F(RemoteTierTest, ALeaseWhoseHolderDiedLapsesAndIsTakenOver) {
   ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:lease:" + kKey, "dead-host:1:0", "PX", "300"}).ok());
   auto tier = Tier();
   EXPECT_EQ(tier->AcquireLease(kKey), LeaseResult::kHeld);
-  EXPECT_TRUE(
-      testing::PollUntil([&] { return tier->AcquireLease(kKey) == LeaseResult::kAcquired; }, 10s, 20ms));
+  EXPECT_TRUE(testing::PollUntil([&] { return tier->AcquireLease(kKey) == LeaseResult::kAcquired; }, 10s, 20ms));
 }
 
 TEST_F(RemoteTierTest, DestroyingTheTierReleasesItsLeases) {

@@ -1,0 +1,306 @@
+// The fleet: several real jitd daemons, each with its own cache directory,
+// sharing one real redis-server (--remote), as GPU nodes share one Redis.
+//
+//  * N daemons asked for the same cold key at the same moment compile it
+//    once in total; the rest are answered from Redis (N = 2, then 8).
+//  * A daemon with an empty disk is served from Redis, and keeps the entry.
+//  * Redis killed mid-run and restarted: no request fails.
+//  * Redis hung (SIGSTOP): requests still complete, in bounded time.
+//  * A corrupted value in Redis is detected, never served, and replaced.
+//  * A lease left by a daemon that died mid-compile is taken over.
+//
+// Each test prints the compile count it observed.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <barrier>
+#include <thread>
+
+#include "generated_kernels.h"
+#include "kernel_fixtures.h"
+#include "poll_until.h"
+#include "redis_server.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using testing::RedisServer;
+using testing::TempDir;
+using testing::TestDaemon;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct Fleet {
+  // `n` daemons serving `kernels`, all behind `remote`.
+  Fleet(int n, const std::filesystem::path& kernels, const std::string& remote, std::vector<std::string> extra = {}) {
+    for (int i = 0; i < n; ++i) {
+      dirs.push_back(std::make_unique<TempDir>());
+      std::vector<std::string> args = {"--kernels", kernels.string(), "--workers", "1", "--remote", remote};
+      args.insert(args.end(), extra.begin(), extra.end());
+      daemons.push_back(std::make_unique<TestDaemon>(*dirs.back(), args));
+    }
+    for (auto& d : daemons) {
+      absl::Status ready = d->WaitUntilServing();
+      EXPECT_TRUE(ready.ok()) << ready;
+    }
+  }
+  uint64_t Compiles() const {
+    uint64_t total = 0;
+    for (const auto& d : daemons) total += d->Stats().compiles();
+    return total;
+  }
+  std::vector<std::unique_ptr<TempDir>> dirs;
+  std::vector<std::unique_ptr<TestDaemon>> daemons;
+};
+
+class FleetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::HaveRedisServer()) << "no redis-server: run deploy/install-deps.sh";
+    redis_ = std::make_unique<RedisServer>(dir_ / "redis");
+  }
+  TempDir dir_;
+  std::unique_ptr<RedisServer> redis_;
+};
+
+class SimultaneousTest : public FleetTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(SimultaneousTest, OneCompileInTotalForAKeyEveryDaemonAsksForAtOnce) {
+  const int n = GetParam();
+  Fleet fleet(n, testing::SmallKernelsDir(), redis_->url());
+  // A CUB kernel (about a second to compile): every request arrives while
+  // the first compile is still running.
+  const auto request = testing::KernelRequest("small.block_sum", {{"threads", "256"}});
+  std::vector<absl::StatusOr<v1::GetKernelResponse>> answers(n, absl::UnknownError("not run"));
+  std::vector<std::unique_ptr<Client>> clients;
+  for (auto& d : fleet.daemons) clients.push_back(d->Connect("", 120s));
+  std::barrier start(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      answers[i] = clients[i]->GetKernel(request);
+    });
+  }
+  for (auto& t : threads) t.join();
+
+  int compiled = 0, remote = 0;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(answers[i].ok()) << "daemon " << i << ": " << answers[i].status();
+    EXPECT_TRUE(answers[i]->cubin() == answers[0]->cubin()) << "daemon " << i << " got different bytes";
+    if (answers[i]->source() == v1::GetKernelResponse::COMPILED) ++compiled;
+    if (answers[i]->source() == v1::GetKernelResponse::REMOTE) ++remote;
+  }
+  const uint64_t compiles = fleet.Compiles();
+  uint64_t waits = 0;
+  for (const auto& d : fleet.daemons) waits += d->Stats().remote_waits();
+  std::printf(
+      "[fleet] %d daemons, one request each at once: %llu compile(s) in total, %d answered from Redis, %llu "
+      "waited on another daemon's lease\n",
+      n, static_cast<unsigned long long>(compiles), remote, static_cast<unsigned long long>(waits));
+  EXPECT_EQ(compiles, 1u);
+  EXPECT_EQ(compiled, 1);
+  EXPECT_EQ(remote, n - 1);
+  // Every daemon now has the entry on its own disk.
+  for (const auto& d : fleet.daemons) EXPECT_EQ(d->Stats().entries(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Daemons, SimultaneousTest, ::testing::Values(2, 8),
+                         [](const auto& p) { return std::to_string(p.param) + "Daemons"; });
+
+TEST_F(FleetTest, ADaemonWithAnEmptyDiskIsServedFromRedis) {
+  Fleet first(1, testing::SmallKernelsDir(), redis_->url());
+  auto compiled = first.daemons[0]->Connect()->GetKernel(testing::KernelRequest("small.fill", {{"dtype", "fp32"}}));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_EQ(compiled->source(), v1::GetKernelResponse::COMPILED);
+
+  Fleet fresh(1, testing::SmallKernelsDir(), redis_->url());
+  TestDaemon& d = *fresh.daemons[0];
+  auto client = d.Connect();
+  auto served = client->GetKernel(testing::KernelRequest("small.fill", {{"dtype", "fp32"}}));
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->source(), v1::GetKernelResponse::REMOTE);
+  EXPECT_TRUE(served->cubin() == compiled->cubin());
+  EXPECT_EQ(served->key(), compiled->key());
+  ASSERT_EQ(served->symbols_size(), compiled->symbols_size());
+  EXPECT_EQ(served->symbols(0).lowered_name(), compiled->symbols(0).lowered_name());
+  auto again = client->GetKernel(testing::KernelRequest("small.fill", {{"dtype", "fp32"}}));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source(), v1::GetKernelResponse::MEMORY);
+  const v1::StatsResponse stats = d.Stats();
+  std::printf("[fleet] fresh daemon: %llu compile(s), %llu remote hit(s)\n",
+              static_cast<unsigned long long>(stats.compiles()), static_cast<unsigned long long>(stats.remote_hits()));
+  EXPECT_EQ(stats.compiles(), 0u);
+  EXPECT_EQ(stats.remote_hits(), 1u);
+  EXPECT_EQ(stats.entries(), 1u) << "a remote hit is stored on the local disk";
+  EXPECT_EQ(stats.remote(), redis_->url());
+
+  // CACHED_ONLY never compiles, but another daemon's cubin is cached.
+  Fleet cached_only(1, testing::SmallKernelsDir(), redis_->url());
+  auto cached = cached_only.daemons[0]->Connect()->GetKernel(
+      testing::KernelRequest("small.fill", {{"dtype", "fp32"}}, v1::GetKernelRequest::CACHED_ONLY));
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(cached->source(), v1::GetKernelResponse::REMOTE);
+}
+
+TEST_F(FleetTest, RedisKilledMidRunAndRestartedFailsNoRequest) {
+  TempDir kernels;
+  constexpr int kKeys = 48;
+  testing::WriteManyKernelsTree(kernels.path(), kKeys);
+  Fleet fleet(2, kernels.path(), redis_->url(), {"--remote-timeout-ms", "300"});
+  std::atomic<int> next{0}, failed{0}, done{0};
+  std::mutex errors_mu;
+  std::vector<std::string> errors;
+  // Two clients per daemon walk through the keys (cold misses that go to
+  // Redis first) while the test kills and restarts Redis under them.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = fleet.daemons[t % 2]->Connect("", 60s);
+      int n;
+      while ((n = next.fetch_add(1)) < kKeys * 2) {
+        auto got = client->GetKernel(testing::ManyRequest(n % kKeys, "sm_90"));
+        if (!got.ok()) {
+          ++failed;
+          std::lock_guard lock(errors_mu);
+          errors.push_back(std::string(got.status().message()));
+        }
+        ++done;
+      }
+    });
+  }
+  ASSERT_TRUE(testing::PollUntil([&] { return done.load() >= 8; }, 60s));
+  redis_->Kill();
+  const int at_kill = done.load();
+  ASSERT_TRUE(testing::PollUntil([&] { return done.load() >= at_kill + 24; }, 60s))
+      << "requests must go on while Redis is down";
+  redis_->Restart();
+  for (auto& t : threads) t.join();
+  std::printf(
+      "[fleet] Redis killed after %d requests and restarted after %d more: %d of %d requests failed, %llu "
+      "compiles for %d keys\n",
+      at_kill, 24, failed.load(), done.load(), static_cast<unsigned long long>(fleet.Compiles()), kKeys);
+  EXPECT_EQ(failed.load(), 0) << (errors.empty() ? "" : errors[0]);
+  uint64_t outages = 0;
+  for (const auto& d : fleet.daemons) outages += d->Stats().remote_outages();
+  EXPECT_GE(outages, 1u) << "the outage was noticed";
+  // Once it is back, the fleet uses it again: a new key compiled on one
+  // daemon reaches the other through Redis.
+  auto& a = *fleet.daemons[0];
+  auto& b = *fleet.daemons[1];
+  int probe = -1;
+  EXPECT_TRUE(testing::PollUntil(
+      [&] {
+        auto got = a.Connect()->GetKernel(testing::ManyRequest(++probe, "sm_100"));
+        if (!got.ok()) return false;
+        auto stored = redis_->Command({"EXISTS", "jitd:v1:blob:" + got->key()});
+        return stored.ok() && stored->integer == 1;
+      },
+      30s, 100ms));
+  auto via_redis = b.Connect()->GetKernel(testing::ManyRequest(probe, "sm_100"));
+  ASSERT_TRUE(via_redis.ok()) << via_redis.status();
+  EXPECT_EQ(via_redis->source(), v1::GetKernelResponse::REMOTE);
+}
+
+TEST_F(FleetTest, AHungRedisCostsBoundedTimeAndFailsNoRequest) {
+  TempDir kernels;
+  testing::WriteManyKernelsTree(kernels.path(), 8);
+  Fleet fleet(1, kernels.path(), redis_->url(), {"--remote-timeout-ms", "200"});
+  auto client = fleet.daemons[0]->Connect("", 60s);
+  ASSERT_TRUE(client->GetKernel(testing::ManyRequest(0, "sm_90")).ok());
+  redis_->Pause();
+  auto start = Clock::now();
+  for (int n = 1; n < 8; ++n) {
+    auto got = client->GetKernel(testing::ManyRequest(n, "sm_90"));
+    EXPECT_TRUE(got.ok()) << got.status();
+  }
+  auto took = Clock::now() - start;
+  redis_->Resume();
+  const v1::StatsResponse stats = fleet.daemons[0]->Stats();
+  std::printf("[fleet] Redis hung: 7 cold requests took %.2f s in all, %llu remote errors, %llu skipped\n",
+              std::chrono::duration<double>(took).count(), static_cast<unsigned long long>(stats.remote_errors()),
+              static_cast<unsigned long long>(stats.remote_skipped()));
+  EXPECT_TRUE(stats.remote_circuit_open() || stats.remote_outages() >= 1);
+  // Three timeouts of 200 ms open the circuit; the compiles themselves are
+  // ~25 ms each. Far below what seven full timeouts per request would cost.
+  EXPECT_LT(took, 10s);
+  EXPECT_LE(stats.remote_errors(), 4u);
+}
+
+TEST_F(FleetTest, ACorruptedValueInRedisIsDetectedNotServedAndReplaced) {
+  Fleet first(1, testing::SmallKernelsDir(), redis_->url());
+  const auto request = testing::KernelRequest("small.scale", {{"clamp", "on"}});
+  auto compiled = first.daemons[0]->Connect()->GetKernel(request);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const std::string redis_key = "jitd:v1:blob:" + compiled->key();
+  auto value = redis_->Command({"GET", redis_key});
+  ASSERT_TRUE(value.ok());
+  ASSERT_FALSE(value->str.empty());
+  std::string damaged = value->str;
+  damaged[damaged.size() - 40] ^= 0x40;  // a bit inside the cubin or the checksum
+  ASSERT_TRUE(redis_->Command({"SET", redis_key, damaged}).ok());
+
+  Fleet second(1, testing::SmallKernelsDir(), redis_->url());
+  auto served = second.daemons[0]->Connect()->GetKernel(request);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->source(), v1::GetKernelResponse::COMPILED) << "the corrupt value must not be served";
+  EXPECT_TRUE(served->cubin() == compiled->cubin());
+  const v1::StatsResponse stats = second.daemons[0]->Stats();
+  std::printf("[fleet] corrupt value: %llu detected, %llu compile(s) to replace it\n",
+              static_cast<unsigned long long>(stats.remote_corrupt()),
+              static_cast<unsigned long long>(stats.compiles()));
+  EXPECT_EQ(stats.remote_corrupt(), 1u);
+  EXPECT_EQ(stats.compiles(), 1u);
+  auto replaced = redis_->Command({"GET", redis_key});
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_TRUE(replaced->str != damaged) << "the corrupt value stayed in Redis";
+  // The value written back is good: a third daemon is served from it.
+  Fleet third(1, testing::SmallKernelsDir(), redis_->url());
+  auto from_redis = third.daemons[0]->Connect()->GetKernel(request);
+  ASSERT_TRUE(from_redis.ok()) << from_redis.status();
+  EXPECT_EQ(from_redis->source(), v1::GetKernelResponse::REMOTE);
+  EXPECT_TRUE(from_redis->cubin() == compiled->cubin());
+}
+
+TEST_F(FleetTest, ALeaseLeftByADaemonThatDiedIsTakenOver) {
+  const auto request = testing::KernelRequest("small.fill", {{"dtype", "fp64"}});
+  std::string key;
+  {
+    TempDir solo;
+    TestDaemon d(solo, {"--kernels", testing::SmallKernelsDir().string()});
+    ASSERT_TRUE(d.WaitUntilServing().ok());
+    auto got = d.Connect()->GetKernel(request);
+    ASSERT_TRUE(got.ok()) << got.status();
+    key = got->key();
+  }
+  // What a daemon SIGKILLed mid-compile leaves: a lease nobody renews.
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:lease:" + key, "dead-node:4242:00", "PX", "1500"}).ok());
+  Fleet fleet(1, testing::SmallKernelsDir(), redis_->url());
+  auto start = Clock::now();
+  auto got = fleet.daemons[0]->Connect("", 60s)->GetKernel(request);
+  auto took = Clock::now() - start;
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->source(), v1::GetKernelResponse::COMPILED);
+  const v1::StatsResponse stats = fleet.daemons[0]->Stats();
+  EXPECT_EQ(stats.remote_waits(), 1u);
+  EXPECT_EQ(stats.remote_takeovers(), 1u);
+  EXPECT_GE(took, 1s) << "it waited for the lease to lapse";
+  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:lease:" + key})->integer, 0) << "its own lease is released";
+  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:blob:" + key})->integer, 1);
+}
+
+TEST_F(FleetTest, ACompileFailureIsSharedByTheFleet) {
+  Fleet fleet(2, testing::SmallKernelsDir(), redis_->url());
+  auto first = fleet.daemons[0]->Connect()->GetKernel(testing::KernelRequest("small.broken"));
+  ASSERT_TRUE(absl::IsFailedPrecondition(first.status())) << first.status();
+  auto second = fleet.daemons[1]->Connect()->GetKernel(testing::KernelRequest("small.broken"));
+  ASSERT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+  EXPECT_NE(std::string(second.status().message()).find("undeclared"), std::string::npos) << second.status();
+  EXPECT_EQ(fleet.daemons[1]->Stats().compiles(), 0u) << "the second daemon did not recompile a broken kernel";
+  EXPECT_EQ(fleet.daemons[1]->Stats().remote_failures_shared(), 1u);
+}
+
+}  // namespace
+}  // namespace jitd
