@@ -142,6 +142,14 @@ absl::Status ReadNegativeTtl(const toml::node& node, ConfigLayer& layer) {
   return absl::OkStatus();
 }
 
+absl::Status ReadRemoteTimeout(const toml::node& node, ConfigLayer& layer) {
+  const auto* number = node.as_integer();
+  if (number == nullptr) return WrongType(node, "an integer number of milliseconds");
+  if (absl::Status valid = CheckRemoteTimeout(number->get()); !valid.ok()) return valid;
+  layer.remote_timeout = std::chrono::milliseconds(number->get());
+  return absl::OkStatus();
+}
+
 absl::Status ReadWorkers(const toml::node& node, ConfigLayer& layer) {
   const auto* number = node.as_integer();
   if (number == nullptr) return WrongType(node, "an integer");
@@ -159,6 +167,11 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"workers", ReadWorkers},
       {"arch", StringKey(&ConfigLayer::arch, CheckArch)},
       {"remote", StringKey(&ConfigLayer::remote, CheckRemoteUrl)},
+      {"remote_password_file", PathKey(&ConfigLayer::remote_password_file, base)},
+      {"remote_tls_ca", PathKey(&ConfigLayer::remote_tls_ca, base)},
+      {"remote_tls_cert", PathKey(&ConfigLayer::remote_tls_cert, base)},
+      {"remote_tls_key", PathKey(&ConfigLayer::remote_tls_key, base)},
+      {"remote_timeout_ms", ReadRemoteTimeout},
       {"metrics_listen", StringKey(&ConfigLayer::metrics_listen, CheckMetricsListen)},
       {"admin_token_file", PathKey(&ConfigLayer::admin_token_file, base)},
       {"max_queue", ReadMaxQueue},
