@@ -1,0 +1,471 @@
+#include "http_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace jitd::metrics {
+
+namespace {
+
+// absl::StrCat for std::string_view pieces (this abseil's string_view is a
+// type of its own, which std::string_view does not convert to).
+void Append(std::string* out, std::initializer_list<std::string_view> parts) {
+  for (std::string_view part : parts) out->append(part);
+}
+std::string Cat(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  Append(&out, parts);
+  return out;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// How long a connection whose response is sent stays open to swallow what
+// the client still sends (a body we ignore): closing a socket with unread
+// input sends a reset, which can destroy the response before it is read.
+constexpr std::chrono::milliseconds kMaxLinger{2000};
+// How long accepting pauses when the process is out of descriptors.
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+
+std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+struct ResolvedAddress {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  bool ipv6 = false;
+  std::string host;  // as printed back: "127.0.0.1", "::1"
+};
+
+absl::Status BadAddress(const std::string& text, std::string_view why) {
+  return absl::InvalidArgumentError(Cat({"metrics address \"", text, "\": ", why}));
+}
+
+absl::StatusOr<ResolvedAddress> ParseAddress(const std::string& text) {
+  std::string host, port_text;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) return BadAddress(text, "no ] after the IPv6 address");
+    if (close + 1 >= text.size() || text[close + 1] != ':') return BadAddress(text, "expected [IPV6]:PORT");
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+    if (host.find(':') == std::string::npos) return BadAddress(text, "brackets are for IPv6 addresses only");
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string::npos) return BadAddress(text, "expected HOST:PORT");
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+    if (host.find(':') != std::string::npos) {
+      return BadAddress(text, "an IPv6 address goes in brackets, e.g. [::1]:9464");
+    }
+  }
+  if (host.empty()) return BadAddress(text, "no host (0.0.0.0 or [::] for every interface)");
+  uint32_t port = 0;
+  if (port_text.empty() || port_text.size() > 5 ||
+      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port).ec != std::errc() || port > 65535) {
+    return BadAddress(text, "the port must be a number in 0..65535");
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+  addrinfo* result = nullptr;
+  const int rc = getaddrinfo(host.c_str(), port_text.c_str(), &hints, &result);
+  if (rc != 0 || result == nullptr) {
+    return BadAddress(text, Cat({"\"", host, "\" is not an IPv4 or IPv6 address or localhost"}));
+  }
+  ResolvedAddress out;
+  std::memcpy(&out.addr, result->ai_addr, result->ai_addrlen);
+  out.len = result->ai_addrlen;
+  out.ipv6 = result->ai_family == AF_INET6;
+  out.host = host;
+  freeaddrinfo(result);
+  return out;
+}
+
+absl::Status ListenError(const std::string& what, const std::string& address, int err) {
+  std::string message = Cat({"metrics: cannot ", what, " ", address, ": ", ErrnoText(err)});
+  switch (err) {
+    case EADDRINUSE:
+      return absl::UnavailableError(message);
+    case EADDRNOTAVAIL:
+      return absl::InvalidArgumentError(Cat({message, " (not an address of this host)"}));
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsAsciiAlnum(char c) { return IsAsciiDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool IsHost(std::string_view name) {
+  return name.size() == 4 && std::equal(name.begin(), name.end(), "host", [](char a, char b) {
+           return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
+         });
+}
+
+bool IsTchar(char c) {
+  return IsAsciiAlnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool IsToken(std::string_view s) { return !s.empty() && std::all_of(s.begin(), s.end(), IsTchar); }
+
+// The length of the request head in `in` up to and including the blank line
+// that ends it (CRLF or bare LF line ends), or 0 while it is incomplete.
+// Blank lines before the request line are skipped, as RFC 9112 allows.
+size_t HeadLength(std::string_view in) {
+  size_t start = in.find_first_not_of("\r\n");
+  if (start == std::string_view::npos) return 0;
+  for (size_t i = in.find('\n', start); i != std::string_view::npos; i = in.find('\n', i + 1)) {
+    if (i + 1 < in.size() && in[i + 1] == '\n') return i + 2;
+    if (i + 2 < in.size() && in[i + 1] == '\r' && in[i + 2] == '\n') return i + 3;
+  }
+  return 0;
+}
+
+std::string Response(int code, std::string_view reason, std::string_view content_type, const std::string& body,
+                     bool head_only, std::string_view extra_headers = "") {
+  std::string out =
+      Cat({"HTTP/1.1 ", std::to_string(code), " ", reason, "\r\nContent-Type: ", content_type,
+           "\r\nContent-Length: ", std::to_string(body.size()), "\r\nConnection: close\r\n", extra_headers, "\r\n"});
+  if (!head_only) out += body;
+  return out;
+}
+
+std::string TextResponse(int code, std::string_view reason, const std::string& body, bool head_only = false,
+                         std::string_view extra_headers = "") {
+  return Response(code, reason, "text/plain; charset=utf-8", body, head_only, extra_headers);
+}
+
+std::string BadRequest(std::string_view why) {
+  return TextResponse(400, "Bad Request", Cat({"400 bad request: ", why, "\n"}));
+}
+
+}  // namespace
+
+struct MetricsHttpServer::Connection {
+  enum class State { kReading, kWriting, kLingering };
+  int fd = -1;
+  State state = State::kReading;
+  std::string in;
+  std::string out;
+  size_t sent = 0;
+  Clock::time_point deadline;
+};
+
+MetricsHttpServer::MetricsHttpServer(Options options) : options_(std::move(options)) {}
+
+MetricsHttpServer::~MetricsHttpServer() { Stop(); }
+
+absl::Status MetricsHttpServer::Start() {
+  if (started_) return absl::FailedPreconditionError("metrics: the HTTP server was started before");
+  if (!options_.render) return absl::FailedPreconditionError("metrics: the HTTP server has no render callback");
+  absl::StatusOr<ResolvedAddress> addr = ParseAddress(options_.address);
+  if (!addr.ok()) return addr.status();
+
+  const int fd = socket(addr->ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ListenError("open a socket for", options_.address, errno);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // restarts need not wait out TIME_WAIT
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr->addr), addr->len) != 0) {
+    const int err = errno;
+    close(fd);
+    return ListenError("listen on", options_.address, err);
+  }
+  if (listen(fd, 64) != 0) {
+    const int err = errno;
+    close(fd);
+    return ListenError("listen on", options_.address, err);
+  }
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof(bound);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0) {
+    const int err = errno;
+    close(fd);
+    return ListenError("read the port of", options_.address, err);
+  }
+  port_ = ntohs(addr->ipv6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
+                           : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  bound_address_ =
+      addr->ipv6 ? Cat({"[", addr->host, "]:", std::to_string(port_)}) : Cat({addr->host, ":", std::to_string(port_)});
+
+  const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake < 0) {
+    const int err = errno;
+    close(fd);
+    return absl::InternalError(Cat({"metrics: eventfd: ", ErrnoText(err)}));
+  }
+  listen_fd_ = fd;
+  wake_fd_ = wake;
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+  spdlog::info("metrics: serving http://{}/metrics", bound_address_);
+  return absl::OkStatus();
+}
+
+void MetricsHttpServer::Stop() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    while (write(wake_fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  listen_fd_ = wake_fd_ = -1;
+}
+
+void MetricsHttpServer::Run() {
+  const std::chrono::milliseconds timeout = std::max(options_.client_timeout, std::chrono::milliseconds(1));
+  const std::chrono::milliseconds linger = std::min(timeout, kMaxLinger);
+  const size_t max_connections = std::max<size_t>(options_.max_connections, 1);
+  const size_t max_head = std::max<size_t>(options_.max_request_head_bytes, 16);
+  std::vector<std::unique_ptr<Connection>> conns;
+  std::vector<pollfd> fds;
+  Clock::time_point accept_paused_until{};
+  char scratch[4096];
+
+  // The answer to a complete request head.
+  auto respond = [&](std::string_view head) -> std::string {
+    std::vector<std::string_view> lines;
+    for (size_t pos = head.find_first_not_of("\r\n"); pos < head.size();) {
+      size_t nl = head.find('\n', pos);
+      if (nl == std::string_view::npos) nl = head.size();
+      std::string_view line = head.substr(pos, nl - pos);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.empty()) break;  // the blank line that ends the head
+      lines.push_back(line);
+      pos = nl + 1;
+    }
+    if (lines.empty()) return BadRequest("no request line");
+    // METHOD SP TARGET SP VERSION
+    const std::string_view request_line = lines[0];
+    const size_t sp1 = request_line.find(' ');
+    const size_t sp2 = sp1 == std::string_view::npos ? sp1 : request_line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos || request_line.find(' ', sp2 + 1) != std::string_view::npos) {
+      return BadRequest("the request line is not METHOD TARGET HTTP/VERSION");
+    }
+    const std::string_view method = request_line.substr(0, sp1);
+    const std::string_view target = request_line.substr(sp1 + 1, sp2 - sp1 - 1);
+    const std::string_view version = request_line.substr(sp2 + 1);
+    if (!IsToken(method)) return BadRequest("bad method");
+    if (target.empty() || target[0] != '/' ||
+        std::any_of(target.begin(), target.end(), [](char c) { return c <= ' ' || c == '\x7f'; })) {
+      return BadRequest("the target must be a path");
+    }
+    const bool http11 = version == "HTTP/1.1";
+    if (!http11 && version != "HTTP/1.0") {
+      if (version.size() == 8 && version.substr(0, 5) == "HTTP/" && IsAsciiDigit(version[5]) && version[6] == '.' &&
+          IsAsciiDigit(version[7])) {
+        return TextResponse(505, "HTTP Version Not Supported", "505 only HTTP/1.0 and HTTP/1.1 are served\n");
+      }
+      return BadRequest("bad HTTP version");
+    }
+    int hosts = 0;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const std::string_view line = lines[i];
+      const size_t colon = line.find(':');
+      if (colon == std::string_view::npos || !IsToken(line.substr(0, colon))) {
+        return BadRequest("a header line is not NAME: VALUE");
+      }
+      const std::string_view value = line.substr(colon + 1);
+      if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r'; })) {
+        return BadRequest("a control character in a header value");
+      }
+      if (IsHost(line.substr(0, colon))) ++hosts;
+    }
+    if (http11 && hosts != 1) return BadRequest("an HTTP/1.1 request needs exactly one Host header");
+
+    const std::string_view path = target.substr(0, target.find('?'));
+    const bool head_only = method == "HEAD";
+    if (path != "/metrics" && path != "/") {
+      return TextResponse(404, "Not Found", "404 not found: the metrics are at /metrics\n", head_only);
+    }
+    if (method != "GET" && !head_only) {
+      return TextResponse(405, "Method Not Allowed", "405 method not allowed: GET or HEAD\n", false,
+                          "Allow: GET, HEAD\r\n");
+    }
+    if (path == "/") {
+      return Response(200, "OK", "text/html; charset=utf-8",
+                      "<html><body>Metrics are at <a href=\"/metrics\">/metrics</a>.</body></html>\n", head_only);
+    }
+    std::string body;
+    try {
+      body = options_.render();
+    } catch (const std::exception& e) {
+      spdlog::error("metrics: rendering the metrics failed: {}", e.what());
+      return TextResponse(500, "Internal Server Error", "500 rendering the metrics failed\n", head_only);
+    } catch (...) {
+      spdlog::error("metrics: rendering the metrics failed");
+      return TextResponse(500, "Internal Server Error", "500 rendering the metrics failed\n", head_only);
+    }
+    return Response(200, "OK", kContentType, body, head_only);
+  };
+
+  // Each step returns false when the connection is to be closed.
+  auto drain_input = [&](Connection& c) {
+    while (true) {
+      const ssize_t n = recv(c.fd, scratch, sizeof(scratch), 0);
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+  };
+  auto send_output = [&](Connection& c, Clock::time_point now) {
+    while (c.sent < c.out.size()) {
+      const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.sent += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+      }
+    }
+    shutdown(c.fd, SHUT_WR);
+    c.state = Connection::State::kLingering;
+    c.deadline = now + linger;
+    std::string().swap(c.out);
+    std::string().swap(c.in);
+    return drain_input(c);
+  };
+  auto read_head = [&](Connection& c, Clock::time_point now) {
+    while (true) {
+      const size_t room = max_head + 1 - c.in.size();
+      const ssize_t n = recv(c.fd, scratch, std::min(room, sizeof(scratch)), 0);
+      if (n == 0) return false;  // gone before the whole head came
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK;
+      }
+      c.in.append(scratch, static_cast<size_t>(n));
+      const size_t head = HeadLength(c.in);
+      if (head != 0 && head <= max_head) {
+        c.out = respond(std::string_view(c.in).substr(0, head));
+      } else if (c.in.size() > max_head) {
+        c.out = TextResponse(431, "Request Header Fields Too Large",
+                             Cat({"431 the request head is larger than ", std::to_string(max_head), " bytes\n"}));
+      } else {
+        continue;
+      }
+      c.state = Connection::State::kWriting;
+      c.deadline = now + timeout;
+      return send_output(c, now);
+    }
+  };
+  auto refuse = [&](int fd) {
+    static const std::string busy =
+        TextResponse(503, "Service Unavailable", "503 too many connections to the metrics endpoint\n");
+    (void)send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+  };
+  auto accept_all = [&](Clock::time_point now) {
+    for (int i = 0; i < 64; ++i) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        const int err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK) return;
+        if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+        // Out of descriptors or memory: the listener would stay readable,
+        // so stop polling it for a moment rather than spin.
+        spdlog::warn("metrics: accept failed: {}; pausing for {} ms", ErrnoText(err), kAcceptBackoff.count());
+        accept_paused_until = now + kAcceptBackoff;
+        return;
+      }
+      if (conns.size() >= max_connections) {
+        refuse(fd);
+        continue;
+      }
+      auto c = std::make_unique<Connection>();
+      c->fd = fd;
+      c->deadline = now + timeout;
+      conns.push_back(std::move(c));
+    }
+  };
+
+  while (true) {
+    Clock::time_point now = Clock::now();
+    const bool accepting = now >= accept_paused_until;
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
+    Clock::time_point next = accepting ? Clock::time_point::max() : accept_paused_until;
+    for (const auto& c : conns) {
+      fds.push_back({c->fd, static_cast<short>(c->state == Connection::State::kWriting ? POLLOUT : POLLIN), 0});
+      next = std::min(next, c->deadline);
+    }
+    int wait_ms = -1;
+    if (next != Clock::time_point::max()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+      wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 60000));
+    }
+    const int ready = poll(fds.data(), fds.size(), wait_ms);
+    if (ready < 0 && errno != EINTR) {
+      spdlog::error("metrics: poll failed: {}; the metrics endpoint stops", ErrnoText(errno));
+      break;
+    }
+    if (fds[0].revents != 0) break;  // Stop()
+    now = Clock::now();
+
+    // Connections first, so that fds[i + 2] still matches conns[i].
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Connection& c = *conns[i];
+      bool keep = true;
+      if (ready > 0 && fds[i + 2].revents != 0) {
+        switch (c.state) {
+          case Connection::State::kReading:
+            keep = read_head(c, now);
+            break;
+          case Connection::State::kWriting:
+            keep = send_output(c, now);
+            break;
+          case Connection::State::kLingering:
+            keep = drain_input(c);
+            break;
+        }
+      }
+      if (keep && now >= c.deadline) {
+        keep = false;
+        if (c.state == Connection::State::kReading) {
+          static const std::string slow = TextResponse(408, "Request Timeout", "408 the request took too long\n");
+          (void)send(c.fd, slow.data(), slow.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          spdlog::debug("metrics: dropped a client that sent no complete request in {} ms", timeout.count());
+        } else if (c.state == Connection::State::kWriting) {
+          spdlog::debug("metrics: dropped a client that did not take its response in {} ms", timeout.count());
+        }
+      }
+      if (!keep) {
+        close(c.fd);
+        c.fd = -1;
+      }
+    }
+    std::erase_if(conns, [](const std::unique_ptr<Connection>& c) { return c->fd < 0; });
+    if (ready > 0 && fds[1].revents != 0) accept_all(now);
+    connections_.store(conns.size(), std::memory_order_relaxed);
+  }
+  for (const auto& c : conns) close(c->fd);
+  connections_.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace jitd::metrics
