@@ -16,6 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
   clang-14 libclang-rt-14-dev
+  systemd python3-yaml
 )
 
 missing=()
