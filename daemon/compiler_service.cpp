@@ -176,6 +176,18 @@ CompilerService::CompilerService(serving::KernelService& service, InFlightCalls&
 
 grpc::Status CompilerService::GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                         v1::GetKernelResponse* response) {
+  const auto started = Steady::now();
+  serving::Origin origin = serving::Origin::kNone;
+  grpc::Status status = GetKernelCounted(context, request, response, &origin);
+  if (options_.metrics != nullptr) {
+    options_.metrics->ObserveRequest(static_cast<absl::StatusCode>(status.error_code()), origin,
+                                     Steady::now() - started);
+  }
+  return status;
+}
+
+grpc::Status CompilerService::GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
+                                               v1::GetKernelResponse* response, serving::Origin* origin) {
   const InFlightCalls::Scope in_flight(calls_);
   PeerLimit::Slot slot;
   if (absl::Status admitted = peers_.Acquire(context->peer(), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
@@ -192,6 +204,7 @@ grpc::Status CompilerService::GetKernel(grpc::ServerContext* context, const v1::
       service_.Get(kernel_request, *mode, CallContextOf(*context, compiler::Priority::kLive));
   if (!answer.ok()) return ToGrpcStatus(answer.status());
   FillResponse(*answer, request->delivery() == v1::GetKernelRequest::PATH, response);
+  *origin = answer->origin;
   const auto served_us = std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - started).count();
   response->set_served_us(static_cast<uint64_t>(served_us));
   if (options_.log_hits && (answer->origin == serving::Origin::kMemory || answer->origin == serving::Origin::kDisk)) {

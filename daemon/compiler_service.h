@@ -16,6 +16,7 @@
 
 #include <cstddef>
 
+#include "daemon_metrics.h"
 #include "in_flight_calls.h"
 #include "jitd/v1/compiler.grpc.pb.h"
 #include "kernel_service.h"
@@ -33,6 +34,8 @@ class CompilerService final : public v1::Compiler::Service {
     bool log_hits = false;
     // GetKernel and Warm calls one peer may have in flight; 0 = no bound.
     size_t max_calls_per_peer = 0;
+    // Where GetKernel outcomes and latencies are counted; null = nowhere.
+    DaemonMetrics* metrics = nullptr;
   };
 
   // `service` and `calls` (which counts each call while it runs) must
@@ -51,6 +54,9 @@ class CompilerService final : public v1::Compiler::Service {
   InFlightCalls& calls_;
   const Options options_;
   PeerLimit peers_;
+
+  grpc::Status GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
+                                v1::GetKernelResponse* response, serving::Origin* origin);
 };
 
 }  // namespace jitd::daemon

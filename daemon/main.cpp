@@ -44,9 +44,6 @@ int Serve(const CommandLine& command_line) {
                    : fmt::format("{:.1f} GiB ({} bytes)", static_cast<double>(config.max_cache_bytes) / (1 << 30),
                                  config.max_cache_bytes),
                config.workers, config.arch);
-  if (!config.metrics_listen.empty()) {
-    spdlog::warn("--metrics-listen {}: this build serves no metrics yet", config.metrics_listen);
-  }
 
   absl::StatusOr<std::unique_ptr<jitd::daemon::Server>> server = jitd::daemon::Server::Start(config);
   if (!server.ok()) {

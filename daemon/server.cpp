@@ -20,7 +20,9 @@
 #include "cache_dir_lock.h"
 #include "compile_stack.h"
 #include "compiler_service.h"
+#include "daemon_metrics.h"
 #include "health_service.h"
+#include "http_server.h"
 #include "in_flight_calls.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
@@ -74,11 +76,16 @@ class Server::Impl {
   // The shared tier, when configured; the request path uses it, so it is
   // declared before (destroyed after) the service.
   std::unique_ptr<cache::RemoteTier> remote;
+  // With --metrics-listen: what is counted (outlives the service, which
+  // reports compiles to it) and, declared after everything it reads, the
+  // endpoint that renders it (stopped first).
+  std::unique_ptr<DaemonMetrics> metrics;
   std::unique_ptr<serving::KernelService> service;
   InFlightCalls calls;
   std::unique_ptr<CacheAdminService> admin;
   std::unique_ptr<CompilerService> compiler;
   std::unique_ptr<HealthService> health;
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   MemoryTrimmer trimmer;
   std::vector<std::unique_ptr<UnixSocketClaim>> claims;
   // Without --admin-token-file: the token made at start, and its files.
@@ -179,12 +186,42 @@ class Server::Impl {
     serving::KernelService::Options options;
     options.hot_cache_bytes = config.hot_cache_bytes;
     options.negative_ttl = config.negative_ttl;
+    if (!config.metrics_listen.empty()) {
+      absl::StatusOr<std::unique_ptr<DaemonMetrics>> made = DaemonMetrics::Create();
+      if (!made.ok()) return made.status();
+      metrics = *std::move(made);
+      options.on_compile = [m = metrics.get()](std::string_view result, std::chrono::duration<double> wall) {
+        m->ObserveCompile(result, wall);
+      };
+    }
     service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get());
     stack.resolver.reset();
-    compiler = std::make_unique<CompilerService>(
-        *service, calls,
-        CompilerService::Options{
-            .workers = config.workers, .log_hits = config.log_hits, .max_calls_per_peer = config.max_calls_per_peer});
+    compiler =
+        std::make_unique<CompilerService>(*service, calls,
+                                          CompilerService::Options{.workers = config.workers,
+                                                                   .log_hits = config.log_hits,
+                                                                   .max_calls_per_peer = config.max_calls_per_peer,
+                                                                   .metrics = metrics.get()});
+    return StartMetrics();
+  }
+
+  // The Prometheus endpoint (--metrics-listen). Asked for explicitly, so
+  // an address that cannot be bound stops the start.
+  absl::Status StartMetrics() {
+    if (metrics == nullptr) return absl::OkStatus();
+    metrics->Collect({.cache = cache.get(),
+                      .service = service.get(),
+                      .pool = stack.pool.get(),
+                      .remote = remote.get(),
+                      .version = JITD_VERSION,
+                      .nvrtc_version = toolchain.nvrtc_version});
+    metrics::MetricsHttpServer::Options options;
+    options.address = config.metrics_listen;
+    options.render = [m = metrics.get()] { return m->Render(); };
+    metrics_server = std::make_unique<metrics::MetricsHttpServer>(std::move(options));
+    if (absl::Status started = metrics_server->Start(); !started.ok()) {
+      return absl::Status(started.code(), Cat("--metrics-listen: ", started.message()));
+    }
     return absl::OkStatus();
   }
 

@@ -18,8 +18,10 @@ build="${1:-$root/build-sanitize}"
 targets=(jitd jitctl
   test_cache_cache test_cache_recovery test_cache_eviction test_cache_multiprocess test_cache_blob_format
   test_serving_kernel_service test_serving_hot_cache
-  test_daemon_serve test_daemon_errors test_daemon_hostile test_daemon_lifecycle test_daemon_health
+  test_daemon_serve test_daemon_errors test_daemon_hostile test_daemon_lifecycle test_daemon_health test_daemon_metrics
+  test_metrics_registry test_metrics_http_server
   test_client_kernels
+  test_remote_redis_backend test_remote_remote_tier test_remote_fleet
   test_system_crash test_system_corruption test_system_full_disk test_system_soak)
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJITD_WERROR=OFF -DJITD_SANITIZE=address,undefined \
@@ -31,5 +33,5 @@ export LSAN_OPTIONS="suppressions=$here/sanitizer-suppressions.txt:print_suppres
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # Shorter fault loops than the plain run: the sanitized daemon is slower.
 export JITD_CRASH_KILLS=40 JITD_SOAK_SECONDS=30
-regex="^(Cache|Damage/|Recovery|Eviction|Seeded|MultiProcess|BlobFormat|KernelServiceTest|ShortNegativeTtl|HotCache|AdminTokenTest|ServeTest|ErrorsTest|Hostile|Lifecycle|Health|DaemonKernelsTest|FallbackTest|Crash|Corruption|FullDisk|Soak)\\."
+regex="^(Cache|Damage/|Recovery|Eviction|Seeded|MultiProcess|BlobFormat|KernelServiceTest|ShortNegativeTtl|HotCache|AdminTokenTest|ServeTest|ErrorsTest|Hostile|Lifecycle|Health|Metrics|MetricsRegistry|MetricsHttpServer|DaemonKernelsTest|FallbackTest|RedisBackendTest|RemoteTierTest|FleetTest|Daemons/SimultaneousTest|Crash|Corruption|FullDisk|Soak)\\."
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -R "$regex"

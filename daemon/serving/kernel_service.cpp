@@ -364,6 +364,10 @@ void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::Resolved
     auto start = Clock::now();
     auto compiled = pool_->Compile(resolved.job, priority, flight->cancel);
     double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (options_.on_compile) {
+      const char* outcome = compiled.ok() ? "ok" : IsCompileFailure(compiled.status()) ? "failed" : "error";
+      options_.on_compile(outcome, std::chrono::duration<double>(Clock::now() - start));
+    }
     if (compiled.ok()) {
       double nvrtc_ms = compiled->compile_ms;
       result = Store(resolved, std::move(*compiled));

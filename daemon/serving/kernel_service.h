@@ -94,6 +94,10 @@ class KernelService {
     // a few round trips a second.
     std::chrono::milliseconds remote_poll_min{5};
     std::chrono::milliseconds remote_poll_max{200};
+    // Called after each compile a worker ran (not for answers from the
+    // remote tier): "ok", "failed" (NVRTC rejected the program) or "error",
+    // and its wall time, queueing included. For metrics; must be cheap.
+    std::function<void(std::string_view result, std::chrono::duration<double> wall)> on_compile;
   };
 
   struct Stats {

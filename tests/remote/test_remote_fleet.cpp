@@ -21,6 +21,7 @@
 #include "kernel_fixtures.h"
 #include "poll_until.h"
 #include "redis_server.h"
+#include "scrape.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -300,6 +301,29 @@ TEST_F(FleetTest, ACompileFailureIsSharedByTheFleet) {
   EXPECT_NE(std::string(second.status().message()).find("undeclared"), std::string::npos) << second.status();
   EXPECT_EQ(fleet.daemons[1]->Stats().compiles(), 0u) << "the second daemon did not recompile a broken kernel";
   EXPECT_EQ(fleet.daemons[1]->Stats().remote_failures_shared(), 1u);
+}
+
+TEST_F(FleetTest, MetricsShowTheRemoteTier) {
+  Fleet fleet(2, testing::SmallKernelsDir(), redis_->url(), {"--metrics-listen", "127.0.0.1:0"});
+  const auto request = testing::KernelRequest("small.fill", {{"dtype", "fp64"}});
+  ASSERT_TRUE(fleet.daemons[0]->Connect()->GetKernel(request).ok());
+  ASSERT_TRUE(fleet.daemons[1]->Connect()->GetKernel(request).ok());
+  auto port = testing::MetricsPort(*fleet.daemons[1]);
+  ASSERT_TRUE(port.has_value());
+  const std::string body = testing::HttpGet(*port);
+  EXPECT_EQ(testing::Sample(body, R"(jitd_requests_total{outcome="ok",source="remote"})"), 1) << body;
+  EXPECT_EQ(testing::Sample(body, R"(jitd_remote_requests_total{op="get",result="hit"})"), 1);
+  EXPECT_EQ(testing::Sample(body, "jitd_remote_circuit_open"), 0);
+  EXPECT_EQ(testing::Sample(body, "jitd_remote_errors_total"), 0);
+  EXPECT_FALSE(testing::Sample(body, R"(jitd_compiles_total{result="ok"})").has_value()) << "daemon 1 compiled";
+  redis_->Kill();
+  for (int n = 0; n < 2; ++n) {
+    auto got =
+        fleet.daemons[1]->Connect()->GetKernel(testing::KernelRequest("small.scale", {{"clamp", n ? "on" : "off"}}));
+    ASSERT_TRUE(got.ok()) << got.status();
+  }
+  const std::string after = testing::HttpGet(*port);
+  EXPECT_GE(testing::Sample(after, "jitd_remote_errors_total").value_or(0), 1.0) << after;
 }
 
 }  // namespace
