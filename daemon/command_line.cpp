@@ -31,6 +31,7 @@ struct ServeFlags {
   std::string remote_tls_cert;
   std::string remote_tls_key;
   int64_t remote_timeout_ms = 0;
+  std::string remote_signing_key_file;
   std::string metrics_listen;
   std::string admin_token_file;
   int64_t max_queue = 0;
@@ -88,6 +89,11 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
                  absl::StrCat("Longest one remote call may take; then the request goes local (default: ",
                               kDefaultRemoteTimeout.count(), ")"))
       ->type_name("MS");
+  app.add_option("--remote-signing-key-file", flags.remote_signing_key_file,
+                 "Secret the fleet shares (>= 16 bytes): remote values are signed with it (HMAC-SHA256) and "
+                 "unsigned ones refused, so write access to the store cannot inject cubins")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE");
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "HOST:PORT serving Prometheus metrics at /metrics (default: none)")
       ->type_name("HOST:PORT");
@@ -171,6 +177,9 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   if (given("--remote-tls-ca")) layer.remote_tls_ca = std::filesystem::absolute(flags.remote_tls_ca);
   if (given("--remote-tls-cert")) layer.remote_tls_cert = std::filesystem::absolute(flags.remote_tls_cert);
   if (given("--remote-tls-key")) layer.remote_tls_key = std::filesystem::absolute(flags.remote_tls_key);
+  if (given("--remote-signing-key-file")) {
+    layer.remote_signing_key_file = std::filesystem::absolute(flags.remote_signing_key_file);
+  }
   if (given("--remote-timeout-ms")) {
     if (!Check(CheckRemoteTimeout(flags.remote_timeout_ms), "--remote-timeout-ms")) return std::nullopt;
     layer.remote_timeout = std::chrono::milliseconds(flags.remote_timeout_ms);

@@ -71,6 +71,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.remote_tls_cert, flags.remote_tls_cert);
   Overlay(merged.remote_tls_key, flags.remote_tls_key);
   Overlay(merged.remote_timeout, flags.remote_timeout);
+  Overlay(merged.remote_signing_key_file, flags.remote_signing_key_file);
   Overlay(merged.metrics_listen, flags.metrics_listen);
   Overlay(merged.admin_token_file, flags.admin_token_file);
   Overlay(merged.max_queue, flags.max_queue);
@@ -99,6 +100,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.remote_tls_cert = merged.remote_tls_cert.value_or("");
   config.remote_tls_key = merged.remote_tls_key.value_or("");
   config.remote_timeout = merged.remote_timeout.value_or(kDefaultRemoteTimeout);
+  config.remote_signing_key_file = merged.remote_signing_key_file.value_or("");
   config.metrics_listen = merged.metrics_listen.value_or("");
   config.admin_token_file = merged.admin_token_file.value_or("");
   config.max_queue = merged.max_queue.value_or(kDefaultMaxQueue);

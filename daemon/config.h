@@ -32,6 +32,7 @@ struct ConfigLayer {
   std::optional<std::filesystem::path> remote_tls_cert;
   std::optional<std::filesystem::path> remote_tls_key;
   std::optional<std::chrono::milliseconds> remote_timeout;
+  std::optional<std::filesystem::path> remote_signing_key_file;
   std::optional<std::string> metrics_listen;
   std::optional<std::filesystem::path> admin_token_file;
   std::optional<uint64_t> max_queue;
@@ -72,6 +73,10 @@ struct DaemonConfig {
   std::filesystem::path remote_tls_key;
   // How long one remote call may take before it counts as a failure.
   std::chrono::milliseconds remote_timeout{0};
+  // A secret shared by the fleet (file content, at least 16 bytes): values
+  // in the remote tier are signed with it and unsigned ones are refused.
+  // Empty: values are only checksummed.
+  std::filesystem::path remote_signing_key_file;
   // Prometheus endpoint ("HOST:PORT"); empty = none.
   std::string metrics_listen;
   // Token file guarding state-changing admin calls; empty = no guard.

@@ -172,6 +172,7 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"remote_tls_cert", PathKey(&ConfigLayer::remote_tls_cert, base)},
       {"remote_tls_key", PathKey(&ConfigLayer::remote_tls_key, base)},
       {"remote_timeout_ms", ReadRemoteTimeout},
+      {"remote_signing_key_file", PathKey(&ConfigLayer::remote_signing_key_file, base)},
       {"metrics_listen", StringKey(&ConfigLayer::metrics_listen, CheckMetricsListen)},
       {"admin_token_file", PathKey(&ConfigLayer::admin_token_file, base)},
       {"max_queue", ReadMaxQueue},

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -252,6 +253,18 @@ class Server::Impl {
     absl::StatusOr<std::unique_ptr<cache::RemoteBackend>> backend = cache::OpenRedisBackend(*url, options);
     if (!backend.ok()) return backend.status();
     cache::RemoteTierOptions tier_options;
+    if (!config.remote_signing_key_file.empty()) {
+      absl::StatusOr<std::string> key = cache::ReadWholeFile(config.remote_signing_key_file);
+      if (!key.ok())
+        return absl::Status(key.status().code(), Cat("--remote-signing-key-file: ", key.status().message()));
+      while (!key->empty() && std::isspace(static_cast<unsigned char>(key->back()))) key->pop_back();
+      if (key->size() < 16) {
+        return absl::InvalidArgumentError(Cat("--remote-signing-key-file ", config.remote_signing_key_file.string(),
+                                              ": the key is ", key->size(),
+                                              " bytes; at least 16 are needed (openssl rand -hex 32 > FILE)"));
+      }
+      tier_options.signing_key = *std::move(key);
+    }
     // A remembered failure is shared as long as it is remembered locally.
     remote = std::make_unique<cache::RemoteTier>(*std::move(backend), tier_options);
     if (absl::Status reachable = remote->Check(); reachable.ok()) {

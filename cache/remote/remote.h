@@ -146,6 +146,12 @@ struct RemoteTierOptions {
   std::chrono::milliseconds breaker_max_open{30000};
   // Who holds a lease: unique per process ("host:pid:random" by default).
   std::string owner;
+  // A secret the whole fleet shares (at least 16 bytes), or empty. With
+  // it, every value and failure marker is written with an HMAC-SHA256 tag
+  // over its key and bytes, and a value without a valid tag is treated as
+  // corrupt: whoever can write the store but lacks the secret cannot make
+  // the fleet serve a cubin (a checksum alone stops damage, not forgery).
+  std::string signing_key;
 };
 
 // What Fetch found.
@@ -174,9 +180,10 @@ class RemoteTier {
     uint64_t fetches = 0;  // Fetch calls that reached the store
     uint64_t hits = 0;
     uint64_t misses = 0;
-    uint64_t failures_seen = 0;  // kFailed answers
-    uint64_t corrupt = 0;        // values that failed verification (deleted)
-    uint64_t stores = 0;         // values written
+    uint64_t failures_seen = 0;    // kFailed answers
+    uint64_t corrupt = 0;          // values that failed verification (deleted)
+    uint64_t unsigned_values = 0;  // ... of which had no valid signature
+    uint64_t stores = 0;           // values written
     uint64_t leases_acquired = 0;
     uint64_t leases_busy = 0;  // AcquireLease found another holder
     uint64_t leases_lost = 0;  // a renewal found the lease gone
@@ -220,6 +227,11 @@ class RemoteTier {
   // Records a call's outcome for the breaker; logs once per episode.
   void Record(const absl::Status& status, const char* op);
   void RenewLoop();
+  // With a signing key: `bytes` plus its tag; without: `bytes`.
+  std::string Sign(const std::string& store_key, std::string_view bytes) const;
+  // The signed bytes without their tag, or nullopt when the tag is missing
+  // or wrong. Without a signing key: `value` as it is.
+  std::optional<std::string_view> Verified(const std::string& store_key, std::string_view value) const;
 
   const std::unique_ptr<RemoteBackend> backend_;
   const RemoteTierOptions options_;

@@ -1,4 +1,7 @@
 // RemoteTier: verification, circuit breaker and leases over a RemoteBackend.
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -20,6 +23,33 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // A full store refuses writes but still answers reads: it is not a reason
 // to stop asking it, so it does not count towards opening the circuit.
 bool CountsAgainstStore(const absl::Status& s) { return !s.ok() && !absl::IsResourceExhausted(s); }
+
+// A signed value ends with this marker and a 32-byte HMAC-SHA256 tag over
+// (store key, NUL, value): the key is covered, so a signed value cannot be
+// moved under another key either.
+constexpr std::string_view kSignatureMarker = "JITDHMAC";
+constexpr size_t kTagBytes = 32;
+
+std::string Tag(const std::string& secret, const std::string& store_key, std::string_view bytes) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  size_t len = 0;
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  EVP_MAC_CTX* ctx = mac != nullptr ? EVP_MAC_CTX_new(mac) : nullptr;
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
+  const bool ok =
+      ctx != nullptr &&
+      EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), params) == 1 &&
+      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(store_key.data()), store_key.size() + 1) == 1 &&
+      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()) == 1 &&
+      EVP_MAC_final(ctx, out, &len, sizeof(out)) == 1;
+  EVP_MAC_CTX_free(ctx);
+  EVP_MAC_free(mac);
+  // No tag at all (an OpenSSL without HMAC) verifies nothing and signs
+  // nothing anyone accepts: fail closed.
+  if (!ok || len != kTagBytes) return std::string(kTagBytes, '\0') + "unavailable";
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
 
 }  // namespace
 
@@ -111,11 +141,33 @@ void RemoteTier::Record(const absl::Status& status, const char* op) {
       backend_->Describe(), op, status.ToString(), open_for_.count());
 }
 
+std::string RemoteTier::Sign(const std::string& store_key, std::string_view bytes) const {
+  std::string out(bytes);
+  if (options_.signing_key.empty()) return out;
+  out += kSignatureMarker;
+  out += Tag(options_.signing_key, store_key, bytes);
+  return out;
+}
+
+std::optional<std::string_view> RemoteTier::Verified(const std::string& store_key, std::string_view value) const {
+  if (options_.signing_key.empty()) return value;
+  const size_t trailer = kSignatureMarker.size() + kTagBytes;
+  if (value.size() < trailer || value.substr(value.size() - trailer, kSignatureMarker.size()) != kSignatureMarker) {
+    return std::nullopt;
+  }
+  std::string_view bytes = value.substr(0, value.size() - trailer);
+  const std::string expected = Tag(options_.signing_key, store_key, bytes);
+  if (expected.size() != kTagBytes) return std::nullopt;
+  if (CRYPTO_memcmp(expected.data(), value.data() + value.size() - kTagBytes, kTagBytes) != 0) return std::nullopt;
+  return bytes;
+}
+
 RemoteFetch RemoteTier::Fetch(const std::string& key) {
   RemoteFetch out;
   if (Admit() == Gate::kOpen) return out;  // kUnavailable
   const std::string blob_key = options_.prefix + "blob:" + key;
-  auto got = backend_->GetMany({blob_key, options_.prefix + "fail:" + key});
+  const std::string fail_key = options_.prefix + "fail:" + key;
+  auto got = backend_->GetMany({blob_key, fail_key});
   Record(got.status(), "GET");
   if (!got.ok()) return out;
   {
@@ -125,7 +177,9 @@ RemoteFetch RemoteTier::Fetch(const std::string& key) {
   auto& value = (*got)[0];
   auto& failure = (*got)[1];
   if (value) {
-    absl::Status decoded = DecodeBlob(*value, &out.meta, &out.cubin);
+    std::optional<std::string_view> signed_bytes = Verified(blob_key, *value);
+    absl::Status decoded = signed_bytes ? DecodeBlob(*signed_bytes, &out.meta, &out.cubin)
+                                        : absl::PermissionDeniedError("it has no valid signature for this fleet's key");
     if (decoded.ok() && out.meta.key != key) {
       decoded = absl::DataLossError(Cat("it holds the entry of key ", Short(out.meta.key)));
     }
@@ -143,12 +197,15 @@ RemoteFetch RemoteTier::Fetch(const std::string& key) {
     out.cubin.clear();
     std::lock_guard lock(mu_);
     ++stats_.corrupt;
+    if (!signed_bytes) ++stats_.unsigned_values;
   }
+  std::optional<std::string_view> failure_text;
+  if (failure) failure_text = Verified(fail_key, *failure);
   std::lock_guard lock(mu_);
-  if (failure) {
+  if (failure_text) {
     ++stats_.failures_seen;
     out.kind = RemoteFetch::Kind::kFailed;
-    out.failure = std::move(*failure);
+    out.failure = std::string(*failure_text);
     return out;
   }
   ++stats_.misses;
@@ -158,8 +215,8 @@ RemoteFetch RemoteTier::Fetch(const std::string& key) {
 
 void RemoteTier::Store(const EntryMeta& meta, std::string_view cubin) {
   if (Admit() == Gate::kOpen) return;
-  absl::Status stored =
-      backend_->Set(options_.prefix + "blob:" + meta.key, EncodeBlob(meta, cubin), options_.value_ttl);
+  const std::string blob_key = options_.prefix + "blob:" + meta.key;
+  absl::Status stored = backend_->Set(blob_key, Sign(blob_key, EncodeBlob(meta, cubin)), options_.value_ttl);
   Record(stored, "SET");
   if (stored.ok()) {
     std::lock_guard lock(mu_);
@@ -171,7 +228,8 @@ void RemoteTier::Store(const EntryMeta& meta, std::string_view cubin) {
 
 void RemoteTier::StoreFailure(const std::string& key, std::string_view message, std::chrono::milliseconds ttl) {
   if (ttl.count() <= 0 || Admit() == Gate::kOpen) return;
-  Record(backend_->Set(options_.prefix + "fail:" + key, message, ttl), "SET");
+  const std::string fail_key = options_.prefix + "fail:" + key;
+  Record(backend_->Set(fail_key, Sign(fail_key, message), ttl), "SET");
 }
 
 LeaseResult RemoteTier::AcquireLease(const std::string& key) {

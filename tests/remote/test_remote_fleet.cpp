@@ -303,6 +303,34 @@ TEST_F(FleetTest, ACompileFailureIsSharedByTheFleet) {
   EXPECT_EQ(fleet.daemons[1]->Stats().remote_failures_shared(), 1u);
 }
 
+TEST_F(FleetTest, WithASigningKeyTheFleetServesOnlyWhatItSigned) {
+  testing::WriteFile(dir_ / "fleet.key", "3f1c9a7e0b2d4c6a8e1f3b5d7c9a0e2f\n");
+  const std::vector<std::string> keyed = {"--remote-signing-key-file", (dir_ / "fleet.key").string()};
+  // Someone who can write Redis but has no key (a daemon without one).
+  Fleet outsider(1, testing::SmallKernelsDir(), redis_->url());
+  const auto request = testing::KernelRequest("small.fill", {{"dtype", "fp32"}});
+  ASSERT_TRUE(outsider.daemons[0]->Connect()->GetKernel(request).ok());
+
+  Fleet fleet(2, testing::SmallKernelsDir(), redis_->url(), keyed);
+  auto first = fleet.daemons[0]->Connect()->GetKernel(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->source(), v1::GetKernelResponse::COMPILED) << "an unsigned value was served";
+  EXPECT_EQ(fleet.daemons[0]->Stats().remote_corrupt(), 1u);
+  auto second = fleet.daemons[1]->Connect()->GetKernel(request);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->source(), v1::GetKernelResponse::REMOTE) << "the fleet shares what it signed";
+  EXPECT_TRUE(second->cubin() == first->cubin());
+
+  testing::WriteFile(dir_ / "short.key", "too short\n");
+  TempDir bad;
+  std::vector<std::string> args = TestDaemon::DefaultArgs(bad);
+  args.insert(args.end(), {"--kernels", testing::SmallKernelsDir().string(), "--remote", redis_->url(),
+                           "--remote-signing-key-file", (dir_ / "short.key").string()});
+  auto refused = testing::RunProcess(args, bad / "jitd.log", std::chrono::seconds(30));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("at least 16"), std::string::npos) << refused.output;
+}
+
 TEST_F(FleetTest, MetricsShowTheRemoteTier) {
   Fleet fleet(2, testing::SmallKernelsDir(), redis_->url(), {"--metrics-listen", "127.0.0.1:0"});
   const auto request = testing::KernelRequest("small.fill", {{"dtype", "fp64"}});

@@ -190,5 +190,40 @@ TEST_F(RemoteTierTest, AFullStoreDoesNotOpenTheCircuitForReads) {
   EXPECT_EQ(tier->Fetch(kOther).kind, RemoteFetch::Kind::kHit) << "reads go on while writes are refused";
 }
 
+TEST_F(RemoteTierTest, WithASigningKeyOnlyValuesSignedWithItAreServed) {
+  RemoteTierOptions keyed;
+  keyed.signing_key = "fleet secret of 32 bytes, really";
+  auto signer = Tier(keyed);
+  signer->Store(Meta(kKey), "signed cubin");
+  RemoteFetch got = Tier(keyed)->Fetch(kKey);
+  ASSERT_EQ(got.kind, RemoteFetch::Kind::kHit);
+  EXPECT_EQ(got.cubin, "signed cubin");
+
+  // Written by someone without the key (an intact, well-formed blob).
+  Tier()->Store(Meta(kOther), "injected cubin");
+  auto reader = Tier(keyed);
+  EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(reader->stats().unsigned_values, 1u);
+  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:blob:" + kOther})->integer, 0) << "the unsigned value stays";
+
+  // Signed with another key, or signed for another key.
+  RemoteTierOptions other_key;
+  other_key.signing_key = "another fleet's secret, 32 bytes";
+  Tier(other_key)->Store(Meta(kOther), "other fleet's cubin");
+  EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  auto moved = redis_->Command({"GET", "jitd:v1:blob:" + kKey});
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kOther, moved->str}).ok());
+  EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(reader->stats().unsigned_values, 3u);
+
+  // Failure markers too: an unsigned one is ignored, a signed one shared.
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:fail:" + kOther, "forged failure"}).ok());
+  EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  signer->StoreFailure(kOther, "real failure", 10000ms);
+  RemoteFetch failed = reader->Fetch(kOther);
+  ASSERT_EQ(failed.kind, RemoteFetch::Kind::kFailed);
+  EXPECT_EQ(failed.failure, "real failure");
+}
+
 }  // namespace
 }  // namespace jitd::cache
