@@ -1,0 +1,63 @@
+"""jitd: CUDA kernels by name from the jitd daemon, ready to launch.
+
+::
+
+    import jitd
+    client = jitd.Client()                                   # $JITD_ENDPOINT or the default socket
+    k = client.get_kernel("diffusion.modulate_scale_shift", dtype="bf16")
+    k.cubin, k.symbols, k.source, k.key                      # bytes, {expression: lowered name}, "compiled", ...
+
+Loading, each an optional import (``import jitd`` needs only grpcio and
+protobuf):
+
+- :mod:`jitd.cupy`: ``jitd.cupy.load(k).function()`` is a ``cupy.RawKernel``;
+- :mod:`jitd.torch`: ``jitd.torch.launch(k, None, grid, block, *tensors_and_sizes)``;
+- :mod:`jitd.cuda_python`: ``jitd.cuda_python.load(k).kernel()`` (cuda.core / cuda.bindings);
+- :mod:`jitd.driver`: the CUDA driver through ctypes, needing nothing else.
+
+Declaring what a server needs and getting it at start-up:
+:class:`jitd.KernelSet` (``ks.warm(client, progress=True)``;
+``strict=True`` or ``JITD_STRICT=1`` to fail on anything not cached).
+
+Errors are :class:`jitd.JitdError` subclasses carrying the gRPC code and the
+daemon's message (see :mod:`jitd.errors`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._endpoint import default_endpoint, read_admin_token_file, resolve_endpoint
+from .client import Client, KernelsLike
+from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Internal, InvalidArgument, JitdError,
+                     KernelsMissing, NotFound, PermissionDenied, ResourceExhausted, Unavailable, Unimplemented,
+                     WarmFailed)
+from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, print_progress
+from .retry import RetryPolicy
+from .types import (ClientCounters, Entries, Entry, EvictResult, KernelInfo, KernelParam, KernelResult, KernelSpec,
+                    Manifest, Mode, Stats, VerifyResult, WarmProgress, WarmResult)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "KernelsLike", "KernelSet", "KernelSpec", "KernelResult", "Mode", "RetryPolicy",
+    "WarmProgress", "WarmResult", "Manifest", "KernelInfo", "KernelParam", "Stats", "Entry", "Entries",
+    "EvictResult", "VerifyResult", "ClientCounters",
+    "JitdError", "NotFound", "InvalidArgument", "CompileError", "ResourceExhausted", "PermissionDenied",
+    "Unavailable", "DeadlineExceeded", "Cancelled", "DataLoss", "Internal", "Unimplemented", "KernelsMissing",
+    "WarmFailed",
+    "default_client", "default_kernel_set", "kernel", "print_progress",
+    "default_endpoint", "resolve_endpoint", "read_admin_token_file",
+]
+
+# Submodules that import CuPy, torch or cuda-python when used; loaded on
+# first attribute access so that `jitd.torch.launch(...)` works after a
+# plain `import jitd`.
+_LAZY = {"cupy", "torch", "cuda_python", "driver"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'jitd' has no attribute {name!r}")

@@ -1,0 +1,92 @@
+"""Endpoints and the admin token file, exactly as the C++ client reads them
+(client/src/endpoint.cpp, client/src/admin_token.cpp), so that Python, jitctl
+and the daemon always agree on where the daemon is and who is admin."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+from .errors import InvalidArgument, NotFound
+
+
+def _home() -> str:
+    # $HOME, or the password database's home where HOME is unset (systemd
+    # services, containers started with env -i).
+    home = os.environ.get("HOME", "")
+    if home:
+        return home
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir or "/tmp"
+    except KeyError:
+        return "/tmp"
+
+
+def default_endpoint() -> str:
+    """Where a daemon started without --listen listens:
+
+    ``unix:$XDG_RUNTIME_DIR/jitd.sock`` when XDG_RUNTIME_DIR is set, else
+    ``unix:$XDG_CACHE_HOME/jitd/jitd.sock`` when XDG_CACHE_HOME is set, else
+    ``unix:$HOME/.cache/jitd/jitd.sock``. Depends on the environment only.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime:
+        return f"unix:{runtime}/jitd.sock"
+    cache_home = os.environ.get("XDG_CACHE_HOME", "") or _home() + "/.cache"
+    return f"unix:{cache_home}/jitd/jitd.sock"
+
+
+def resolve_endpoint(endpoint: str | None = None) -> str:
+    """``endpoint`` when given and non-empty, else ``$JITD_ENDPOINT`` when set
+    and non-empty, else :func:`default_endpoint`."""
+    if endpoint:
+        return endpoint
+    return os.environ.get("JITD_ENDPOINT", "") or default_endpoint()
+
+
+def validate_endpoint(endpoint: str) -> None:
+    """Raises :class:`jitd.InvalidArgument` unless ``endpoint`` is
+    ``unix:PATH`` or ``HOST:PORT`` (``[::1]:7070`` for IPv6 literals)."""
+    if endpoint.startswith("unix:"):
+        if len(endpoint) == 5:
+            raise InvalidArgument(f"endpoint '{endpoint}' names no socket path (expected unix:PATH)")
+        return
+    colon = endpoint.rfind(":")
+    if colon <= 0:
+        raise InvalidArgument(f"endpoint '{endpoint}' is neither unix:PATH nor HOST:PORT")
+    port = endpoint[colon + 1:]
+    if not port.isdigit() or not 0 < int(port) <= 65535:
+        raise InvalidArgument(f"endpoint '{endpoint}' has no valid port (expected HOST:PORT, PORT in 1..65535)")
+
+
+def read_admin_token_file(path: str | os.PathLike[str]) -> str:
+    """The token in an admin token file: its content without surrounding
+    whitespace. :class:`jitd.NotFound` when the file cannot be read,
+    :class:`jitd.InvalidArgument` when it holds no token or whitespace or
+    control characters inside one (no Bearer header can carry those)."""
+    try:
+        content = Path(path).read_bytes()
+    except OSError as error:
+        raise NotFound(f"cannot read admin token file {path}: {error.strerror}") from None
+    token = content.strip(b" \t\n\v\f\r")
+    if not token:
+        raise InvalidArgument(f"admin token file {path} holds no token")
+    if any(byte <= 0x20 or byte >= 0x7F for byte in token):
+        raise InvalidArgument(
+            f"admin token file {path} holds whitespace or control characters inside its token; "
+            "use one line of printable text"
+        )
+    return token.decode("ascii")
+
+
+def socket_admin_token(endpoint: str) -> str | None:
+    """The token a daemon without --admin-token-file writes beside its socket
+    (``SOCKET.admin-token``, readable by the daemon's user only), when this
+    process can read it; None otherwise (other users are not admin)."""
+    if not endpoint.startswith("unix:"):
+        return None
+    try:
+        return read_admin_token_file(endpoint[5:] + ".admin-token")
+    except (NotFound, InvalidArgument):
+        return None

@@ -1,0 +1,477 @@
+"""The values jitd's calls take and return: plain, typed, immutable
+dataclasses (no protobuf messages leak out), picklable so they cross
+process boundaries. Field meanings are those of proto/jitd/v1/*.proto."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Literal, Mapping, Union
+
+# ---------------------------------------------------------------------------
+# Kernel instantiations
+
+
+class Mode(enum.Enum):
+    """How :meth:`jitd.Client.get_kernel` treats a miss (GetKernelRequest.Mode)."""
+
+    #: Compile on a miss and answer with the cubin (the default).
+    COMPILE = "compile"
+    #: Never compile: a miss raises :class:`jitd.NotFound`. Proves an image
+    #: was warmed ("crash on miss").
+    CACHED_ONLY = "cached_only"
+    #: Answer at once; on a miss the daemon compiles in the background and
+    #: the result has ``source == "none"`` and no cubin.
+    PREFETCH = "prefetch"
+
+    @classmethod
+    def of(cls, mode: Mode | str) -> Mode:
+        """A Mode from itself or its name, any case ("cached_only")."""
+        if isinstance(mode, Mode):
+            return mode
+        try:
+            return cls[str(mode).upper()]
+        except KeyError:
+            raise ValueError(f"mode {mode!r} is not one of compile, cached_only, prefetch") from None
+
+
+ParamValue = Union[str, int, bool, Any]
+ParamsLike = Union[Mapping[str, ParamValue], Iterable["tuple[str, ParamValue]"]]
+
+# dtype objects (torch, numpy, cupy) named by their str(), mapped to the
+# manifest's dtype values, so that `dtype=x.dtype` works.
+_DTYPE_NAMES = {
+    "torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float32": "fp32",
+    "torch.float": "fp32", "torch.float64": "fp64", "torch.double": "fp64",
+    "bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
+}
+
+
+def param_text(value: ParamValue) -> str:
+    """A param value as the daemon reads it: strings as they are, ints in
+    decimal, booleans as ``true``/``false``, and dtype objects
+    (``torch.bfloat16``, ``numpy.dtype('float16')``) as the manifest's names
+    (``bf16``, ``fp16``, ``fp32``, ``fp64``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value)
+    if text in _DTYPE_NAMES:
+        return _DTYPE_NAMES[text]
+    raise TypeError(f"param value {value!r} ({type(value).__name__}) is not a str, int, bool or dtype")
+
+
+# Characters the canonical form uses as punctuation, escaped as %XX inside
+# names and values (as the C++ client's CanonicalSpec does).
+_RESERVED = "%,=@[]{}"
+
+
+def _escape(text: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _RESERVED else c for c in text)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel instantiation: manifest name, params, arch, options.
+
+    Hashable and normalised: ``params`` is stored as sorted ``(name, value)``
+    pairs of strings (any mapping or pairs are accepted, values converted
+    by :func:`param_text`), ``options`` sorted without duplicates (the daemon
+    treats them as a set), ``arch`` ``""`` for the default::
+
+        KernelSpec("diffusion.modulate_scale_shift", {"dtype": "bf16"})
+        KernelSpec.of("norm.rmsnorm", dtype=torch.bfloat16, threads=256)
+    """
+
+    kernel: str
+    params: tuple[tuple[str, str], ...] = ()
+    arch: str = ""
+    options: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kernel, str) or not self.kernel:
+            raise ValueError(f"a kernel spec needs a kernel name, got {self.kernel!r}")
+        items = self.params.items() if isinstance(self.params, Mapping) else self.params
+        params = tuple(sorted((str(name), param_text(value)) for name, value in items))
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "arch", self.arch or "")
+        if isinstance(self.options, str):
+            raise TypeError(f"options is a sequence of strings, got the string {self.options!r}")
+        object.__setattr__(self, "options", tuple(sorted(set(self.options))))
+
+    @classmethod
+    def of(cls, kernel: str, arch: str | None = None, *, options: Iterable[str] = (),
+           params: ParamsLike | None = None, **more_params: ParamValue) -> KernelSpec:
+        """A spec from keyword params (``dtype="bf16"``); ``params=`` holds
+        names that are not identifiers or clash with these arguments."""
+        merged: dict[str, ParamValue] = dict(params.items() if isinstance(params, Mapping) else (params or ()))
+        merged.update(more_params)
+        return cls(kernel, tuple(merged.items()), arch or "", tuple(options))
+
+    @property
+    def param_dict(self) -> dict[str, str]:
+        """The params as a dict."""
+        return dict(self.params)
+
+    def with_arch(self, arch: str) -> KernelSpec:
+        return dataclasses.replace(self, arch=arch)
+
+    def canonical(self) -> str:
+        """The C++ client's CanonicalSpec: ``kernel{k=v,k=v}@arch[opt,opt]``;
+        equal exactly for specs the daemon answers alike."""
+        params = ",".join(f"{_escape(k)}={_escape(v)}" for k, v in self.params)
+        options = f"[{','.join(_escape(o) for o in self.options)}]" if self.options else ""
+        return f"{_escape(self.kernel)}{{{params}}}@{_escape(self.arch)}{options}"
+
+    def __str__(self) -> str:
+        params = ",".join(f"{k}={v}" for k, v in self.params)
+        text = f"{self.kernel}{{{params}}}" if params else self.kernel
+        if self.arch:
+            text += f"@{self.arch}"
+        if self.options:
+            text += f"[{' '.join(self.options)}]"
+        return text
+
+
+Source = Literal["memory", "disk", "remote", "compiled", "none", "fallback", "unspecified"]
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class KernelResult:
+    """A kernel instantiation's cubin and what is needed to launch it.
+
+    Attributes:
+        kernel, params, arch, options: what was asked (``arch`` is the one
+            compiled for, the daemon's default when none was asked).
+        key: hex content key, the cache's identity of this cubin.
+        cubin: the cubin (ELF) bytes; empty only for a PREFETCH miss.
+        symbols: name expression -> lowered (mangled) name, for every entry
+            point (``cuModuleGetFunction`` takes the lowered name).
+        source: where the daemon found it: "memory", "disk", "remote",
+            "compiled", or "none" (PREFETCH miss: compiling in the background).
+        compile_ms: wall time of the NVRTC compile that produced the cubin
+            (when it was compiled, not for this request).
+        log: NVRTC's log of that compile (warnings), also on success.
+        nvrtc_version: "major.minor" of the NVRTC that compiled it.
+        served_us: the daemon's time answering this request, microseconds.
+
+    Results compare by identity: the client's memo hands out one object per
+    instantiation. Treat ``params`` and ``symbols`` as read-only.
+    """
+
+    kernel: str
+    params: dict[str, str]
+    arch: str
+    options: tuple[str, ...]
+    key: str
+    cubin: bytes
+    symbols: dict[str, str]
+    source: Source
+    compile_ms: float
+    log: str
+    nvrtc_version: str
+    served_us: int
+
+    @property
+    def spec(self) -> KernelSpec:
+        """The instantiation, with the arch it was compiled for."""
+        return KernelSpec(self.kernel, tuple(self.params.items()), self.arch, self.options)
+
+    def lowered_name(self, expression: str | None = None) -> str:
+        """The lowered name of a name expression
+        (``"sglang::modulate_scale_shift::modulate_scale_shift_kernel<__nv_bfloat16>"``);
+        with no expression, the only entry point's. KeyError naming the
+        expressions there are otherwise."""
+        if expression is None:
+            if len(self.symbols) != 1:
+                raise KeyError(f"{self.spec} has {len(self.symbols)} entry points; name one of: "
+                               + ", ".join(self.symbols))
+            return next(iter(self.symbols.values()))
+        try:
+            return self.symbols[expression]
+        except KeyError:
+            raise KeyError(f"{self.spec} has no entry point {expression!r}; its entry points: "
+                           + ", ".join(self.symbols)) from None
+
+    def write(self, path: str | Path) -> Path:
+        """Writes the cubin to ``path`` (for tools that take a file)."""
+        path = Path(path)
+        path.write_bytes(self.cubin)
+        return path
+
+    def __repr__(self) -> str:
+        return (f"KernelResult({self.spec}, key={self.key[:16]}…, {len(self.cubin)} bytes, source={self.source}, "
+                f"symbols={self.symbols!r})")
+
+
+# ---------------------------------------------------------------------------
+# Warm-up
+
+WarmOutcome = Literal["compiled", "cached", "failed", "unspecified"]
+
+
+@dataclass(frozen=True)
+class WarmProgress:
+    """One finished instantiation of a warm-up, with the running totals."""
+
+    spec: KernelSpec
+    key: str
+    outcome: WarmOutcome
+    #: Why it failed (with NVRTC's log), when outcome is "failed".
+    error: str
+    #: Instantiations finished so far (this one included), and in total.
+    done: int
+    total: int
+    compiled: int
+    cached: int
+    failed: int
+    elapsed_ms: int
+    #: This instantiation's compile time (0 when cached).
+    compile_ms: float
+
+    def __str__(self) -> str:
+        width = len(str(self.total))
+        line = f"[{self.done:>{width}}/{self.total}] {self.outcome:<8} {self.spec}"
+        if self.outcome == "compiled":
+            line += f" ({self.compile_ms:.0f} ms)"
+        if self.error:
+            line += ": " + self.error.splitlines()[0]
+        return line
+
+
+@dataclass(frozen=True)
+class WarmResult:
+    """A finished warm-up: totals, and every instantiation's progress."""
+
+    total: int
+    compiled: int
+    cached: int
+    failed: int
+    elapsed_ms: int
+    items: list[WarmProgress] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[WarmProgress]:
+        return [item for item in self.items if item.outcome == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def __str__(self) -> str:
+        return (f"{self.total} instantiations: {self.compiled} compiled, {self.cached} cached, "
+                f"{self.failed} failed in {self.elapsed_ms} ms")
+
+
+# ---------------------------------------------------------------------------
+# The manifest
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """A template parameter of a kernel: its name, manifest type ("dtype",
+    "enum", "int"), the values the daemon accepts, and its default ("" when
+    required)."""
+
+    name: str
+    type: str
+    allowed: list[str]
+    default: str
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel of the daemon's manifest."""
+
+    name: str
+    source: str
+    name_expression: str
+    params: list[KernelParam]
+    default_options: list[str]
+    #: How many instantiations a full warm-up compiles per arch.
+    instantiations: int
+    description: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The kernels the daemon registers (ListKernels), by name:
+    ``manifest["norm.rmsnorm"]``, ``for kernel in manifest``, ``len(manifest)``."""
+
+    kernels: list[KernelInfo]
+    default_arch: str
+    supported_archs: list[str]
+
+    def __getitem__(self, name: str) -> KernelInfo:
+        for kernel in self.kernels:
+            if kernel.name == name:
+                return kernel
+        raise KeyError(f"the daemon's manifest has no kernel {name!r}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(kernel.name == name for kernel in self.kernels)
+
+    def __iter__(self) -> Iterator[KernelInfo]:
+        return iter(self.kernels)
+
+    def __len__(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def names(self) -> list[str]:
+        return [kernel.name for kernel in self.kernels]
+
+
+# ---------------------------------------------------------------------------
+# The cache (CacheAdmin)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the on-disk cache."""
+
+    key: str
+    kernel: str
+    #: "k=v,k=v", sorted.
+    params: str
+    arch: str
+    #: Size of the blob file (cubin plus metadata).
+    size_bytes: int
+    created_unix_ms: int
+    #: Recency is recorded in batches: it may trail real use by about a second.
+    last_used_unix_ms: int
+    hits: int
+    pinned: bool
+    nvrtc_version: str
+    compile_ms: float
+
+
+@dataclass(frozen=True)
+class Entries:
+    """ListEntries: the entries (most recently used first) and how many
+    matched before ``limit``."""
+
+    entries: list[Entry]
+    total: int
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@dataclass(frozen=True)
+class EvictResult:
+    """Evict: what went (or would go, with ``dry_run``) and what remains."""
+
+    evicted: list[Entry]
+    evicted_entries: int
+    evicted_bytes: int
+    dry_run: bool
+    remaining_entries: int
+    remaining_bytes: int
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """Verify: every entry re-read against its checksum."""
+
+    checked: int
+    ok: int
+    corrupt: int
+    missing_blobs: int
+    orphan_blobs: int
+    #: Problems fixed (only with ``repair=True``).
+    repaired: int
+    #: One line per problem: key or file, and what is wrong.
+    problems: list[str]
+    #: SQLite's integrity check of the index: "ok" or its findings.
+    index_integrity: str
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The daemon's counters (CacheAdmin.Stats); see StatsResponse in
+    proto/jitd/v1/cache_admin.proto for each field's exact meaning."""
+
+    # The on-disk cache, cumulative over the directory's life.
+    entries: int
+    bytes: int
+    max_bytes: int
+    high_watermark_bytes: int
+    low_watermark_bytes: int
+    pinned_entries: int
+    pinned_bytes: int
+    hits: int
+    misses: int
+    evictions: int
+    corrupt: int
+    publishes: int
+    publish_failures: int
+    cache_dir: str
+    uptime_s: float
+    # The request path of this daemon process, since it started.
+    hot_entries: int
+    hot_bytes: int
+    hot_max_bytes: int
+    requests: int
+    memory_hits: int
+    disk_hits: int
+    compiles: int
+    compile_failures: int
+    compile_errors: int
+    joined: int
+    negative_hits: int
+    cached_only_misses: int
+    prefetches: int
+    abandoned: int
+    compiles_in_flight: int
+    store_failures: int
+    # The compile worker pool.
+    workers: int
+    busy_workers: int
+    queue_depth: int
+    max_queue: int
+    worker_crashes: int
+    worker_restarts: int
+    # What the daemon compiles with.
+    nvrtc_version: str
+    kernels_fingerprint: str
+    kernels: int
+    kernels_dir: str
+    hot_evictions: int
+    # The shared remote tier (--remote); empty/zero without one.
+    remote: str
+    remote_hits: int
+    remote_misses: int
+    remote_corrupt: int
+    remote_stores: int
+    remote_errors: int
+    remote_skipped: int
+    remote_circuit_open: bool
+    remote_outages: int
+    remote_waits: int
+    remote_takeovers: int
+    remote_failures_shared: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ClientCounters:
+    """What a :class:`jitd.Client` has done so far (monotonic; for tests and
+    metrics)."""
+
+    #: GetKernel RPCs sent (retries included).
+    get_kernel_rpcs: int
+    #: get_kernel() answers served by the memo without an RPC.
+    memo_hits: int
+    #: Attempts repeated after UNAVAILABLE or RESOURCE_EXHAUSTED.
+    retries: int
