@@ -1,0 +1,138 @@
+"""get_kernel against a real daemon: compiled, then memory; the memo; the
+modes (COMPILE, CACHED_ONLY hit and miss, PREFETCH); params, options, arch;
+the manifest."""
+
+from __future__ import annotations
+
+import jitd
+import pytest
+from conftest import poll_until
+
+FILL = "sglang::small::fill_kernel<float>"
+
+
+def test_first_get_compiles_then_a_new_client_gets_it_from_memory(daemon):
+    with daemon.client() as first:
+        k = first.get_kernel("small.scale", clamp="on")
+    assert k.source in ("compiled", "memory")  # another test may have asked first
+    assert k.cubin[:4] == b"\x7fELF"
+    assert k.kernel == "small.scale" and k.params == {"clamp": "on"} and k.arch == "sm_90"
+    assert k.symbols == {"sglang::small::scale_kernel<true>": k.lowered_name()}
+    assert len(k.key) == 64 and k.nvrtc_version and k.compile_ms > 0
+    with daemon.client() as second:
+        again = second.get_kernel("small.scale", clamp="on")
+    assert again.source == "memory"
+    assert (again.key, again.cubin, again.symbols) == (k.key, k.cubin, k.symbols)
+
+
+def test_a_fresh_instantiation_is_compiled_once_and_the_memo_answers_after(make_daemon):
+    daemon = make_daemon()
+    client = daemon.client()
+    k = client.get_kernel("small.fill", dtype="fp64")
+    assert k.source == "compiled"
+    assert client.get_kernel("small.fill", dtype="fp64") is k
+    assert client.get_kernel("small.fill", params={"dtype": "fp64"}) is k
+    assert client.counters == jitd.ClientCounters(get_kernel_rpcs=1, memo_hits=2, retries=0)
+    stats = client.stats()
+    assert (stats.compiles, stats.requests, stats.entries) == (1, 1, 1)
+
+
+def test_cached_only_hit_returns_the_entry_and_a_miss_is_not_found_without_compiling(make_daemon):
+    daemon = make_daemon()
+    warmer, strict = daemon.client(), daemon.client()
+    compiled = warmer.get_kernel("small.fill", dtype="fp32")
+    hit = strict.get_kernel("small.fill", dtype="fp32", mode="cached_only")
+    assert hit.key == compiled.key and hit.source == "memory"
+    with pytest.raises(jitd.NotFound) as miss:
+        strict.get_kernel("small.fill", dtype="fp64", mode=jitd.Mode.CACHED_ONLY)
+    assert "is not in the cache" in miss.value.message
+    assert "CACHED_ONLY never compiles" in miss.value.message
+    stats = strict.stats()
+    assert (stats.compiles, stats.cached_only_misses) == (1, 1)
+
+
+def test_cached_only_answers_from_the_memo_without_an_rpc(client):
+    k = client.get_kernel("small.fill", dtype="fp32")
+    assert client.get_kernel("small.fill", dtype="fp32", mode="cached_only") is k
+    assert client.counters.get_kernel_rpcs == 1
+
+
+def test_prefetch_answers_at_once_and_the_kernel_is_ready_later(make_daemon):
+    daemon = make_daemon()
+    client = daemon.client()
+    first = client.get_kernel("small.block_sum", threads=512, mode="prefetch")
+    assert first.source == "none" and first.cubin == b""
+    # Not memoized: the next request asks the daemon again.
+    assert poll_until(lambda: client.get_kernel("small.block_sum", threads=512, mode="prefetch").source != "none")
+    ready = client.get_kernel("small.block_sum", threads=512, mode="cached_only")
+    assert ready.cubin[:4] == b"\x7fELF"
+    assert client.stats().prefetches == 1
+
+
+def test_params_take_ints_bools_and_dtype_objects(client):
+    class TorchLikeDtype:
+        def __str__(self) -> str:
+            return "torch.float32"
+
+    by_dtype = client.get_kernel("small.fill", dtype=TorchLikeDtype())
+    assert by_dtype.params == {"dtype": "fp32"}
+    assert client.get_kernel("small.block_sum", threads=128).params == {"threads": "128"}
+    assert jitd.KernelSpec.of("k", flag=True).params == (("flag", "true"),)
+    with pytest.raises(TypeError, match="not a str, int, bool or dtype"):
+        client.get_kernel("small.fill", dtype=1.5)
+
+
+def test_an_allowed_option_is_a_different_instantiation(client):
+    plain = client.get_kernel("small.fill", dtype="fp32")
+    with_lineinfo = client.get_kernel("small.fill", dtype="fp32", options=["-lineinfo"])
+    assert with_lineinfo.key != plain.key
+    assert with_lineinfo.options == ("-lineinfo",)
+    assert client.get_kernel("small.fill", dtype="fp32", options=["-lineinfo", "-lineinfo"]) is with_lineinfo
+
+
+def test_an_explicit_arch_is_compiled_for_and_memoized_apart(client):
+    sm80 = client.get_kernel("small.fill", "sm_80", dtype="fp32")
+    sm90 = client.get_kernel("small.fill", dtype="fp32")
+    assert (sm80.arch, sm90.arch) == ("sm_80", "sm_90")
+    assert sm80.key != sm90.key
+
+
+def test_a_client_wide_arch_applies_to_requests_that_name_none(daemon):
+    with daemon.client(arch="sm_100") as client:
+        assert client.get_kernel("small.fill", dtype="fp32").arch == "sm_100"
+
+
+def test_lowered_name_by_expression_and_its_errors(client):
+    k = client.get_kernel("small.fill", dtype="fp32")
+    assert k.lowered_name(FILL) == k.lowered_name() == k.symbols[FILL]
+    assert k.lowered_name().startswith("_Z")
+    with pytest.raises(KeyError, match="its entry points: sglang::small::fill_kernel<float>"):
+        k.lowered_name("fill_kernel")
+
+
+def test_the_cubin_writes_to_a_file(client, tmp_path):
+    k = client.get_kernel("small.fill", dtype="fp32")
+    assert k.write(tmp_path / "k.cubin").read_bytes() == k.cubin
+    assert f"{len(k.cubin)} bytes, source=" in repr(k) and "…" in repr(k)  # never the bytes themselves
+
+
+def test_kernels_lists_the_manifest(client):
+    manifest = client.kernels()
+    assert manifest.names == ["small.fill", "small.scale", "small.broken", "small.block_sum"]
+    assert manifest.default_arch == "sm_90" and "sm_100" in manifest.supported_archs
+    scale = manifest["small.scale"]
+    assert scale.params == [jitd.KernelParam("clamp", "enum", ["off", "on"], "off")]
+    assert scale.instantiations == 2 and scale.description
+    assert [k.name for k in client.kernels("small.f*")] == ["small.fill"]
+    with pytest.raises(KeyError):
+        manifest["small.nope"]
+
+
+def test_specs_are_canonical_like_the_cpp_clients():
+    spec = jitd.KernelSpec("k.x", {"b": "2", "a": "1"}, "sm_90", ("-lineinfo", "-DX=1", "-lineinfo"))
+    assert spec.params == (("a", "1"), ("b", "2"))
+    assert spec.options == ("-DX=1", "-lineinfo")
+    assert spec.canonical() == "k.x{a=1,b=2}@sm_90[-DX%3D1,-lineinfo]"
+    assert jitd.KernelSpec("k", {"v": "a,b"}).canonical() == "k{v=a%2Cb}@"
+    assert hash(spec) == hash(jitd.KernelSpec("k.x", [("a", 1), ("b", 2)], "sm_90", ("-lineinfo", "-DX=1")))
+    assert str(spec) == "k.x{a=1,b=2}@sm_90[-DX=1 -lineinfo]"

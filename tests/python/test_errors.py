@@ -1,0 +1,201 @@
+"""Every error the daemon produces, as a Python caller receives it: the
+exception class, the gRPC code and the daemon's own message."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+
+import grpc
+import jitd
+import pytest
+from conftest import poll_until
+
+
+def test_unknown_kernel_is_not_found_naming_the_close_match(client):
+    with pytest.raises(jitd.NotFound) as error:
+        client.get_kernel("small.fil", dtype="fp32")
+    assert error.value.code == grpc.StatusCode.NOT_FOUND
+    assert error.value.message == "unknown kernel 'small.fil'; did you mean small.fill?"
+    assert isinstance(error.value, LookupError)
+    assert str(error.value) == "NOT_FOUND: unknown kernel 'small.fil'; did you mean small.fill?"
+
+
+def test_unknown_kernel_without_close_matches_points_to_the_kernel_list(client):
+    with pytest.raises(jitd.NotFound, match="jitctl kernels"):
+        client.get_kernel("zzzzzzzzzzzzzzzzzzzz")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"dtype": "bf16"}, "dtype=bf16 is not allowed for kernel small.fill; dtype (fp32|fp64)"),
+    ({}, "kernel small.fill needs parameter dtype (fp32|fp64)"),
+])
+def test_bad_or_missing_param_is_invalid_argument_saying_what_is_allowed(client, kwargs, message):
+    with pytest.raises(jitd.InvalidArgument) as error:
+        client.get_kernel("small.fill", **kwargs)
+    assert error.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.value.message == message
+    assert isinstance(error.value, ValueError)
+
+
+def test_unknown_param_is_invalid_argument_listing_the_kernels_params(client):
+    with pytest.raises(jitd.InvalidArgument) as error:
+        client.get_kernel("small.scale", factor=2)
+    assert error.value.message == "kernel small.scale has no parameter 'factor'; its parameters: clamp (off|on, default off)"
+
+
+def test_option_outside_the_allow_list_is_invalid_argument_saying_why(client):
+    with pytest.raises(jitd.InvalidArgument) as error:
+        client.get_kernel("small.fill", dtype="fp32", options=["-I/etc"])
+    assert "option '-I/etc' is not allowed" in error.value.message
+    assert "include paths and forced includes come from the daemon" in error.value.message
+
+
+def test_unknown_arch_is_invalid_argument_listing_the_supported_ones(client):
+    with pytest.raises(jitd.InvalidArgument) as error:
+        client.get_kernel("small.fill", "sm_91", dtype="fp32")
+    assert "arch 'sm_91' is not supported" in error.value.message
+    assert "sm_90" in error.value.message and "sm_100" in error.value.message
+
+
+def test_nvrtc_rejection_is_a_compile_error_carrying_the_log_and_is_never_retried(client):
+    with pytest.raises(jitd.CompileError) as error:
+        client.get_kernel("small.broken")
+    assert error.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "NVRTC failed for broken.cu" in error.value.message
+    assert 'broken.cu(3): error: identifier "undeclared_in_broken_kernel" is undefined' in error.value.log
+    assert '1 error detected in the compilation of "broken.cu"' in error.value.log
+    assert client.counters.get_kernel_rpcs == 1 and client.counters.retries == 0
+    # Errors are not memoized: asking again asks the daemon again.
+    with pytest.raises(jitd.CompileError):
+        client.get_kernel("small.broken")
+    assert client.counters.get_kernel_rpcs == 2
+
+
+def test_admin_call_without_the_token_is_permission_denied_and_the_token_file_admits(make_daemon, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    daemon = make_daemon(args=["--admin-token-file", str(token)])
+    with pytest.raises(jitd.PermissionDenied) as error:
+        daemon.client().evict(kernel_glob="*")
+    assert error.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert error.value.message == ("Evict needs the admin token: send the metadata 'authorization: Bearer <token>' "
+                                   "(jitctl --admin-token-file FILE)")
+    assert isinstance(error.value, PermissionError)
+    assert daemon.client().stats().entries == 0  # reading needs no token
+    assert daemon.client(admin_token_file=token).evict(kernel_glob="*").evicted_entries == 0
+    assert daemon.client(admin_token="s3cret").evict(kernel_glob="*", dry_run=True).dry_run
+    with pytest.raises(jitd.PermissionDenied):
+        daemon.client(admin_token="wrong").evict(kernel_glob="*")
+
+
+def test_no_daemon_is_unavailable_naming_the_endpoint_quickly(tmp_path):
+    endpoint = f"unix:{tmp_path}/nobody.sock"
+    client = jitd.Client(endpoint, retries=0)
+    start = time.monotonic()
+    with pytest.raises(jitd.Unavailable) as error:
+        client.get_kernel("small.fill", dtype="fp32")
+    assert time.monotonic() - start < 2
+    assert error.value.code == grpc.StatusCode.UNAVAILABLE
+    assert error.value.message.startswith(f"cannot reach jitd at {endpoint}: ")
+    assert "is the daemon running?" in error.value.message
+    assert error.value.endpoint == endpoint
+    assert isinstance(error.value, ConnectionError)
+    with pytest.raises(jitd.Unavailable):
+        client.stats()
+    assert client.counters.retries == 0
+
+
+def test_the_default_policy_gives_up_on_a_missing_daemon_within_two_seconds(tmp_path):
+    client = jitd.Client(f"unix:{tmp_path}/nobody.sock")
+    start = time.monotonic()
+    with pytest.raises(jitd.Unavailable):
+        client.stats()
+    assert time.monotonic() - start < 2.5
+    assert client.counters.retries == 4  # 5 attempts
+
+
+def test_a_deadline_shorter_than_the_compile_is_deadline_exceeded_and_not_retried(make_daemon):
+    daemon = make_daemon()
+    client = daemon.client()
+    start = time.monotonic()
+    with pytest.raises(jitd.DeadlineExceeded) as error:
+        client.get_kernel("small.block_sum", threads=1024, timeout=0.3)
+    assert time.monotonic() - start < 1.0
+    assert error.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert isinstance(error.value, TimeoutError)
+    assert client.counters.get_kernel_rpcs == 1
+    # The daemon notices the caller left and cancels the compile nobody wants.
+    assert poll_until(lambda: client.stats().abandoned == 1 and client.stats().compiles_in_flight == 0)
+
+
+def test_a_full_compile_queue_is_resource_exhausted_without_retries_and_succeeds_with_them(make_daemon):
+    daemon = make_daemon(args=["--max-queue", "1"], workers=1)
+    threads = ["128", "256", "512", "1024"]
+
+    def race(retries, tag):
+        errors: list = [None] * len(threads)
+        start = threading.Barrier(len(threads))
+
+        def ask(i: int) -> None:
+            client = daemon.client(retries=retries)
+            start.wait()
+            try:
+                client.get_kernel("small.block_sum", threads=threads[i], options=[f"-DRACE={tag}"])
+            except jitd.JitdError as error:
+                errors[i] = error
+
+        callers = [threading.Thread(target=ask, args=(i,)) for i in range(len(threads))]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        return errors
+
+    refused = [e for e in race(0, "1") if e is not None]
+    assert len(refused) >= 2  # one compiling and one waiting were accepted
+    for error in refused:
+        assert isinstance(error, jitd.ResourceExhausted)
+        assert "compile queue is full (1 jobs waiting)" in error.message
+    # The same race with backoff and enough attempts: everyone gets a cubin.
+    patient = jitd.RetryPolicy(max_attempts=40, initial_backoff=0.1, max_backoff=0.5)
+    assert race(patient, "2") == [None] * len(threads)
+
+
+def test_a_malformed_endpoint_is_invalid_argument_before_any_call():
+    with pytest.raises(jitd.InvalidArgument, match="neither unix:PATH nor HOST:PORT"):
+        jitd.Client("localhost")
+    with pytest.raises(jitd.InvalidArgument, match="no valid port"):
+        jitd.Client("localhost:99999")
+    with pytest.raises(jitd.InvalidArgument, match="names no socket path"):
+        jitd.Client("unix:")
+
+
+def test_errors_pickle_with_their_code_message_and_details():
+    errors = [
+        jitd.NotFound("unknown kernel 'x'", endpoint="unix:/s"),
+        jitd.CompileError("NVRTC failed for a.cu: NVRTC_ERROR_COMPILATION\na.cu(1): error: boom"),
+        jitd.Unavailable("cannot reach jitd"),
+        jitd.DeadlineExceeded("late"),
+        jitd.PermissionDenied("needs the token"),
+        jitd.KernelsMissing("2 missing", missing=[jitd.KernelSpec("a"), jitd.KernelSpec("b")]),
+        jitd.JitdError("odd", code=grpc.StatusCode.ABORTED),
+    ]
+    for error in errors:
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error)
+        assert (copy.code, copy.message, copy.endpoint, str(copy)) == (error.code, error.message, error.endpoint,
+                                                                       str(error))
+    assert pickle.loads(pickle.dumps(errors[1])).log == "a.cu(1): error: boom"
+    assert pickle.loads(pickle.dumps(errors[5])).missing == [jitd.KernelSpec("a"), jitd.KernelSpec("b")]
+
+
+def test_retry_policy_refuses_codes_that_never_succeed_again():
+    with pytest.raises(ValueError, match="FAILED_PRECONDITION"):
+        jitd.RetryPolicy(codes={grpc.StatusCode.FAILED_PRECONDITION})
+    with pytest.raises(ValueError):
+        jitd.RetryPolicy(max_attempts=0)
+    assert jitd.RetryPolicy.of(0).max_attempts == 1
+    assert jitd.RetryPolicy.of(3).max_attempts == 4
+    assert jitd.RetryPolicy.of(None) == jitd.RetryPolicy()
