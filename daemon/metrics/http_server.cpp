@@ -20,21 +20,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "jitd/detail/text.h"
 
 namespace jitd::metrics {
 
 namespace {
-
-// absl::StrCat for std::string_view pieces (this abseil's string_view is a
-// type of its own, which std::string_view does not convert to).
-void Append(std::string* out, std::initializer_list<std::string_view> parts) {
-  for (std::string_view part : parts) out->append(part);
-}
-std::string Cat(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  Append(&out, parts);
-  return out;
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -55,7 +45,7 @@ struct ResolvedAddress {
 };
 
 absl::Status BadAddress(const std::string& text, std::string_view why) {
-  return absl::InvalidArgumentError(Cat({"metrics address \"", text, "\": ", why}));
+  return absl::InvalidArgumentError(jitd::text::Cat("metrics address \"", text, "\": ", why));
 }
 
 absl::StatusOr<ResolvedAddress> ParseAddress(const std::string& text) {
@@ -91,7 +81,7 @@ absl::StatusOr<ResolvedAddress> ParseAddress(const std::string& text) {
   addrinfo* result = nullptr;
   const int rc = getaddrinfo(host.c_str(), port_text.c_str(), &hints, &result);
   if (rc != 0 || result == nullptr) {
-    return BadAddress(text, Cat({"\"", host, "\" is not an IPv4 or IPv6 address or localhost"}));
+    return BadAddress(text, jitd::text::Cat("\"", host, "\" is not an IPv4 or IPv6 address or localhost"));
   }
   ResolvedAddress out;
   std::memcpy(&out.addr, result->ai_addr, result->ai_addrlen);
@@ -103,12 +93,12 @@ absl::StatusOr<ResolvedAddress> ParseAddress(const std::string& text) {
 }
 
 absl::Status ListenError(const std::string& what, const std::string& address, int err) {
-  std::string message = Cat({"metrics: cannot ", what, " ", address, ": ", ErrnoText(err)});
+  std::string message = jitd::text::Cat("metrics: cannot ", what, " ", address, ": ", ErrnoText(err));
   switch (err) {
     case EADDRINUSE:
       return absl::UnavailableError(message);
     case EADDRNOTAVAIL:
-      return absl::InvalidArgumentError(Cat({message, " (not an address of this host)"}));
+      return absl::InvalidArgumentError(jitd::text::Cat(message, " (not an address of this host)"));
     case EACCES:
     case EPERM:
       return absl::PermissionDeniedError(message);
@@ -146,9 +136,9 @@ size_t HeadLength(std::string_view in) {
 
 std::string Response(int code, std::string_view reason, std::string_view content_type, const std::string& body,
                      bool head_only, std::string_view extra_headers = "") {
-  std::string out =
-      Cat({"HTTP/1.1 ", std::to_string(code), " ", reason, "\r\nContent-Type: ", content_type,
-           "\r\nContent-Length: ", std::to_string(body.size()), "\r\nConnection: close\r\n", extra_headers, "\r\n"});
+  std::string out = jitd::text::Cat("HTTP/1.1 ", std::to_string(code), " ", reason, "\r\nContent-Type: ", content_type,
+                                    "\r\nContent-Length: ", std::to_string(body.size()), "\r\nConnection: close\r\n",
+                                    extra_headers, "\r\n");
   if (!head_only) out += body;
   return out;
 }
@@ -159,7 +149,7 @@ std::string TextResponse(int code, std::string_view reason, const std::string& b
 }
 
 std::string BadRequest(std::string_view why) {
-  return TextResponse(400, "Bad Request", Cat({"400 bad request: ", why, "\n"}));
+  return TextResponse(400, "Bad Request", jitd::text::Cat("400 bad request: ", why, "\n"));
 }
 
 }  // namespace
@@ -207,14 +197,14 @@ absl::Status MetricsHttpServer::Start() {
   }
   port_ = ntohs(addr->ipv6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
                            : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-  bound_address_ =
-      addr->ipv6 ? Cat({"[", addr->host, "]:", std::to_string(port_)}) : Cat({addr->host, ":", std::to_string(port_)});
+  bound_address_ = addr->ipv6 ? jitd::text::Cat("[", addr->host, "]:", std::to_string(port_))
+                              : jitd::text::Cat(addr->host, ":", std::to_string(port_));
 
   const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake < 0) {
     const int err = errno;
     close(fd);
-    return absl::InternalError(Cat({"metrics: eventfd: ", ErrnoText(err)}));
+    return absl::InternalError(jitd::text::Cat("metrics: eventfd: ", ErrnoText(err)));
   }
   listen_fd_ = fd;
   wake_fd_ = wake;
@@ -364,8 +354,9 @@ void MetricsHttpServer::Run() {
       if (head != 0 && head <= max_head) {
         c.out = respond(std::string_view(c.in).substr(0, head));
       } else if (c.in.size() > max_head) {
-        c.out = TextResponse(431, "Request Header Fields Too Large",
-                             Cat({"431 the request head is larger than ", std::to_string(max_head), " bytes\n"}));
+        c.out =
+            TextResponse(431, "Request Header Fields Too Large",
+                         jitd::text::Cat("431 the request head is larger than ", std::to_string(max_head), " bytes\n"));
       } else {
         continue;
       }

@@ -8,20 +8,11 @@
 #include <system_error>
 #include <type_traits>
 
+#include "jitd/detail/text.h"
+
 namespace jitd::metrics {
 
 namespace {
-
-// absl::StrCat for std::string_view pieces (this abseil's string_view is a
-// type of its own, which std::string_view does not convert to).
-void Append(std::string* out, std::initializer_list<std::string_view> parts) {
-  for (std::string_view part : parts) out->append(part);
-}
-std::string Cat(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  Append(&out, parts);
-  return out;
-}
 
 bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -39,7 +30,7 @@ std::string LabelPart(const std::vector<std::pair<std::string, std::string>>& la
   std::string out = "{";
   for (size_t i = 0; i < labels.size(); ++i) {
     if (i > 0) out += ',';
-    Append(&out, {labels[i].first, "=\"", EscapeLabelValue(labels[i].second), "\""});
+    jitd::text::Append(out, labels[i].first, "=\"", EscapeLabelValue(labels[i].second), "\"");
   }
   out += '}';
   return out;
@@ -178,7 +169,7 @@ Histogram::Snapshot Histogram::Read() const {
 // Families.
 
 void FamilyBase::RenderHeader(std::string* out) const {
-  Append(out, {"# HELP ", name_, " ", EscapeHelp(help_), "\n# TYPE ", name_, " ", TypeName(type_), "\n"});
+  jitd::text::Append(*out, "# HELP ", name_, " ", EscapeHelp(help_), "\n# TYPE ", name_, " ", TypeName(type_), "\n");
 }
 
 void FamilyBase::RenderSample(std::string* out, std::string_view sample_name,
@@ -189,7 +180,7 @@ void FamilyBase::RenderSample(std::string* out, std::string_view sample_name,
     *out += '{';
     for (size_t i = 0; i < label_values.size(); ++i) {
       if (i > 0) *out += ',';
-      Append(out, {label_names_[i], "=\"", EscapeLabelValue(label_values[i]), "\""});
+      jitd::text::Append(*out, label_names_[i], "=\"", EscapeLabelValue(label_values[i]), "\"");
     }
     if (!extra_label.empty()) {
       if (!label_values.empty()) *out += ',';
@@ -197,7 +188,7 @@ void FamilyBase::RenderSample(std::string* out, std::string_view sample_name,
     }
     *out += '}';
   }
-  Append(out, {" ", value, "\n"});
+  jitd::text::Append(*out, " ", value, "\n");
 }
 
 void FamilyBase::ReportArity(size_t got) const {
@@ -296,8 +287,8 @@ void Emitter::Add(MetricType type, std::string_view name, std::string_view help,
   if (taken_->count(key) != 0) return warn_(key, "a registered metric renders this name");
   std::set<std::string_view> label_names;
   for (const auto& [label, label_value] : labels) {
-    if (!IsValidLabelName(label)) return warn_(key, Cat({"\"", label, "\" is not a valid label name"}));
-    if (!label_names.insert(label).second) return warn_(key, Cat({"label \"", label, "\" given twice"}));
+    if (!IsValidLabelName(label)) return warn_(key, jitd::text::Cat("\"", label, "\" is not a valid label name"));
+    if (!label_names.insert(label).second) return warn_(key, jitd::text::Cat("label \"", label, "\" given twice"));
   }
   auto it = index_.find(key);
   if (it == index_.end()) {
@@ -306,20 +297,20 @@ void Emitter::Add(MetricType type, std::string_view name, std::string_view help,
   }
   Group& group = groups_[it->second];
   if (group.type != type) {
-    return warn_(key, Cat({"given as a ", TypeName(type), " after being given as a ", TypeName(group.type)}));
+    return warn_(key, jitd::text::Cat("given as a ", TypeName(type), " after being given as a ", TypeName(group.type)));
   }
   std::string label_part = LabelPart(labels);
   if (!group.label_sets.insert(label_part).second) {
-    return warn_(key, Cat({"the sample ", key, label_part, " was given twice"}));
+    return warn_(key, jitd::text::Cat("the sample ", key, label_part, " was given twice"));
   }
-  Append(&group.samples, {key, label_part, " ", FormatValue(value), "\n"});
+  jitd::text::Append(group.samples, key, label_part, " ", FormatValue(value), "\n");
 }
 
 void Emitter::Render(std::string* out) const {
   for (const Group& group : groups_) {
     if (group.samples.empty()) continue;  // every sample dropped
-    Append(out, {"# HELP ", group.name, " ", EscapeHelp(group.help), "\n# TYPE ", group.name, " ", TypeName(group.type),
-                 "\n", group.samples});
+    jitd::text::Append(*out, "# HELP ", group.name, " ", EscapeHelp(group.help), "\n# TYPE ", group.name, " ",
+                       TypeName(group.type), "\n", group.samples);
   }
 }
 
@@ -329,22 +320,22 @@ absl::Status Registry::CheckNew(const std::string& name, const std::vector<std::
                                 const std::vector<std::string>& sample_names) const {
   if (!IsValidMetricName(name)) {
     return absl::InvalidArgumentError(
-        Cat({"metric name \"", name, "\" is not valid: it must match [a-zA-Z_:][a-zA-Z0-9_:]*"}));
+        jitd::text::Cat("metric name \"", name, "\" is not valid: it must match [a-zA-Z_:][a-zA-Z0-9_:]*"));
   }
   std::set<std::string_view> seen;
   for (const std::string& label : label_names) {
     if (!IsValidLabelName(label)) {
-      return absl::InvalidArgumentError(Cat({"metric ", name, ": label name \"", label,
-                                             "\" is not valid: it must match [a-zA-Z_][a-zA-Z0-9_]* "
-                                             "and not start with __"}));
+      return absl::InvalidArgumentError(jitd::text::Cat("metric ", name, ": label name \"", label,
+                                                        "\" is not valid: it must match [a-zA-Z_][a-zA-Z0-9_]* "
+                                                        "and not start with __"));
     }
     if (!seen.insert(label).second) {
-      return absl::InvalidArgumentError(Cat({"metric ", name, ": label name \"", label, "\" given twice"}));
+      return absl::InvalidArgumentError(jitd::text::Cat("metric ", name, ": label name \"", label, "\" given twice"));
     }
   }
   for (const std::string& sample : sample_names) {
     if (sample_names_.count(sample) != 0) {
-      return absl::AlreadyExistsError(Cat({"metric ", name, ": the name ", sample, " is taken"}));
+      return absl::AlreadyExistsError(jitd::text::Cat("metric ", name, ": the name ", sample, " is taken"));
     }
   }
   return absl::OkStatus();
@@ -375,21 +366,22 @@ absl::StatusOr<HistogramFamily*> Registry::AddHistogram(std::string name, std::s
                                                         std::vector<double> bounds) {
   if (!bounds.empty() && std::isinf(bounds.back()) && bounds.back() > 0) bounds.pop_back();
   if (bounds.empty()) {
-    return absl::InvalidArgumentError(Cat({"histogram ", name, ": no bucket bounds"}));
+    return absl::InvalidArgumentError(jitd::text::Cat("histogram ", name, ": no bucket bounds"));
   }
   for (size_t i = 0; i < bounds.size(); ++i) {
     if (!std::isfinite(bounds[i])) {
       return absl::InvalidArgumentError(
-          Cat({"histogram ", name, ": bucket bound ", FormatValue(bounds[i]), " is not finite"}));
+          jitd::text::Cat("histogram ", name, ": bucket bound ", FormatValue(bounds[i]), " is not finite"));
     }
     if (i > 0 && !(bounds[i - 1] < bounds[i])) {
-      return absl::InvalidArgumentError(Cat({"histogram ", name, ": bucket bounds are not strictly increasing (",
-                                             FormatValue(bounds[i - 1]), ", ", FormatValue(bounds[i]), ")"}));
+      return absl::InvalidArgumentError(jitd::text::Cat("histogram ", name,
+                                                        ": bucket bounds are not strictly increasing (",
+                                                        FormatValue(bounds[i - 1]), ", ", FormatValue(bounds[i]), ")"));
     }
   }
   if (std::find(label_names.begin(), label_names.end(), "le") != label_names.end()) {
     return absl::InvalidArgumentError(
-        Cat({"histogram ", name, ": \"le\" cannot be a label name, it names the buckets"}));
+        jitd::text::Cat("histogram ", name, ": \"le\" cannot be a label name, it names the buckets"));
   }
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> samples = {name, name + "_bucket", name + "_sum", name + "_count"};

@@ -27,6 +27,12 @@ std::string Cat(const Args&... args) {
   return out;
 }
 
+// Appends every piece to `out` (one growth per piece, no temporary).
+template <typename... Args>
+void Append(std::string& out, const Args&... args) {
+  (AppendPiece(out, args), ...);
+}
+
 template <typename Container>
 std::string Join(const Container& parts, std::string_view sep) {
   std::string out;
