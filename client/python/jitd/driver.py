@@ -58,7 +58,12 @@ class CudaError(RuntimeError):
 
 class DriverUnavailable(CudaError):
     """No usable CUDA driver: libcuda.so.1 could not be opened, or cuInit
-    failed (no device, a driver too old)."""
+    failed (no device, a driver too old), or CUDA was initialised before
+    this process was forked."""
+
+    def __init__(self, message: str, call: str = "", result: int = -1, name: str = "") -> None:
+        RuntimeError.__init__(self, message)
+        self.call, self.result, self.name = call, result, name
 
 
 def _library_name() -> str:
@@ -73,8 +78,8 @@ class CudaDriver:
         try:
             lib = ctypes.CDLL(path)
         except OSError as error:
-            raise DriverUnavailable("dlopen", -1, "no driver", str(error),
-                                    f"cannot open {path}: is the NVIDIA driver installed on this host?") from None
+            raise DriverUnavailable(f"cannot open the CUDA driver: {error} (is the NVIDIA driver installed on "
+                                    "this host? $JITD_LIBCUDA names another file)", "dlopen") from None
         self.path = path
         self.lib = lib
         p = ctypes.POINTER
@@ -99,8 +104,9 @@ class CudaDriver:
                                             required=False)
         result = lib.cuInit(0)
         if result != CUDA_SUCCESS:
-            raise DriverUnavailable("cuInit", result, self.error_name(result), self.error_text(result),
-                                    "no usable GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)")
+            raise DriverUnavailable(f"cuInit failed: {self.error_name(result)} ({self.error_text(result)}): no usable "
+                                    "GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)", "cuInit", result,
+                                    self.error_name(result))
         self._lock = threading.Lock()
         self._primary: dict[int, int] = {}
 
@@ -109,8 +115,8 @@ class CudaDriver:
             function = getattr(self.lib, name)
         except AttributeError:
             if required:
-                raise DriverUnavailable(name, -1, "missing entry point", f"{self.path} has no {name}",
-                                        "the driver is too old") from None
+                raise DriverUnavailable(f"{self.path} has no {name}: the CUDA driver is too old for jitd",
+                                        name) from None
             return False
         function.argtypes = argtypes
         function.restype = ctypes.c_int
@@ -192,9 +198,9 @@ def get_driver() -> CudaDriver:
     global _driver, _driver_pid
     with _driver_lock:
         if _driver is not None and _driver_pid != os.getpid():
-            raise DriverUnavailable("fork", -1, "CUDA used before fork", "a CUDA context does not survive fork()",
-                                    "this process was forked after its parent initialised CUDA: start workers "
-                                    "with multiprocessing's 'spawn' method, or use CUDA only in the children")
+            raise DriverUnavailable("this process was forked after its parent initialised CUDA, and a CUDA context "
+                                    "does not survive fork(): start workers with multiprocessing's 'spawn' method, "
+                                    "or use CUDA only in the children", "fork")
         if _driver is None:
             _driver = CudaDriver(_library_name())
             _driver_pid = os.getpid()

@@ -1,0 +1,88 @@
+"""The package itself: `import jitd` needs only grpcio and protobuf; the
+generated stubs live inside jitd._proto and carry no runtime version check;
+protogen.py embeds exactly the descriptors protoc would; an sdist carries
+the protos and builds outside the repository."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import jitd
+import pytest
+from jitd._proto.jitd.v1 import cache_admin_pb2, compiler_pb2, compiler_pb2_grpc
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE_SOURCE = REPO / "client" / "python"
+
+
+def test_import_jitd_imports_no_gpu_library():
+    code = ("import sys, jitd; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'torch', 'cuda', 'numpy', 'triton')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_loaders_are_reachable_as_attributes_without_importing_their_library():
+    assert jitd.driver.load is not None and jitd.cupy.load is not None and jitd.torch.launch is not None
+    assert "cupy" not in sys.modules or hasattr(sys.modules["cupy"], "RawModule")
+
+
+def test_generated_modules_live_inside_the_package_without_version_checks():
+    for module in (compiler_pb2, compiler_pb2_grpc, cache_admin_pb2):
+        assert module.__name__.startswith("jitd._proto.jitd.v1.")
+        source = inspect.getsource(module)
+        assert "_runtime_version" not in source and "GRPC_GENERATED_VERSION" not in source
+        assert "from jitd.v1" not in source and "import jitd.v1" not in source
+    assert compiler_pb2.GetKernelRequest.__module__ == compiler_pb2.__name__
+    assert compiler_pb2.GetKernelRequest.DESCRIPTOR.full_name == "jitd.v1.GetKernelRequest"
+
+
+def test_protogen_embeds_the_descriptors_protoc_produces():
+    grpc_tools = pytest.importorskip("grpc_tools.protoc")
+    from google.protobuf import descriptor_pb2
+
+    sys.path.insert(0, str(PACKAGE_SOURCE))
+    try:
+        import protogen
+    finally:
+        sys.path.remove(str(PACKAGE_SOURCE))
+    descriptors = protogen._descriptor_set(REPO / "proto", ["jitd/v1/compiler.proto", "jitd/v1/cache_admin.proto"])
+    assert grpc_tools is not None
+    for file in descriptors.file:
+        ours = descriptor_pb2.FileDescriptorProto()
+        module = compiler_pb2 if file.name.endswith("compiler.proto") else cache_admin_pb2
+        module.DESCRIPTOR.CopyToProto(ours)
+        protogen._strip_json_names(file)
+        file.ClearField("source_code_info")
+        assert ours == file
+
+
+def test_an_sdist_carries_the_protos_and_installs_outside_the_repository(tmp_path):
+    pytest.importorskip("setuptools")
+    pytest.importorskip("grpc_tools")
+    source = tmp_path / "pkg"  # a copy: the build writes egg-info and build/ beside setup.py
+    shutil.copytree(PACKAGE_SOURCE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "_proto",
+                                                                          "__pycache__"))
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(dist)], cwd=source, check=True,
+                   capture_output=True, env={**os.environ, "JITD_PROTO_DIR": str(REPO / "proto")})
+    [sdist] = dist.glob("jitd-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = archive.getnames()
+        archive.extractall(tmp_path / "src")
+    assert any(name.endswith("proto/jitd/v1/compiler.proto") for name in names)
+    assert not any("/_proto/" in name for name in names)  # generated at build time, never shipped
+    [unpacked] = (tmp_path / "src").iterdir()
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q", "--target",
+                    str(target), str(unpacked)], check=True, capture_output=True)
+    code = "import jitd; from jitd._proto.jitd.v1 import compiler_pb2; print(jitd.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target)},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith(str(target))
