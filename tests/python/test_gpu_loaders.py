@@ -224,8 +224,8 @@ def test_cuda_python_loader_launch_equals_the_cpu_reference(client, torch):
     out = torch.empty_like(dx)
     kernel = jitd.cuda_python.load(k).kernel()
     stream = device.create_stream()
-    launch(stream, LaunchConfig(grid=grid_for(shape), block=BLOCK), kernel, out.data_ptr(), dx.data_ptr(),
-           dscale.data_ptr(), dshift.data_ptr(), np.int64(shape[0]), np.int64(shape[1]), np.int64(shape[2]))
+    pointers = [np.intp(t.data_ptr()) for t in (out, dx, dscale, dshift)]
+    launch(stream, LaunchConfig(grid=grid_for(shape), block=BLOCK), kernel, *pointers, *map(np.int64, shape))
     stream.sync()
     np.testing.assert_array_equal(out.cpu().numpy().view(np.uint16), reference(x, scale, shift, dtype))
 
