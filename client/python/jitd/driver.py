@@ -217,6 +217,8 @@ def _arch_of(lib: Any, device: int) -> Optional[str]:
 
 
 _probe_lib: Any = None
+_dlopen = ctypes.CDLL(None).dlopen
+_dlopen.argtypes, _dlopen.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_void_p
 
 
 def current_device_arch() -> Optional[str]:
@@ -229,10 +231,13 @@ def current_device_arch() -> Optional[str]:
     global _probe_lib
     lib = _probe_lib
     if lib is None:
-        try:
-            lib = ctypes.CDLL(_library_name(), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        except OSError:
+        # dlopen itself, not ctypes.CDLL: asked before every request that
+        # names no arch, and CDLL's failure (an OSError with dlerror's text)
+        # costs ten times the lookup.
+        handle = _dlopen(_library_name().encode(), os.RTLD_NOLOAD | os.RTLD_LAZY)
+        if not handle:
             return None
+        lib = ctypes.CDLL(_library_name(), handle=handle)
         for name, argtypes in (("cuCtxGetCurrent", [ctypes.POINTER(_c_void_p)]),
                                ("cuCtxGetDevice", [ctypes.POINTER(ctypes.c_int)]),
                                ("cuDeviceGet", [ctypes.POINTER(ctypes.c_int), ctypes.c_int]),
