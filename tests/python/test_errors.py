@@ -125,6 +125,9 @@ def test_a_deadline_shorter_than_the_compile_is_deadline_exceeded_and_not_retrie
     assert time.monotonic() - start < 3  # the compile takes a second or more
     assert error.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert isinstance(error.value, TimeoutError)
+    assert error.value.message == (f"GetKernel small.block_sum{{threads=1024}}: no answer from jitd at "
+                                   f"{daemon.endpoint} within 0.3 s (a compile can take seconds: pass a larger "
+                                   "timeout=)")
     assert client.counters.get_kernel_rpcs == 1
     # The daemon notices the caller left and cancels the compile nobody wants.
     assert poll_until(lambda: client.stats().abandoned == 1 and client.stats().compiles_in_flight == 0)

@@ -275,6 +275,11 @@ class Client:
                 return invoke(self._connect(), None if left is None else max(left, 0.001))
             except grpc.RpcError as rpc_error:
                 error = from_rpc_error(rpc_error, self._endpoint)
+            if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and error.message == "Deadline Exceeded":
+                # gRPC's own words for the client-side deadline: say which call and what to change.
+                error = DeadlineExceeded(f"{what}: no answer from jitd at {self._endpoint} within {timeout} s "
+                                         "(a compile can take seconds: pass a larger timeout=)",
+                                         endpoint=self._endpoint)
             pause = self._retry.backoff(attempt)
             left = remaining(deadline)
             if not self._retry.should_retry(error.code, attempt) or (left is not None and pause >= left):

@@ -8,7 +8,7 @@ import dataclasses
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Union
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, Union
 
 # ---------------------------------------------------------------------------
 # Kernel instantiations
@@ -89,9 +89,11 @@ class KernelSpec:
     """
 
     kernel: str
-    params: tuple[tuple[str, str], ...] = ()
+    #: Any mapping or (name, value) pairs; stored as sorted pairs of strings.
+    params: ParamsLike = ()
     arch: str = ""
-    options: tuple[str, ...] = ()
+    #: Stored sorted, without duplicates.
+    options: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.kernel, str) or not self.kernel:
