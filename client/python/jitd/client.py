@@ -131,7 +131,8 @@ class Client:
     Thread safety: share one client between threads; calls are independent.
     Fork safety: a forked child may keep using the client: it opens its own
     connection on its first call (gRPC channels must not cross a fork) and
-    keeps the memo. A client pickles to its settings (for spawn).
+    keeps the memo. A client pickles to its settings, admin token included
+    (for spawn and forkserver workers); the memo stays behind.
 
     The memo: ``get_kernel`` asks the daemon once per instantiation for the
     life of the client; later calls (from any thread) return the same
@@ -164,7 +165,6 @@ class Client:
         self._connection: Optional[_Connection] = None
         self._memo: SingleFlightMemo[KernelResult] = SingleFlightMemo()
         self._counts = {"get_kernel_rpcs": 0, "memo_hits": 0, "retries": 0}
-        self._closed = False
         _CLIENTS.add(self)
 
     # --- Life ------------------------------------------------------------------

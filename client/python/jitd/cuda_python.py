@@ -38,13 +38,13 @@ class CudaPythonModule:
         if self.object_code is not None:
             return self.object_code.get_kernel(lowered)
         error, function = self._driver.cuModuleGetFunction(self.module, lowered.encode())
-        _check(self._driver, error, f"cuModuleGetFunction({lowered})")
+        _check(error, f"cuModuleGetFunction({lowered})")
         return function
 
     __getitem__ = kernel
 
 
-def _check(driver: Any, error: Any, call: str) -> None:
+def _check(error: Any, call: str) -> None:
     if int(error) != 0:
         raise RuntimeError(f"{call} failed: {getattr(error, 'name', error)}")
 
@@ -74,5 +74,5 @@ def load(result: KernelResult) -> CudaPythonModule:
             raise ImportError("jitd.cuda_python needs cuda-python: `pip install cuda-python` "
                               "(cuda.core or cuda.bindings); or use jitd.driver, which needs nothing") from None
     error, module = driver.cuModuleLoadData(result.cubin)
-    _check(driver, error, f"cuModuleLoadData({result.spec})")
+    _check(error, f"cuModuleLoadData({result.spec})")
     return CudaPythonModule(result, module=module, driver=driver)
