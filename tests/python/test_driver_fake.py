@@ -176,3 +176,37 @@ def test_arch_fits_follows_cubin_compatibility():
     assert driver.arch_fits("sm_80", "sm_86") and driver.arch_fits("sm_90", "sm_90")
     assert not driver.arch_fits("sm_90", "sm_100") and not driver.arch_fits("sm_86", "sm_80")
     assert driver.arch_fits("sm_90a", "sm_90") and not driver.arch_fits("sm_90a", "sm_100")
+
+
+class TensorLike:
+    """The parts of a torch.Tensor the driver reads."""
+
+    def __init__(self, pointer: int, cuda: bool = True, contiguous: bool = True) -> None:
+        self.pointer, self.is_cuda, self.contiguous = pointer, cuda, contiguous
+        self.device = "cuda:0" if cuda else "cpu"
+
+    def data_ptr(self) -> int:
+        return self.pointer
+
+    def is_contiguous(self) -> bool:
+        return self.contiguous
+
+
+class CupyStream:
+    ptr = 0x7000
+
+
+def test_tensors_pass_their_device_pointers_and_streams_their_handles(fake, fill):
+    set_params(fake, 8, 8)
+    function = driver.load(fill).function()
+    function.launch(1, 32, TensorLike(0xA000), None, stream=CupyStream())
+    assert param(fake, 0, 8) == struct.pack("<Q", 0xA000) and param(fake, 1, 8) == bytes(8)
+    assert fake.fake_last_stream() == 0x7000
+    function.launch(1, 32, TensorLike(0xB000), TensorLike(0xC000), stream=0x9000)
+    assert fake.fake_last_stream() == 0x9000
+    with pytest.raises(ValueError, match=r"is a tensor on cpu; the kernel reads device memory: move it with \.cuda\(\)"):
+        function.launch(1, 32, TensorLike(0xA000, cuda=False), None)
+    with pytest.raises(ValueError, match="non-contiguous tensor"):
+        function.launch(1, 32, TensorLike(0xA000, contiguous=False), None)
+    with pytest.raises(TypeError, match="is not a CUstream handle"):
+        function.launch(1, 32, None, None, stream="default")
