@@ -125,12 +125,36 @@ def test_a_deadline_shorter_than_the_compile_is_deadline_exceeded_and_not_retrie
     assert time.monotonic() - start < 3  # the compile takes a second or more
     assert error.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert isinstance(error.value, TimeoutError)
-    assert error.value.message == (f"GetKernel small.block_sum{{threads=1024}}: no answer from jitd at "
-                                   f"{daemon.endpoint} within 0.3 s (a compile can take seconds: pass a larger "
-                                   "timeout=)")
+    # Whoever notices first words it: the daemon ("deadline passed while
+    # small.block_sum for sm_90 was compiling ...") or this client ("GetKernel
+    # small.block_sum{threads=1024}: no answer from jitd at ... within 0.3 s").
+    assert "small.block_sum" in error.value.message
+    assert "Deadline Exceeded" not in error.value.message  # never gRPC's bare words
     assert client.counters.get_kernel_rpcs == 1
     # The daemon notices the caller left and cancels the compile nobody wants.
     assert poll_until(lambda: client.stats().abandoned == 1 and client.stats().compiles_in_flight == 0)
+
+
+def test_a_deadline_the_client_notices_first_names_the_call_the_endpoint_and_the_timeout(tmp_path):
+    # A server that accepts GetKernel and never answers: the client's own
+    # deadline fires, and its message says more than gRPC's "Deadline Exceeded".
+    from concurrent.futures import ThreadPoolExecutor
+
+    release = threading.Event()
+    silent = grpc.method_handlers_generic_handler("jitd.v1.Compiler", {
+        "GetKernel": grpc.unary_unary_rpc_method_handler(lambda request, context: release.wait(10) and b"")})
+    server = grpc.server(ThreadPoolExecutor(2), handlers=[silent])
+    endpoint = f"unix:{tmp_path}/silent.sock"
+    server.add_insecure_port(endpoint)
+    server.start()
+    try:
+        with pytest.raises(jitd.DeadlineExceeded) as error:
+            jitd.Client(endpoint, retries=0).get_kernel("small.fill", dtype="fp32", timeout=0.3)
+    finally:
+        release.set()
+        server.stop(None)
+    assert error.value.message == (f"GetKernel small.fill{{dtype=fp32}}: no answer from jitd at {endpoint} within "
+                                   "0.3 s (a compile can take seconds: pass a larger timeout=)")
 
 
 def test_a_full_compile_queue_is_resource_exhausted_without_retries_and_succeeds_with_them(make_daemon):
