@@ -217,7 +217,10 @@ def _arch_of(lib: Any, device: int) -> Optional[str]:
 
 
 _probe_lib: Any = None
-_dlopen = ctypes.CDLL(None).dlopen
+try:
+    _dlopen = ctypes.CDLL(None).dlopen  # glibc 2.34+ has dlopen in libc
+except AttributeError:
+    _dlopen = ctypes.CDLL("libdl.so.2").dlopen
 _dlopen.argtypes, _dlopen.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_void_p
 
 
