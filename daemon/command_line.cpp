@@ -86,7 +86,8 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
       ->check(CLI::ExistingFile)
       ->type_name("FILE");
   app.add_option("--remote-timeout-ms", flags.remote_timeout_ms,
-                 absl::StrCat("Longest one remote call may take; then the request goes local (default: ",
+                 absl::StrCat("Longest one remote command may take, plus as long again (at most 1 s) to connect; then "
+                              "the request goes local (default: ",
                               kDefaultRemoteTimeout.count(), ")"))
       ->type_name("MS");
   app.add_option("--remote-signing-key-file", flags.remote_signing_key_file,

@@ -142,7 +142,9 @@ void DaemonMetrics::Collect(Sources s) {
     e.Counter("jitd_remote_outages_total", "Times the circuit breaker opened.", static_cast<double>(r.episodes));
     e.Counter("jitd_remote_waits_total", "Flights that waited for another daemon's compile (its lease).",
               static_cast<double>(k.remote_waits));
-    e.Counter("jitd_remote_takeovers_total", "Flights that took over a lease its holder stopped renewing.",
+    e.Counter("jitd_remote_takeovers_total",
+              "Flights that waited on another daemon's lease and then compiled here: the lease lapsed or was released "
+              "without a cubin.",
               static_cast<double>(k.remote_takeovers));
   });
 }

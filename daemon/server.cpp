@@ -443,6 +443,9 @@ absl::Status Server::Shutdown(std::chrono::milliseconds drain) {
     spdlog::info("waiting for {} background compile(s) to finish and be stored", left);
   }
   impl_->grpc_server.reset();
+  // The metrics endpoint reads the service, the pool and the cache: it
+  // stops before any of them goes.
+  impl_->metrics_server.reset();
   impl_->compiler.reset();
   impl_->admin.reset();
   impl_->service.reset();

@@ -12,6 +12,7 @@ namespace {
 using detail::RedisConnection;
 using detail::RedisReply;
 using text::Cat;
+using Clock = RedisConnection::Clock;
 
 // Compare-and-expire and compare-and-delete: a lease is touched only by
 // its holder, atomically (a plain GET then PEXPIRE could renew a lease
@@ -25,10 +26,11 @@ class RedisBackend final : public RemoteBackend {
  public:
   RedisBackend(RemoteUrl url, RemoteOptions options) : url_(std::move(url)), options_(std::move(options)) {}
 
-  absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) override {
+  absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys,
+                                                                  Clock::time_point deadline) override {
     std::vector<std::string_view> argv = {"MGET"};
     for (const auto& k : keys) argv.push_back(k);
-    auto reply = Run(argv);
+    auto reply = Run(argv, deadline);
     if (!reply.ok()) return reply.status();
     if (reply->type != RedisReply::Type::kArray || reply->elements.size() != keys.size()) {
       return Unexpected("MGET", *reply);
@@ -114,8 +116,13 @@ class RedisBackend final : public RemoteBackend {
   // dropped, so the next call starts from a fresh one. An idle connection
   // may have died with a server restart since its last use: when a reused
   // one fails to reach the server, the command is sent once more on a new
-  // connection (every command jitd sends may be repeated safely).
-  absl::StatusOr<RedisReply> Run(const std::vector<std::string_view>& argv) {
+  // connection (every command jitd sends may be repeated safely; a lease
+  // whose SET NX is repeated is recognised by its owner, see RemoteTier).
+  // The whole call, connecting and the repeat included, ends by
+  // connect_timeout + io_timeout (or `deadline`, if sooner).
+  absl::StatusOr<RedisReply> Run(const std::vector<std::string_view>& argv,
+                                 Clock::time_point deadline = Clock::time_point::max()) {
+    deadline = std::min(deadline, Clock::now() + options_.connect_timeout + options_.io_timeout);
     std::unique_ptr<RedisConnection> conn;
     {
       std::lock_guard lock(mu_);
@@ -125,10 +132,10 @@ class RedisBackend final : public RemoteBackend {
       }
     }
     const bool reused = conn != nullptr;
-    auto reply = RunOn(conn, argv);
-    if (reused && !reply.ok() && absl::IsUnavailable(reply.status())) {
+    auto reply = RunOn(conn, argv, deadline);
+    if (reused && !reply.ok() && absl::IsUnavailable(reply.status()) && Clock::now() < deadline) {
       conn.reset();
-      reply = RunOn(conn, argv);
+      reply = RunOn(conn, argv, deadline);
     }
     if (conn != nullptr && !conn->broken()) {
       std::lock_guard lock(mu_);
@@ -137,13 +144,14 @@ class RedisBackend final : public RemoteBackend {
     return reply;
   }
 
-  absl::StatusOr<RedisReply> RunOn(std::unique_ptr<RedisConnection>& conn, const std::vector<std::string_view>& argv) {
+  absl::StatusOr<RedisReply> RunOn(std::unique_ptr<RedisConnection>& conn, const std::vector<std::string_view>& argv,
+                                   Clock::time_point deadline) {
     if (conn == nullptr) {
-      auto opened = RedisConnection::Open(url_, options_);
+      auto opened = RedisConnection::Open(url_, options_, deadline);
       if (!opened.ok()) return opened.status();
       conn = std::move(*opened);
     }
-    return conn->Command(argv, RedisConnection::Clock::now() + options_.io_timeout);
+    return conn->Command(argv, std::min(deadline, Clock::now() + options_.io_timeout));
   }
 
   const RemoteUrl url_;

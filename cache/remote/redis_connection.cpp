@@ -89,6 +89,8 @@ struct RedisConnection::Impl {
   SSL* ssl = nullptr;
   redisReader* reader = nullptr;
   std::string name;  // the server, for messages
+  size_t max_reply_bytes = 0;
+  size_t fed = 0;  // bytes of the current reply so far
 
   ~Impl() {
     if (ssl != nullptr) SSL_free(ssl);
@@ -139,7 +141,9 @@ struct RedisConnection::Impl {
 
   absl::Status FinishConnect(const sockaddr* addr, socklen_t len, Clock::time_point deadline) {
     if (::connect(fd, addr, len) == 0) return absl::OkStatus();
-    if (errno != EINPROGRESS && errno != EAGAIN) {
+    // On a Unix socket EAGAIN means the server's backlog is full, not a
+    // connect in progress: a failure like a refusal.
+    if (errno != EINPROGRESS) {
       return absl::UnavailableError(Cat(name, ": connect: ", std::strerror(errno)));
     }
     if (absl::Status ready = WaitFor(fd, POLLOUT, deadline, Cat(name, ": connect")); !ready.ok()) return ready;
@@ -187,6 +191,7 @@ struct RedisConnection::Impl {
       SSL_set1_host(ssl, url.host.c_str());
     }
     while (true) {
+      ERR_clear_error();  // SSL_get_error reads the queue: no stale entries
       int rc = SSL_connect(ssl);
       if (rc == 1) return absl::OkStatus();
       int err = SSL_get_error(ssl, rc);
@@ -209,6 +214,7 @@ struct RedisConnection::Impl {
     size_t done = 0;
     while (done < bytes.size()) {
       if (ssl != nullptr) {
+        ERR_clear_error();
         int n = SSL_write(ssl, bytes.data() + done, static_cast<int>(std::min<size_t>(bytes.size() - done, 1 << 30)));
         if (n > 0) {
           done += static_cast<size_t>(n);
@@ -241,6 +247,7 @@ struct RedisConnection::Impl {
     char buf[64 * 1024];
     while (true) {
       if (ssl != nullptr) {
+        ERR_clear_error();
         int n = SSL_read(ssl, buf, sizeof(buf));
         if (n > 0) return Feed(buf, static_cast<size_t>(n));
         int err = SSL_get_error(ssl, n);
@@ -267,6 +274,11 @@ struct RedisConnection::Impl {
   }
 
   absl::Status Feed(const char* data, size_t len) {
+    fed += len;
+    if (fed > max_reply_bytes) {
+      return absl::ResourceExhaustedError(
+          Cat(name, ": the reply is larger than ", max_reply_bytes, " bytes (RemoteOptions::max_reply_bytes)"));
+    }
     if (redisReaderFeed(reader, data, len) != REDIS_OK) {
       return absl::InternalError(Cat(name, ": cannot parse the reply: ", reader->errstr));
     }
@@ -278,15 +290,17 @@ RedisConnection::RedisConnection(std::unique_ptr<Impl> impl) : impl_(std::move(i
 RedisConnection::~RedisConnection() = default;
 
 absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(const RemoteUrl& url,
-                                                                       const RemoteOptions& options) {
-  auto deadline = Clock::now() + options.connect_timeout;
+                                                                       const RemoteOptions& options,
+                                                                       Clock::time_point deadline) {
+  deadline = std::min(deadline, Clock::now() + options.connect_timeout);
   auto impl = std::make_unique<Impl>();
   impl->name = url.Redacted();
+  impl->max_reply_bytes = options.max_reply_bytes;
   impl->reader = redisReaderCreate();
   if (impl->reader == nullptr) return absl::ResourceExhaustedError("out of memory for a Redis reader");
-  // Values are whole blobs: let the reader hold large ones without
-  // reallocating its buffer down between replies.
-  impl->reader->maxbuf = 0;
+  // The reader keeps its default maxbuf: it frees a large buffer once a
+  // reply is consumed, so an idle pooled connection does not pin the
+  // memory of the largest cubin it ever carried.
   if (absl::Status connected = impl->Connect(url, deadline); !connected.ok()) return connected;
   if (url.tls) {
     if (absl::Status tls = impl->StartTls(url, options, deadline); !tls.ok()) return tls;
@@ -330,6 +344,7 @@ absl::StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::strin
   char* formatted = nullptr;
   int len = redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()), ptrs.data(), lens.data());
   if (len < 0) return absl::ResourceExhaustedError("out of memory formatting a Redis command");
+  impl_->fed = 0;
   absl::Status sent = impl_->WriteAll(std::string_view(formatted, static_cast<size_t>(len)), deadline);
   redisFreeCommand(formatted);
   if (!sent.ok()) {

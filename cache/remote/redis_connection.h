@@ -34,8 +34,11 @@ class RedisConnection {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Connects, and AUTH / SELECT as the URL and options say.
-  static absl::StatusOr<std::unique_ptr<RedisConnection>> Open(const RemoteUrl& url, const RemoteOptions& options);
+  // Connects, and AUTH / SELECT as the URL and options say, within
+  // options.connect_timeout and before `deadline`. (Resolving a host name
+  // is the one step without a deadline: getaddrinfo has none.)
+  static absl::StatusOr<std::unique_ptr<RedisConnection>> Open(const RemoteUrl& url, const RemoteOptions& options,
+                                                               Clock::time_point deadline = Clock::time_point::max());
   ~RedisConnection();
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;

@@ -93,6 +93,10 @@ struct RemoteOptions {
   std::filesystem::path tls_key;
   // Idle connections kept for reuse; more are opened when calls overlap.
   size_t max_idle_connections = 8;
+  // A reply larger than this fails the call (RESOURCE_EXHAUSTED): a broken
+  // or hostile store cannot make the daemon buffer gigabytes. Far above
+  // any cubin (a few MiB) and the 256 MiB jitd ever sends a client.
+  size_t max_reply_bytes = size_t{512} << 20;
 };
 
 // ---------------------------------------------------------------------------
@@ -104,8 +108,11 @@ class RemoteBackend {
  public:
   virtual ~RemoteBackend() = default;
 
-  // The values of `keys`, in order; nullopt for a key that has none.
-  virtual absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(const std::vector<std::string>& keys) = 0;
+  // The values of `keys`, in order; nullopt for a key that has none. Gives
+  // up at `deadline` too, when it comes before the store's own timeouts.
+  virtual absl::StatusOr<std::vector<std::optional<std::string>>> GetMany(
+      const std::vector<std::string>& keys,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) = 0;
   // Sets `key` to `value`, expiring after `ttl` (0 = never).
   virtual absl::Status Set(const std::string& key, std::string_view value, std::chrono::milliseconds ttl) = 0;
   // Sets `key` only when it has no value; whether it did.
@@ -177,11 +184,11 @@ enum class LeaseResult {
 class RemoteTier {
  public:
   struct Stats {
-    uint64_t fetches = 0;  // Fetch calls that reached the store
+    uint64_t fetches = 0;  // Fetch calls that reached the store (a wait's repeated polls count once)
     uint64_t hits = 0;
     uint64_t misses = 0;
     uint64_t failures_seen = 0;    // kFailed answers
-    uint64_t corrupt = 0;          // values that failed verification (deleted)
+    uint64_t corrupt = 0;          // values that failed verification (never served; damaged ones deleted)
     uint64_t unsigned_values = 0;  // ... of which had no valid signature
     uint64_t stores = 0;           // values written
     uint64_t leases_acquired = 0;
@@ -200,7 +207,11 @@ class RemoteTier {
   RemoteTier& operator=(const RemoteTier&) = delete;
 
   // One round trip: the value and the failure marker of `key`.
-  RemoteFetch Fetch(const std::string& key);
+  // `deadline`: given up then, if sooner than the store's timeouts.
+  // `counted` false: a repeated poll, not counted as another miss.
+  RemoteFetch Fetch(const std::string& key,
+                    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max(),
+                    bool counted = true);
   // Write-back of a published entry (errors are counted, not returned).
   void Store(const EntryMeta& meta, std::string_view cubin);
   // Remembers, fleet-wide for `ttl`, that compiling `key` failed with
@@ -209,7 +220,7 @@ class RemoteTier {
 
   // Takes the compile lease of `key`. An acquired lease is renewed in the
   // background until ReleaseLease.
-  LeaseResult AcquireLease(const std::string& key);
+  LeaseResult AcquireLease(const std::string& key, bool counted = true);
   void ReleaseLease(const std::string& key);
 
   // One round trip to the store, outside the circuit breaker and the
@@ -225,7 +236,9 @@ class RemoteTier {
   // Whether a call may go to the store now (and whether it is the probe).
   Gate Admit();
   // Records a call's outcome for the breaker; logs once per episode.
-  void Record(const absl::Status& status, const char* op);
+  // `gate` is what Admit said for the call (renewals pass kClosed): only
+  // the probe's own outcome closes or re-opens an open circuit.
+  void Record(const absl::Status& status, const char* op, Gate gate);
   void RenewLoop();
   // With a signing key: `bytes` plus its tag; without: `bytes`.
   std::string Sign(const std::string& store_key, std::string_view bytes) const;

@@ -98,25 +98,27 @@ RemoteTier::Gate RemoteTier::Admit() {
   return Gate::kOpen;
 }
 
-void RemoteTier::Record(const absl::Status& status, const char* op) {
+void RemoteTier::Record(const absl::Status& status, const char* op, Gate gate) {
   std::lock_guard lock(mu_);
-  const bool was_probe = probing_;
+  // Only the probe's own outcome closes or re-opens an open circuit: a
+  // call admitted before the circuit opened (or a renewal) that ends
+  // while it is open says nothing about the store now.
+  const bool is_probe = gate == Gate::kProbe;
+  if (is_probe) probing_ = false;
   if (!CountsAgainstStore(status)) {
     if (!status.ok()) ++stats_.errors;
     consecutive_failures_ = 0;
-    if (stats_.circuit_open && was_probe) {
+    if (stats_.circuit_open && is_probe) {
       spdlog::info("remote tier {} is back after {:.1f} s; {} calls went to the local path meanwhile",
                    backend_->Describe(), Seconds(Clock::now() - episode_start_), episode_skipped_);
       stats_.circuit_open = false;
-      probing_ = false;
     }
     return;
   }
   ++stats_.errors;
   ++consecutive_failures_;
   if (stats_.circuit_open) {
-    if (was_probe) {
-      probing_ = false;
+    if (is_probe) {
       open_for_ = std::min(open_for_ * 2, options_.breaker_max_open);
       open_until_ = Clock::now() + open_for_;
       spdlog::debug("remote tier {} still unavailable ({}: {}); next try in {} ms", backend_->Describe(), op,
@@ -150,11 +152,14 @@ std::string RemoteTier::Sign(const std::string& store_key, std::string_view byte
 }
 
 std::optional<std::string_view> RemoteTier::Verified(const std::string& store_key, std::string_view value) const {
-  if (options_.signing_key.empty()) return value;
   const size_t trailer = kSignatureMarker.size() + kTagBytes;
-  if (value.size() < trailer || value.substr(value.size() - trailer, kSignatureMarker.size()) != kSignatureMarker) {
-    return std::nullopt;
-  }
+  const bool has_tag =
+      value.size() >= trailer && value.substr(value.size() - trailer, kSignatureMarker.size()) == kSignatureMarker;
+  // Without a key of its own a daemon cannot check a tag, but the blob
+  // under it is still checksummed: a signing fleet and one that is not
+  // yet (a rollout) read each other's values instead of deleting them.
+  if (options_.signing_key.empty()) return has_tag ? value.substr(0, value.size() - trailer) : value;
+  if (!has_tag) return std::nullopt;
   std::string_view bytes = value.substr(0, value.size() - trailer);
   const std::string expected = Tag(options_.signing_key, store_key, bytes);
   if (expected.size() != kTagBytes) return std::nullopt;
@@ -162,18 +167,15 @@ std::optional<std::string_view> RemoteTier::Verified(const std::string& store_ke
   return bytes;
 }
 
-RemoteFetch RemoteTier::Fetch(const std::string& key) {
+RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline, bool counted) {
   RemoteFetch out;
-  if (Admit() == Gate::kOpen) return out;  // kUnavailable
+  const Gate gate = Admit();
+  if (gate == Gate::kOpen) return out;  // kUnavailable
   const std::string blob_key = options_.prefix + "blob:" + key;
   const std::string fail_key = options_.prefix + "fail:" + key;
-  auto got = backend_->GetMany({blob_key, fail_key});
-  Record(got.status(), "GET");
+  auto got = backend_->GetMany({blob_key, fail_key}, deadline);
+  Record(got.status(), "GET", gate);
   if (!got.ok()) return out;
-  {
-    std::lock_guard lock(mu_);
-    ++stats_.fetches;
-  }
   auto& value = (*got)[0];
   auto& failure = (*got)[1];
   if (value) {
@@ -185,16 +187,27 @@ RemoteFetch RemoteTier::Fetch(const std::string& key) {
     }
     if (decoded.ok()) {
       std::lock_guard lock(mu_);
+      ++stats_.fetches;
       ++stats_.hits;
       out.kind = RemoteFetch::Kind::kHit;
       return out;
     }
-    // Never served: dropped, so the next compile writes a good one.
-    spdlog::warn("remote tier {}: the value of {} is corrupt ({}); deleted, treated as a miss", backend_->Describe(),
-                 Short(key), std::string(decoded.message()));
-    (void)backend_->Delete(blob_key);
     out.meta = {};
     out.cubin.clear();
+    if (signed_bytes) {
+      // Damaged: never served, and removed (only if it is still the value
+      // read, not one another daemon has written since) so that the next
+      // compile writes a good one.
+      spdlog::warn("remote tier {}: the value of {} is corrupt ({}); deleted, treated as a miss", backend_->Describe(),
+                   Short(key), std::string(decoded.message()));
+      (void)backend_->DeleteIfEquals(blob_key, *value);
+    } else {
+      // Unsigned or signed with another key: never served, but left alone
+      // (it may be a daemon's of a fleet that signs with another key, or
+      // none yet); this daemon's write-back replaces it.
+      spdlog::warn("remote tier {}: the value of {} has no valid signature for this fleet's key; not served",
+                   backend_->Describe(), Short(key));
+    }
     std::lock_guard lock(mu_);
     ++stats_.corrupt;
     if (!signed_bytes) ++stats_.unsigned_values;
@@ -203,21 +216,26 @@ RemoteFetch RemoteTier::Fetch(const std::string& key) {
   if (failure) failure_text = Verified(fail_key, *failure);
   std::lock_guard lock(mu_);
   if (failure_text) {
+    ++stats_.fetches;
     ++stats_.failures_seen;
     out.kind = RemoteFetch::Kind::kFailed;
     out.failure = std::string(*failure_text);
     return out;
   }
-  ++stats_.misses;
+  if (counted) {
+    ++stats_.fetches;
+    ++stats_.misses;
+  }
   out.kind = RemoteFetch::Kind::kMiss;
   return out;
 }
 
 void RemoteTier::Store(const EntryMeta& meta, std::string_view cubin) {
-  if (Admit() == Gate::kOpen) return;
+  const Gate gate = Admit();
+  if (gate == Gate::kOpen) return;
   const std::string blob_key = options_.prefix + "blob:" + meta.key;
   absl::Status stored = backend_->Set(blob_key, Sign(blob_key, EncodeBlob(meta, cubin)), options_.value_ttl);
-  Record(stored, "SET");
+  Record(stored, "SET", gate);
   if (stored.ok()) {
     std::lock_guard lock(mu_);
     ++stats_.stores;
@@ -227,20 +245,29 @@ void RemoteTier::Store(const EntryMeta& meta, std::string_view cubin) {
 }
 
 void RemoteTier::StoreFailure(const std::string& key, std::string_view message, std::chrono::milliseconds ttl) {
-  if (ttl.count() <= 0 || Admit() == Gate::kOpen) return;
+  if (ttl.count() <= 0) return;
+  const Gate gate = Admit();
+  if (gate == Gate::kOpen) return;
   const std::string fail_key = options_.prefix + "fail:" + key;
-  Record(backend_->Set(fail_key, Sign(fail_key, message), ttl), "SET");
+  Record(backend_->Set(fail_key, Sign(fail_key, message), ttl), "SET", gate);
 }
 
-LeaseResult RemoteTier::AcquireLease(const std::string& key) {
-  if (Admit() == Gate::kOpen) return LeaseResult::kUnavailable;
-  auto taken = backend_->SetIfAbsent(options_.prefix + "lease:" + key, options_.owner, options_.lease_ttl);
-  Record(taken.status(), "SET NX");
+LeaseResult RemoteTier::AcquireLease(const std::string& key, bool counted) {
+  const Gate gate = Admit();
+  if (gate == Gate::kOpen) return LeaseResult::kUnavailable;
+  const std::string lease_key = options_.prefix + "lease:" + key;
+  auto taken = backend_->SetIfAbsent(lease_key, options_.owner, options_.lease_ttl);
+  Record(taken.status(), "SET NX", gate);
   if (!taken.ok()) return LeaseResult::kUnavailable;
   if (!*taken) {
-    std::lock_guard lock(mu_);
-    ++stats_.leases_busy;
-    return LeaseResult::kHeld;
+    // A SET NX repeated on a fresh connection (the first one's reply was
+    // lost) finds the lease it took itself: that is ours.
+    auto holder = backend_->GetMany({lease_key});
+    if (!holder.ok() || (*holder)[0] != options_.owner) {
+      std::lock_guard lock(mu_);
+      if (counted) ++stats_.leases_busy;
+      return LeaseResult::kHeld;
+    }
   }
   {
     std::lock_guard lock(mu_);
@@ -257,8 +284,9 @@ void RemoteTier::ReleaseLease(const std::string& key) {
     if (leases_.erase(key) == 0) return;
   }
   // With the circuit open the lease simply lapses after lease_ttl.
-  if (Admit() == Gate::kOpen) return;
-  Record(backend_->DeleteIfEquals(options_.prefix + "lease:" + key, options_.owner).status(), "DEL lease");
+  const Gate gate = Admit();
+  if (gate == Gate::kOpen) return;
+  Record(backend_->DeleteIfEquals(options_.prefix + "lease:" + key, options_.owner).status(), "DEL lease", gate);
 }
 
 void RemoteTier::RenewLoop() {
@@ -270,9 +298,24 @@ void RemoteTier::RenewLoop() {
     std::vector<std::string> held(leases_.begin(), leases_.end());
     lock.unlock();
     for (const auto& key : held) {
+      {
+        std::lock_guard check(lease_mu_);
+        if (stopping_) break;
+        if (leases_.count(key) == 0) continue;  // released meanwhile
+      }
+      // Through the breaker like every call: with the store unavailable
+      // the lease lapses, which is what other daemons then see anyway.
+      const Gate gate = Admit();
+      if (gate == Gate::kOpen) break;
       auto renewed = backend_->ExpireIfEquals(options_.prefix + "lease:" + key, options_.owner, options_.lease_ttl);
-      Record(renewed.status(), "PEXPIRE lease");
+      Record(renewed.status(), "PEXPIRE lease", gate);
       if (renewed.ok() && !*renewed) {
+        bool still_held;
+        {
+          std::lock_guard check(lease_mu_);
+          still_held = leases_.count(key) > 0;
+        }
+        if (!still_held) continue;  // released between the check and the renewal
         // Lapsed (this process was stalled past lease_ttl) or taken over:
         // the compile goes on; at worst two daemons compile the same key.
         spdlog::warn("remote tier {}: the compile lease of {} lapsed before it was renewed", backend_->Describe(),

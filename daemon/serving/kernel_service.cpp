@@ -57,6 +57,7 @@ KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver,
       resolver_(std::move(resolver)) {}
 
 KernelService::~KernelService() {
+  stopping_ = true;  // flights waiting on another daemon's lease stop waiting
   std::vector<CompileThread> threads;
   {
     std::lock_guard lock(threads_mu_);
@@ -151,7 +152,7 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
 
   if (mode == Mode::kCachedOnly && remote_ != nullptr) {
     // Not a compile: another daemon's cubin is as cached as our own.
-    if (auto entry = FetchRemote(answer.key)) {
+    if (auto entry = FetchRemote(answer.key, context.deadline)) {
       hot_.Put(answer.key, entry);
       answer.origin = Origin::kRemote;
       answer.entry = std::move(entry);
@@ -379,17 +380,9 @@ void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::Resolved
                    Short(resolved.key), wall_ms, std::string(compiled.status().message()).substr(0, 300));
     }
   }
-  // Write-back before anyone is told, so that a caller who asks another
-  // daemon next finds it there; a failed write costs a counter, not time
-  // (the circuit breaker bounds it).
-  if (remote_ != nullptr && compiled_here) {
-    if (result.ok()) {
-      remote_->Store((*result)->meta, (*result)->cubin);
-    } else if (IsCompileFailure(result.status())) {
-      remote_->StoreFailure(resolved.key, std::string(result.status().message()), options_.negative_ttl);
-    }
-  }
-  if (fleet.leased) remote_->ReleaseLease(resolved.key);
+  // What the write-back needs, kept before the result moves to the flight.
+  const std::shared_ptr<const cache::Entry> written = result.ok() ? *result : nullptr;
+  const absl::Status outcome = result.status();
   {
     std::lock_guard lock(flights_mu_);
     if (result.ok()) {
@@ -404,7 +397,11 @@ void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::Resolved
   {
     std::lock_guard lock(stats_mu_);
     --stats_.in_flight;
-    if (!result.ok()) (IsCompileFailure(result.status()) ? stats_.compile_failures : stats_.compile_errors)++;
+    // Only compiles run here: a failure shared by another daemon or a wait
+    // that was cancelled is not a compile of this daemon's.
+    if (compiled_here && !result.ok()) {
+      (IsCompileFailure(result.status()) ? stats_.compile_failures : stats_.compile_errors)++;
+    }
   }
   {
     std::lock_guard lock(flight->mu);
@@ -412,10 +409,22 @@ void KernelService::RunFlight(std::shared_ptr<Flight> flight, manifest::Resolved
     flight->done = true;
   }
   flight->cv.notify_all();
+  // The local callers have their answer; then the write-back, and only
+  // then the lease goes, so a daemon waiting on it finds the cubin. A
+  // store that is down or slow costs this thread its timeouts (until the
+  // circuit breaker opens), never a caller.
+  if (remote_ != nullptr && compiled_here) {
+    if (written != nullptr) {
+      remote_->Store(written->meta, written->cubin);
+    } else if (IsCompileFailure(outcome)) {
+      remote_->StoreFailure(resolved.key, std::string(outcome.message()), options_.negative_ttl);
+    }
+  }
+  if (fleet.leased) remote_->ReleaseLease(resolved.key);
 }
 
-std::shared_ptr<const cache::Entry> KernelService::FetchRemote(const std::string& key) {
-  cache::RemoteFetch fetched = remote_->Fetch(key);
+std::shared_ptr<const cache::Entry> KernelService::FetchRemote(const std::string& key, Clock::time_point deadline) {
+  cache::RemoteFetch fetched = remote_->Fetch(key, deadline);
   if (fetched.kind != cache::RemoteFetch::Kind::kHit) return nullptr;
   {
     std::lock_guard lock(stats_mu_);
@@ -431,7 +440,7 @@ KernelService::FleetOutcome KernelService::AskFleet(Flight& flight, const manife
   auto backoff = options_.remote_poll_min;
   bool waited = false;
   while (true) {
-    cache::RemoteFetch fetched = remote_->Fetch(resolved.key);
+    cache::RemoteFetch fetched = remote_->Fetch(resolved.key, Clock::time_point::max(), /*counted=*/!waited);
     switch (fetched.kind) {
       case cache::RemoteFetch::Kind::kHit: {
         std::lock_guard lock(stats_mu_);
@@ -455,13 +464,18 @@ KernelService::FleetOutcome KernelService::AskFleet(Flight& flight, const manife
       case cache::RemoteFetch::Kind::kMiss:
         break;
     }
-    cache::LeaseResult lease = remote_->AcquireLease(resolved.key);
+    cache::LeaseResult lease = remote_->AcquireLease(resolved.key, /*counted=*/!waited);
     if (lease == cache::LeaseResult::kAcquired) {
       if (waited) {
         std::lock_guard lock(stats_mu_);
         ++stats_.remote_takeovers;
-        spdlog::warn("remote {} key={}: the daemon compiling it stopped renewing its lease; compiling it here",
-                     resolved.kernel, Short(resolved.key));
+        // The holder died (its lease lapsed), or finished without a cubin
+        // in the shared tier (its compile failed otherwise than NVRTC, or
+        // the write-back was refused) and released it.
+        spdlog::warn(
+            "remote {} key={}: the daemon that held its lease left no cubin in the shared tier; compiling it "
+            "here",
+            resolved.kernel, Short(resolved.key));
       }
       return {std::nullopt, true};
     }
@@ -474,6 +488,7 @@ KernelService::FleetOutcome KernelService::AskFleet(Flight& flight, const manife
     if (flight.cancel->cancelled()) {
       return {absl::CancelledError(Cat("every caller gave up while another daemon compiled ", resolved.kernel)), false};
     }
+    if (stopping_) return {absl::CancelledError("the daemon is shutting down"), false};
     if (Clock::now() >= give_up) {
       spdlog::warn("remote {} key={}: another daemon has held its lease for {} s without a result; compiling it here",
                    resolved.kernel, Short(resolved.key),

@@ -26,6 +26,7 @@
 // Thread safety: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -110,13 +111,13 @@ class KernelService {
     uint64_t joined = 0;            // requests that waited on another's compile
     uint64_t negative_hits = 0;
     uint64_t cached_only_misses = 0;
-    uint64_t prefetches = 0;              // PREFETCH requests that started a compile
-    uint64_t abandoned = 0;               // requests that gave up waiting
-    uint64_t store_failures = 0;          // compiled but not stored on disk
-    uint64_t in_flight = 0;               // compiles running or queued now
-    uint64_t remote_hits = 0;             // flights answered by the remote tier
-    uint64_t remote_waits = 0;            // flights that waited on another daemon's lease
-    uint64_t remote_takeovers = 0;        // ... and then took the lapsed lease over
+    uint64_t prefetches = 0;        // PREFETCH requests that started a compile
+    uint64_t abandoned = 0;         // requests that gave up waiting
+    uint64_t store_failures = 0;    // compiled but not stored on disk
+    uint64_t in_flight = 0;         // compiles running or queued now
+    uint64_t remote_hits = 0;       // requests answered by the remote tier (flights and CACHED_ONLY)
+    uint64_t remote_waits = 0;      // flights that waited on another daemon's lease
+    uint64_t remote_takeovers = 0;  // ... and then compiled it here: the lease lapsed or was released without a cubin
     uint64_t remote_failures_shared = 0;  // flights answered with another daemon's compile failure
     HotCache::Stats hot;
   };
@@ -174,7 +175,9 @@ class KernelService {
   };
   FleetOutcome AskFleet(Flight& flight, const manifest::ResolvedKernel& resolved);
   // A CACHED_ONLY miss: the remote tier's verified entry, stored locally.
-  std::shared_ptr<const cache::Entry> FetchRemote(const std::string& key);
+  // Gives up at the caller's `deadline` if that comes first.
+  std::shared_ptr<const cache::Entry> FetchRemote(const std::string& key,
+                                                  std::chrono::steady_clock::time_point deadline);
   std::optional<absl::Status> RecentFailure(const std::string& key);
   void RememberFailure(const std::string& key, const absl::Status& status);
 
@@ -200,6 +203,7 @@ class KernelService {
   };
   std::mutex threads_mu_;
   std::vector<CompileThread> threads_;
+  std::atomic<bool> stopping_{false};  // set by the destructor
 
   mutable std::mutex stats_mu_;
   // Store failures in a row (a full or read-only disk): the first is

@@ -227,7 +227,11 @@ TEST_F(FleetTest, AHungRedisCostsBoundedTimeAndFailsNoRequest) {
   // Three timeouts of 200 ms open the circuit; the compiles themselves are
   // ~25 ms each. Far below what seven full timeouts per request would cost.
   EXPECT_LT(took, 10s);
-  EXPECT_LE(stats.remote_errors(), 4u);
+  // The breaker opens after 3 failures in a row; calls already waiting on
+  // the store then (a write-back runs beside the next request's lookup)
+  // fail too, and count, but nothing after them reaches the store.
+  EXPECT_LE(stats.remote_errors(), 6u);
+  EXPECT_GE(stats.remote_skipped(), 6u);
 }
 
 TEST_F(FleetTest, ACorruptedValueInRedisIsDetectedNotServedAndReplaced) {

@@ -204,7 +204,9 @@ TEST_F(RemoteTierTest, WithASigningKeyOnlyValuesSignedWithItAreServed) {
   auto reader = Tier(keyed);
   EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
   EXPECT_EQ(reader->stats().unsigned_values, 1u);
-  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:blob:" + kOther})->integer, 0) << "the unsigned value stays";
+  // Refused, not deleted: it may be another fleet's or one not signing
+  // yet; this fleet's write-back replaces it.
+  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:blob:" + kOther})->integer, 1);
 
   // Signed with another key, or signed for another key.
   RemoteTierOptions other_key;
@@ -223,6 +225,39 @@ TEST_F(RemoteTierTest, WithASigningKeyOnlyValuesSignedWithItAreServed) {
   RemoteFetch failed = reader->Fetch(kOther);
   ASSERT_EQ(failed.kind, RemoteFetch::Kind::kFailed);
   EXPECT_EQ(failed.failure, "real failure");
+}
+
+TEST_F(RemoteTierTest, ADaemonWithoutAKeyReadsSignedValuesByTheirChecksum) {
+  // A rollout: some daemons sign, some do not yet. Neither deletes the
+  // other's values, and the unsigned side still verifies the checksum.
+  RemoteTierOptions keyed;
+  keyed.signing_key = "fleet secret of 32 bytes, really";
+  Tier(keyed)->Store(Meta(kKey), "signed cubin");
+  auto plain = Tier();
+  RemoteFetch got = plain->Fetch(kKey);
+  ASSERT_EQ(got.kind, RemoteFetch::Kind::kHit);
+  EXPECT_EQ(got.cubin, "signed cubin");
+  EXPECT_EQ(plain->stats().corrupt, 0u);
+}
+
+TEST_F(RemoteTierTest, ALeaseThisOwnerAlreadyHoldsIsAcquired) {
+  // What a SET NX repeated after a lost reply finds: the lease it took.
+  RemoteTierOptions options;
+  options.owner = "this-host:1:00";
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:lease:" + kKey, "this-host:1:00", "PX", "10000"}).ok());
+  auto tier = Tier(options);
+  EXPECT_EQ(tier->AcquireLease(kKey), LeaseResult::kAcquired);
+  tier->ReleaseLease(kKey);
+  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:lease:" + kKey})->integer, 0);
+}
+
+TEST_F(RemoteTierTest, AReplyLargerThanTheLimitFailsTheCallInsteadOfBeingBuffered) {
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kKey, std::string(64 << 10, 'x')}).ok());
+  RemoteOptions small;
+  small.max_reply_bytes = 16 << 10;
+  auto tier = Tier({}, small);
+  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kUnavailable);
+  EXPECT_EQ(tier->stats().errors, 1u);
 }
 
 }  // namespace
