@@ -417,16 +417,19 @@ TEST(MetricsRegistry, ConcurrentUpdatesWhileRenderingLoseNothing) {
   std::thread scraper([&] {
     static const std::regex inf(R"(jitd_request_duration_seconds_bucket\{source="shared",le="\+Inf"\} (\d+))");
     static const std::regex count(R"(jitd_request_duration_seconds_count\{source="shared"\} (\d+))");
-    while (!done.load()) {
+    do {
       const std::string text = registry.Render();
       std::smatch a, b;
       if (std::regex_search(text, a, inf) && std::regex_search(text, b, count) && a[1] != b[1]) ++inconsistent;
       renders.fetch_add(1);
-    }
+    } while (!done.load());
   });
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
+      // Updates start once the scraper is rendering, so the two overlap
+      // even when the machine runs the scraper thread late.
+      while (renders.load() == 0) std::this_thread::yield();
       // Children made concurrently too, per thread and shared.
       Counter& shared = requests->WithLabels({"ok", "memory"});
       Counter& own = requests->WithLabels({"ok", Numbered("thread", t)});
