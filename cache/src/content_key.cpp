@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -81,6 +82,7 @@ std::string ContentKey(const KeyInputs& in) {
   h.Field("schema", std::to_string(kKeySchemaVersion));
   h.Field("nvrtc", in.nvrtc_version);
   h.Field("toolkit", in.toolkit_fingerprint);
+  h.Field("nvrtc-library", in.nvrtc_library_fingerprint);
   h.Field("arch", in.arch);
   for (const auto& o : in.options) {
     if (!IsKeyNeutralOption(o)) h.Field("option", o);
@@ -139,24 +141,74 @@ absl::StatusOr<std::vector<fs::path>> IncludeClosure(const fs::path& root_in, co
   return out;
 }
 
-absl::StatusOr<std::string> TreeFingerprint(const fs::path& dir) {
-  std::error_code ec;
-  std::vector<fs::path> files;
-  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_regular_file(ec)) files.push_back(it->path().lexically_relative(dir));
-  }
-  if (ec) return absl::NotFoundError(Cat("cannot walk ", dir.string(), ": ", ec.message()));
-  std::sort(files.begin(), files.end());
-  Sha256 h;
-  for (const auto& f : files) {
-    auto content = ReadFile(dir / f);
-    if (!content.ok()) return content.status();
-    h.Field("path", f.generic_string());
-    h.Field("content", *content);
-  }
-  return h.Hex();
+namespace {
+
+// The directive IncludeClosure and IncludeNames look for, even when a
+// comment or condition surrounds it.
+const std::regex& IncludeDirective() {
+  static const std::regex kInclude(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
+  return kInclude;
 }
+
+// Lexically normal, generic form; empty when it leaves the root.
+std::string InsideRoot(const fs::path& relative) {
+  const fs::path normal = relative.lexically_normal();
+  if (normal.empty() || normal.is_absolute() || *normal.begin() == "..") return {};
+  return normal.generic_string();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<IncludeName>> IncludeNames(const std::map<std::string, std::string>& files,
+                                                      const std::string& source) {
+  if (!files.count(source)) return absl::NotFoundError(Cat("kernel source ", source, " is not in the kernels tree"));
+  // spelling -> (file it means, where it was first seen as "path:line").
+  std::map<std::string, std::pair<std::string, std::string>> names;
+  std::set<std::string> seen{source};
+  std::vector<std::string> stack{source};
+  while (!stack.empty()) {
+    const std::string file = stack.back();
+    stack.pop_back();
+    std::istringstream in(files.at(file));
+    std::string line;
+    int line_number = 0;
+    while (std::getline(in, line)) {
+      ++line_number;
+      std::smatch m;
+      if (!std::regex_search(line, m, IncludeDirective())) continue;
+      const std::string spelled = m[2].str();
+      std::vector<std::string> candidates;
+      if (m[1] == "\"") candidates.push_back(InsideRoot(fs::path(file).parent_path() / spelled));
+      candidates.push_back(InsideRoot(spelled));
+      std::string target;
+      for (const std::string& c : candidates) {
+        if (!c.empty() && files.count(c)) {
+          target = c;
+          break;
+        }
+      }
+      if (target.empty()) continue;  // the toolkit's (or nobody's): NVRTC's -I paths find it
+      const std::string where = Cat(file, ":", line_number);
+      auto [it, inserted] = names.emplace(spelled, std::make_pair(target, where));
+      if (!inserted && it->second.first != target) {
+        return absl::InvalidArgumentError(
+            Cat(where, ": #include \"", spelled, "\" means ", target, " here but ", it->second.first, " at ",
+                it->second.second, "; NVRTC is given each header once per name, so one name cannot mean two files: ",
+                "include them by their paths from the kernels directory (\"", target, "\", \"", it->second.first,
+                "\")"));
+      }
+      if (seen.insert(target).second) stack.push_back(target);
+    }
+  }
+  std::vector<IncludeName> out;
+  out.reserve(names.size());
+  for (const auto& [name, target] : names) {
+    if (target.first == source && name == source) continue;  // the program itself
+    out.push_back(IncludeName{name, target.first});
+  }
+  return out;
+}
+
 
 namespace {
 
@@ -164,40 +216,74 @@ constexpr char kMemoHeader[] = "jitd-tree-fingerprint 1";
 
 int64_t Ns(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; }
 
-// SHA-256 over every regular file's relative path and metadata, sorted;
-// `racy` when a file's mtime or ctime is within `racy_ns` of now.
-absl::StatusOr<std::string> TreeStatDigest(const fs::path& dir, int64_t racy_ns, bool* racy) {
+// (name hashed, path to stat) of every regular file under `dir`, sorted.
+absl::StatusOr<std::vector<std::pair<std::string, fs::path>>> TreeFiles(const fs::path& dir) {
   std::error_code ec;
-  std::vector<std::pair<std::string, std::string>> rows;
+  std::vector<std::pair<std::string, fs::path>> files;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    files.emplace_back(it->path().lexically_relative(dir).generic_string(), it->path());
+  }
+  if (ec) return absl::NotFoundError(Cat("cannot walk ", dir.string(), ": ", ec.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<std::pair<std::string, fs::path>> ListedFiles(const std::vector<fs::path>& paths) {
+  std::vector<std::pair<std::string, fs::path>> files;
+  for (const fs::path& p : paths) files.emplace_back(p.filename().string(), p);
+  return files;
+}
+
+// SHA-256 over every regular file's name and metadata, in the order given;
+// `recent` when a file's mtime or ctime is within `racy_ns` of now.
+// `missing_is_error`: a listed file that cannot be stat'ed is NOT_FOUND
+// (a tree walk skips what vanished under it instead).
+absl::StatusOr<std::string> MetadataDigest(const std::vector<std::pair<std::string, fs::path>>& files, int64_t racy_ns,
+                                           bool* recent, bool missing_is_error) {
   struct timespec now_ts;
   clock_gettime(CLOCK_REALTIME, &now_ts);
   const int64_t now = Ns(now_ts);
-  *racy = false;
-  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    struct stat st;
-    if (::stat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (now - Ns(st.st_mtim) < racy_ns || now - Ns(st.st_ctim) < racy_ns) *racy = true;
-    rows.emplace_back(it->path().lexically_relative(dir).generic_string(),
-                      Cat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", Ns(st.st_mtim), ":", Ns(st.st_ctim)));
-  }
-  if (ec) return absl::NotFoundError(Cat("cannot walk ", dir.string(), ": ", ec.message()));
-  std::sort(rows.begin(), rows.end());
+  bool any_recent = false;
   Sha256 h;
-  for (const auto& [path, meta] : rows) {
-    h.Field("path", path);
-    h.Field("stat", meta);
+  for (const auto& [name, path] : files) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      if (missing_is_error) return absl::NotFoundError(Cat("cannot stat ", path.string()));
+      continue;
+    }
+    if (now - Ns(st.st_mtim) < racy_ns || now - Ns(st.st_ctim) < racy_ns) any_recent = true;
+    h.Field("path", name);
+    h.Field("stat", Cat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", Ns(st.st_mtim), ":", Ns(st.st_ctim)));
+  }
+  if (recent != nullptr) *recent = any_recent;
+  return h.Hex();
+}
+
+absl::StatusOr<std::string> ContentDigest(const std::vector<std::pair<std::string, fs::path>>& files,
+                                          bool skip_non_regular) {
+  Sha256 h;
+  for (const auto& [name, path] : files) {
+    std::error_code ec;
+    if (skip_non_regular && !fs::is_regular_file(path, ec)) continue;
+    auto content = ReadFile(path);
+    if (!content.ok()) return content.status();
+    h.Field("path", name);
+    h.Field("content", *content);
   }
   return h.Hex();
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> MemoizedTreeFingerprint(const fs::path& dir, const fs::path& memo_file,
-                                                    std::chrono::nanoseconds racy_window) {
+// The memo protocol of MemoizedTreeFingerprint, over any file list;
+// `list` is called again for the re-stat (a tree may have changed).
+absl::StatusOr<std::string> Memoized(
+    const std::function<absl::StatusOr<std::vector<std::pair<std::string, fs::path>>>()>& list, bool tree,
+    const fs::path& memo_file, std::chrono::nanoseconds racy_window) {
   bool racy = false;
   const int64_t racy_ns = racy_window.count();
-  absl::StatusOr<std::string> stats = TreeStatDigest(dir, racy_ns, &racy);
+  auto files = list();
+  if (!files.ok()) return files.status();
+  absl::StatusOr<std::string> stats = MetadataDigest(*files, racy_ns, &racy, !tree);
   if (!stats.ok()) return stats.status();
   {
     std::ifstream in(memo_file);
@@ -207,11 +293,13 @@ absl::StatusOr<std::string> MemoizedTreeFingerprint(const fs::path& dir, const f
       return fingerprint;
     }
   }
-  absl::StatusOr<std::string> fingerprint = TreeFingerprint(dir);
+  absl::StatusOr<std::string> fingerprint = ContentDigest(*files, tree);
   if (!fingerprint.ok() || racy) return fingerprint;
   // Re-stat: a file written while it was being hashed must not be
   // remembered under the digest taken before.
-  absl::StatusOr<std::string> after = TreeStatDigest(dir, racy_ns, &racy);
+  auto again = list();
+  if (!again.ok()) return fingerprint;
+  absl::StatusOr<std::string> after = MetadataDigest(*again, racy_ns, &racy, !tree);
   if (!after.ok() || *after != *stats || racy) return fingerprint;
   std::error_code ec;
   fs::create_directories(memo_file.parent_path(), ec);
@@ -227,6 +315,43 @@ absl::StatusOr<std::string> MemoizedTreeFingerprint(const fs::path& dir, const f
   fs::rename(tmp, memo_file, ec);
   if (ec) fs::remove(tmp, ec);
   return fingerprint;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> TreeFingerprint(const fs::path& dir) {
+  auto files = TreeFiles(dir);
+  if (!files.ok()) return files.status();
+  return ContentDigest(*files, /*skip_non_regular=*/true);
+}
+
+absl::StatusOr<std::string> MemoizedTreeFingerprint(const fs::path& dir, const fs::path& memo_file,
+                                                    std::chrono::nanoseconds racy_window) {
+  return Memoized([&dir] { return TreeFiles(dir); }, /*tree=*/true, memo_file, racy_window);
+}
+
+absl::StatusOr<std::string> FilesFingerprint(const std::vector<fs::path>& files) {
+  return ContentDigest(ListedFiles(files), /*skip_non_regular=*/false);
+}
+
+absl::StatusOr<std::string> MemoizedFilesFingerprint(const std::vector<fs::path>& files, const fs::path& memo_file,
+                                                     std::chrono::nanoseconds racy_window) {
+  return Memoized([&files]() -> absl::StatusOr<std::vector<std::pair<std::string, fs::path>>> {
+                    return ListedFiles(files);
+                  },
+                  /*tree=*/false, memo_file, racy_window);
+}
+
+absl::StatusOr<std::string> TreeMetadataDigest(const fs::path& dir, std::chrono::nanoseconds racy_window,
+                                               bool* recent) {
+  auto files = TreeFiles(dir);
+  if (!files.ok()) return files.status();
+  return MetadataDigest(*files, racy_window.count(), recent, /*missing_is_error=*/false);
+}
+
+absl::StatusOr<std::string> FilesMetadataDigest(const std::vector<fs::path>& files,
+                                                std::chrono::nanoseconds racy_window, bool* recent) {
+  return MetadataDigest(ListedFiles(files), racy_window.count(), recent, /*missing_is_error=*/true);
 }
 
 }  // namespace jitd::cache

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,58 @@ TEST_F(KernelTree, ModificationTimeAndLocationDoNotChangeKeys) {
   EXPECT_EQ(KeyOf("moe/a.cu", moved), a) << "the tree's location (and its -I path) is not part of the key";
 }
 
+// IncludeNames: what NVRTC is given from memory for the same tree.
+std::map<std::string, std::string> InMemory(const fs::path& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.is_regular_file()) files[entry.path().lexically_relative(root).generic_string()] = Read(entry.path());
+  }
+  return files;
+}
+
+TEST_F(KernelTree, IncludeNamesGivesEverySpellingOfTheClosure) {
+  auto names = IncludeNames(InMemory(root()), "moe/a.cu");
+  ASSERT_TRUE(names.ok()) << names.status();
+  // a.cu: "topk.cuh" (beside it); topk.cuh: <common/math.cuh>; math.cuh:
+  // "dtype.cuh" (beside it). <cuda_bf16.h> is the toolkit's.
+  std::vector<IncludeName> want = {
+      {"common/math.cuh", "common/math.cuh"}, {"dtype.cuh", "common/dtype.cuh"}, {"topk.cuh", "moe/topk.cuh"}};
+  EXPECT_EQ(*names, want);
+  auto b = IncludeNames(InMemory(root()), "norm/b.cu");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, (std::vector<IncludeName>{{"common/dtype.cuh", "common/dtype.cuh"}}));
+  EXPECT_TRUE(absl::IsNotFound(IncludeNames(InMemory(root()), "nope.cu").status()));
+}
+
+TEST_F(KernelTree, IncludeNamesRefusesOneSpellingForTwoFiles) {
+  Write(root() / "norm/dtype.cuh", "#pragma once\n");
+  Write(root() / "norm/d.cu", "#include \"dtype.cuh\"\n#include \"common/math.cuh\"\n");
+  auto names = IncludeNames(InMemory(root()), "norm/d.cu");
+  ASSERT_TRUE(absl::IsInvalidArgument(names.status())) << names.status();
+  EXPECT_NE(names.status().message().find("norm/dtype.cuh"), std::string_view::npos) << names.status();
+  EXPECT_NE(names.status().message().find("common/dtype.cuh"), std::string_view::npos) << names.status();
+}
+
+TEST(FilesFingerprint, ChangesWithContentAndIsRemembered) {
+  TempDir dir;
+  Write(dir.path() / "lib/libnvrtc.so.13", "one");
+  Write(dir.path() / "lib/libnvrtc-builtins.so.13.0", "two");
+  std::vector<fs::path> files = {dir.path() / "lib/libnvrtc.so.13", dir.path() / "lib/libnvrtc-builtins.so.13.0"};
+  auto a = FilesFingerprint(files);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto memo = MemoizedFilesFingerprint(files, dir.path() / "memo", std::chrono::nanoseconds(0));
+  ASSERT_TRUE(memo.ok());
+  EXPECT_EQ(*memo, *a);
+  auto meta = FilesMetadataDigest(files, std::chrono::nanoseconds(0), nullptr);
+  ASSERT_TRUE(meta.ok());
+  Write(dir.path() / "lib/libnvrtc.so.13", "One");
+  EXPECT_NE(*FilesFingerprint(files), *a);
+  EXPECT_NE(*MemoizedFilesFingerprint(files, dir.path() / "memo", std::chrono::nanoseconds(0)), *a);
+  EXPECT_NE(*FilesMetadataDigest(files, std::chrono::nanoseconds(0), nullptr), *meta);
+  fs::remove(files[1]);
+  EXPECT_TRUE(absl::IsNotFound(FilesMetadataDigest(files, std::chrono::nanoseconds(0), nullptr).status()));
+}
+
 TEST(ContentKey, EveryInputMatters) {
   KeyInputs base;
   base.nvrtc_version = "13.0";
@@ -115,6 +168,7 @@ TEST(ContentKey, EveryInputMatters) {
   };
   EXPECT_TRUE(differs([](KeyInputs& k) { k.nvrtc_version = "13.1"; }));
   EXPECT_TRUE(differs([](KeyInputs& k) { k.toolkit_fingerprint = "u"; }));
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.nvrtc_library_fingerprint = "a patch release of libnvrtc"; }));
   EXPECT_TRUE(differs([](KeyInputs& k) { k.arch = "sm_90a"; }));
   EXPECT_TRUE(differs([](KeyInputs& k) { k.options.push_back("-lineinfo"); }));
   EXPECT_TRUE(differs([](KeyInputs& k) { k.name_expressions = {"sglang::k<double>"}; }));

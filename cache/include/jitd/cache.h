@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -258,22 +259,29 @@ bool IsValidKey(std::string_view key);
 // NVRTC would produce could change, and never because of a path or an mtime.
 
 // Bumped when what goes into a key changes, so old entries stop matching.
-inline constexpr int kKeySchemaVersion = 1;
+// 2: the NVRTC library identity joined the key, and sources are the names
+// NVRTC is given (every spelling an #include uses), not file paths.
+inline constexpr int kKeySchemaVersion = 2;
 
 struct KeyInputs {
   std::string nvrtc_version;        // "13.0"
   std::string toolkit_fingerprint;  // TreeFingerprint() of the toolkit headers
-  std::string arch;                 // "sm_90a"
-  // NVRTC options in the order they are passed. Include paths (-I, the
-  // toolkit and kernel roots, which the fingerprint and the sources cover)
-  // and precompiled-header options (the cubin is byte-identical with and
-  // without them) are left out of the key.
+  // FilesFingerprint() of the NVRTC library files the compiles run
+  // (libnvrtc and libnvrtc-builtins): a patch release keeps "13.0" but not
+  // this.
+  std::string nvrtc_library_fingerprint;
+  std::string arch;  // "sm_90a"
+  // NVRTC options in the order they are passed. Include paths (-I: the
+  // toolkit's, which toolkit_fingerprint covers) and precompiled-header
+  // options (the cubin is byte-identical with and without them) are left
+  // out of the key.
   std::vector<std::string> options;
   std::vector<std::string> name_expressions;  // in order
-  // The program's source and every project header it can include
-  // (IncludeClosure), as (name relative to the kernels directory, content).
-  // Order does not matter. Relative names are part of the program (they
-  // are what its #include lines say); where the tree sits is not.
+  // Exactly what NVRTC is given from memory: the program (its name, its
+  // source) and every project header under every name it is given by
+  // (IncludeNames), as (name, content). Order does not matter. Names are
+  // part of the program (they are what its #include lines say); where the
+  // tree sits is not.
   std::vector<std::pair<std::string, std::string>> sources;
 };
 
@@ -291,6 +299,28 @@ bool IsKeyNeutralOption(std::string_view option);
 // Includes that resolve outside root (the toolkit's) are not followed.
 absl::StatusOr<std::vector<std::filesystem::path>> IncludeClosure(const std::filesystem::path& root,
                                                                   const std::filesystem::path& source);
+
+// One project header of a program, as NVRTC is to be given it: `name` is
+// what an #include line spells, `path` the file it resolves to (relative
+// to the tree's root).
+struct IncludeName {
+  std::string name;
+  std::string path;
+  bool operator==(const IncludeName&) const = default;
+};
+
+// IncludeClosure's rules over a tree held in memory (`files`: path relative
+// to the root, generic form -> content), answering what NVRTC needs, which
+// matches an #include's text against the names it was given and nothing
+// else: every (spelling, file) pair of the closure of `source`, sorted by
+// name. The same file may appear under several names ("common/dtype.cuh",
+// and "dtype.cuh" from a file beside it). Errors: NOT_FOUND when `source`
+// is not in `files`; INVALID_ARGUMENT when one spelling means two files
+// (an `#include "util.cuh"` beside a/util.cuh and another beside b/util.cuh):
+// NVRTC would get one file for both, so the message names both includes
+// and asks for a path from the root.
+absl::StatusOr<std::vector<IncludeName>> IncludeNames(const std::map<std::string, std::string>& files,
+                                                      const std::string& source);
 
 // SHA-256 (hex) over the relative path and content of every regular file
 // under `dir`, in sorted order, following symbolic links.
@@ -310,6 +340,29 @@ absl::StatusOr<std::string> TreeFingerprint(const std::filesystem::path& dir);
 absl::StatusOr<std::string> MemoizedTreeFingerprint(const std::filesystem::path& dir,
                                                     const std::filesystem::path& memo_file,
                                                     std::chrono::nanoseconds racy_window = std::chrono::seconds(2));
+
+// SHA-256 (hex) over the file name (not the directory) and content of each
+// of `files` (symbolic links followed), in the order given.
+absl::StatusOr<std::string> FilesFingerprint(const std::vector<std::filesystem::path>& files);
+
+// FilesFingerprint(files), remembered in `memo_file` exactly as
+// MemoizedTreeFingerprint remembers a tree's (by each file's metadata).
+absl::StatusOr<std::string> MemoizedFilesFingerprint(const std::vector<std::filesystem::path>& files,
+                                                     const std::filesystem::path& memo_file,
+                                                     std::chrono::nanoseconds racy_window = std::chrono::seconds(2));
+
+// The metadata digest MemoizedTreeFingerprint compares (relative path,
+// device, inode, size, mtime, ctime of every regular file under `dir`):
+// equal digests mean unchanged contents, at the cost of one stat per file.
+// `*recent` (may be null) is set when some file's mtime or ctime is within
+// `racy_window` of now: a write in the same timestamp tick could then
+// leave the digest unchanged, so a caller that must see every change waits
+// until the tree has been still that long before trusting the digest.
+absl::StatusOr<std::string> TreeMetadataDigest(const std::filesystem::path& dir, std::chrono::nanoseconds racy_window,
+                                               bool* recent);
+// The same for a list of files (their names and metadata, links followed).
+absl::StatusOr<std::string> FilesMetadataDigest(const std::vector<std::filesystem::path>& files,
+                                                std::chrono::nanoseconds racy_window, bool* recent);
 
 // The whole of `path` in one string: one open, one fstat, a buffer sized
 // once and read into directly (a 1 MiB blob costs one page-cache copy).
