@@ -190,8 +190,17 @@ int RunCompileWorker(int fd, const std::filesystem::path& pch_dir) {
     auto& [request, cancelled_while_queued] = *next;
     CompileResponse response;
     response.job_id = request.job_id;
+    const std::string received_digest = JobDigest(request.job);
     if (cancelled_while_queued) {
       response.status = absl::CancelledError("compile of " + request.job.program_name + " was cancelled");
+    } else if (received_digest != request.job.digest) {
+      // What arrived is not what the daemon keyed: compiling it could put
+      // a cubin of other bytes under the job's key.
+      response.status = absl::DataLossError("compile job for " + request.job.program_name +
+                                            " arrived with digest " + received_digest + " but was sent as " +
+                                            (request.job.digest.empty() ? std::string("(none)") : request.job.digest) +
+                                            "; not compiled");
+      spdlog::error("compile worker: {}", std::string(response.status.message()));
     } else {
       absl::StatusOr<CompileResult> result = CompileInProcess(request.job, &pch, state.cancel_flag());
       if (result.ok()) {

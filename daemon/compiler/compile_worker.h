@@ -12,7 +12,8 @@ namespace jitd::compiler {
 // hello, then compiles each request in order and writes its result. A second
 // thread keeps reading while a compile runs, so that a cancel frame for it
 // sets the flag NVRTC's flow callback polls; a cancel for a job not yet
-// started makes it answer CANCELLED without compiling.
+// started makes it answer CANCELLED without compiling. A request whose job
+// does not match its digest (JobDigest) is answered DATA_LOSS, not compiled.
 //
 // `pch_dir` is this worker's own precompiled-header directory (created if
 // missing, emptied at start: a killed predecessor leaves its files). Nothing

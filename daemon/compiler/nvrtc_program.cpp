@@ -2,6 +2,7 @@
 
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string_view>
 #include <system_error>
@@ -100,6 +101,43 @@ void PrepareDirectory(PchState& pch) {
   }
 }
 
+bool IsNameBoundary(char c) { return c == '(' || c == '"' || c == ':' || c == ' ' || c == '\t' || c == '\n'; }
+
+}  // namespace
+
+std::string LogWithUserPaths(const CompileJob& job, std::string_view log) {
+  if (job.log_root.empty() || log.empty()) return std::string(log);
+  // (name NVRTC prints, path shown), longest name first so that a name that
+  // ends another one ("dtype.cuh", "common/dtype.cuh") cannot cut it.
+  std::vector<std::pair<std::string_view, std::string>> names;
+  const std::string root = job.log_root.back() == '/' ? job.log_root : job.log_root + "/";
+  names.emplace_back(job.program_name, root + job.program_name);
+  for (const CompileHeader& header : job.headers) names.emplace_back(header.name, root + header.path);
+  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  std::string out;
+  out.reserve(log.size() + log.size() / 4);
+  size_t i = 0;
+  while (i < log.size()) {
+    const bool at_start = i == 0 || log[i - 1] == '\n' || log[i - 1] == ' ' || log[i - 1] == '"';
+    bool replaced = false;
+    if (at_start) {
+      for (const auto& [name, shown] : names) {
+        if (name.empty() || log.compare(i, name.size(), name) != 0) continue;
+        const size_t end = i + name.size();
+        if (end < log.size() && !IsNameBoundary(log[end])) continue;
+        out += shown;
+        i = end;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out.push_back(log[i++]);
+  }
+  return out;
+}
+
+namespace {
+
 absl::Status NvrtcError(nvrtcResult result, const CompileJob& job, const std::string& what, const std::string& log) {
   std::string message = "NVRTC " + what + " for " + job.program_name + ": " + nvrtcGetErrorString(result);
   if (!log.empty()) message += "\n" + log;
@@ -127,7 +165,18 @@ absl::Status NvrtcError(nvrtcResult result, const CompileJob& job, const std::st
 
 absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* pch, const std::atomic<bool>* cancel) {
   Program program;
-  nvrtcResult rc = nvrtcCreateProgram(program.out(), job.source.c_str(), job.program_name.c_str(), 0, nullptr, nullptr);
+  // Project headers from memory, under every name an #include spells them
+  // by: NVRTC never opens a file of the kernels directory.
+  std::vector<const char*> header_contents;
+  std::vector<const char*> header_names;
+  header_contents.reserve(job.headers.size());
+  header_names.reserve(job.headers.size());
+  for (const CompileHeader& header : job.headers) {
+    header_contents.push_back(header.content.c_str());
+    header_names.push_back(header.name.c_str());
+  }
+  nvrtcResult rc = nvrtcCreateProgram(program.out(), job.source.c_str(), job.program_name.c_str(),
+                                      static_cast<int>(job.headers.size()), header_contents.data(), header_names.data());
   if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not create the program", "");
   for (const std::string& name : job.name_expressions) {
     rc = nvrtcAddNameExpression(program.get(), name.c_str());
@@ -155,6 +204,7 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
   rc = nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
   std::string log = ProgramLog(program.get());
   const PchLogLines pch_lines = TakePchLines(log);
+  log = LogWithUserPaths(job, log);
   if (with_pch) {
     pch->created += pch_lines.created ? 1 : 0;
     pch->used += pch_lines.used ? 1 : 0;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,7 +43,9 @@ struct PchState {
   std::uint64_t used = 0;     // compiles that loaded one
 };
 
-// Compiles `job` with NVRTC in this process: every name expression is added,
+// Compiles `job` with NVRTC in this process: the source and job.headers go to
+// NVRTC from memory (nothing of the kernels tree is read from disk), every
+// name expression is added,
 // the program compiled with job.options, and the cubin and each lowered name
 // read back. Thread-safe, but concurrent calls run one at a time inside NVRTC.
 //
@@ -72,6 +75,12 @@ struct PchState {
 //   RESOURCE_EXHAUSTED   NVRTC ran out of memory.
 //   INTERNAL             any other NVRTC failure.
 absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* pch, const std::atomic<bool>* cancel);
+
+// `log` with every file name NVRTC prints for the job's program or headers
+// ("common/dtype.cuh(12): error", "compilation of \"act/silu.cu\"") shown as
+// the user's file, job.log_root/<path>. Unchanged when log_root is empty.
+// CompileInProcess applies it to every log it returns.
+std::string LogWithUserPaths(const CompileJob& job, std::string_view log);
 
 // The NVRTC log attached to an error from CompileInProcess or WorkerPool
 // (absent for errors that did not come from NVRTC).

@@ -91,7 +91,10 @@ struct WorkerPool::Slot {
   // Owned by the slot's thread (by Start and the destructor while no thread runs).
   std::unique_ptr<WorkerProcess> worker;
   bool started_once = false;
+  // The toolkit epoch seen before this worker was spawned (slot thread).
+  std::uint64_t toolkit_epoch = 0;
   // Guarded by mu_.
+  std::uint64_t generation = 0;  // generation_ when its worker was started
   pid_t pid = 0;  // 0 while no worker runs
   bool busy = false;
 };
@@ -236,13 +239,36 @@ void WorkerPool::Complete(Ticket& ticket, absl::StatusOr<CompileResult> result) 
   CompleteLocked(ticket, std::move(result));
 }
 
+void WorkerPool::RestartWorkers() {
+  {
+    std::lock_guard lock(mu_);
+    ++generation_;
+  }
+  work_cv_.notify_all();
+}
+
 void WorkerPool::RunSlot(Slot& slot) {
   for (;;) {
     std::shared_ptr<Ticket> ticket;
     {
       std::unique_lock lock(mu_);
-      work_cv_.wait(lock, [&] { return shutting_down_ || !live_.empty() || !warm_.empty(); });
+      work_cv_.wait(lock, [&] {
+        return shutting_down_ || !live_.empty() || !warm_.empty() || slot.generation != generation_;
+      });
       if (shutting_down_) break;
+      if (slot.generation != generation_) {
+        // Drain: this slot is idle, so its worker goes now.
+        lock.unlock();
+        if (slot.worker != nullptr) {
+          int wait_status = 0;
+          spdlog::info("compile worker (pid {}) restarted: {}", slot.worker->pid(),
+                       ReplaceWorker(slot, options_.shutdown_grace, &wait_status));
+        } else {
+          std::lock_guard relock(mu_);
+          slot.generation = generation_;
+        }
+        continue;
+      }
       auto& queue = !live_.empty() ? live_ : warm_;
       ticket = std::move(queue.front());
       queue.pop_front();
@@ -264,6 +290,14 @@ absl::Status WorkerPool::StartWorker(Slot& slot) {
     std::lock_guard lock(mu_);
     if (shutting_down_) return absl::UnavailableError("the compile pool is shutting down");
   }
+  // Before the spawn: a change after this epoch was read is one the worker
+  // may not have loaded, and makes the epochs differ (see RunTicket).
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard lock(mu_);
+    generation = generation_;
+  }
+  const std::uint64_t toolkit_epoch = options_.toolkit != nullptr ? options_.toolkit->epoch() : 0;
   absl::StatusOr<std::unique_ptr<WorkerProcess>> worker =
       WorkerProcess::Spawn(options_.worker_argv, slot.pch_dir, DeadlineAfter(options_.start_timeout));
   if (!worker.ok()) {
@@ -272,6 +306,8 @@ absl::Status WorkerPool::StartWorker(Slot& slot) {
   }
   std::lock_guard lock(mu_);
   slot.pid = (*worker)->pid();
+  slot.generation = generation;
+  slot.toolkit_epoch = toolkit_epoch;
   if (slot.started_once) ++stats_.restarts;
   slot.started_once = true;
   slot.worker = *std::move(worker);
@@ -307,6 +343,31 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
     return;
   }
 
+  // The toolkit this job's key names must be the one on disk now, and the
+  // worker must have been started after the last change noticed.
+  const bool check_toolkit = options_.toolkit != nullptr && !job.toolkit_fingerprint.empty();
+  std::uint64_t toolkit_epoch = 0;
+  if (check_toolkit) {
+    absl::StatusOr<ToolkitWatch::Observation> before = options_.toolkit->Check();
+    if (!before.ok() || before->fingerprint != job.toolkit_fingerprint) {
+      std::lock_guard lock(mu_);
+      ++stats_.toolkit_refusals;
+      CompleteLocked(*ticket, absl::UnavailableError(
+                                  "toolkit changed since this request was resolved; not compiling " + program +
+                                  " under the previous toolkit's key (" +
+                                  (before.ok() ? std::string("the CUDA headers or NVRTC libraries on disk are new")
+                                               : std::string(before.status().message())) +
+                                  "); retry: the request now resolves to the new toolkit's key"));
+      return;
+    }
+    toolkit_epoch = before->epoch;
+    if (slot.worker != nullptr && slot.toolkit_epoch != toolkit_epoch) {
+      int wait_status = 0;
+      spdlog::info("compile worker (pid {}) predates a toolkit change: {}", slot.worker->pid(),
+                   ReplaceWorker(slot, options_.shutdown_grace, &wait_status));
+    }
+  }
+
   // A worker that died while idle is replaced before it gets a job.
   if (slot.worker != nullptr && !slot.worker->IdleAndAlive()) {
     const pid_t pid = slot.worker->pid();
@@ -330,7 +391,9 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
   const std::string who = "compile worker (pid " + std::to_string(pid) + ")";
   int wait_status = -1;
 
-  absl::Status sent = slot.worker->Send(detail::Encode(detail::CompileRequest{job_id, job}), deadline);
+  detail::CompileRequest request{job_id, job};
+  if (request.job.digest.empty()) request.job.digest = JobDigest(request.job);
+  absl::Status sent = slot.worker->Send(detail::Encode(request), deadline);
   {
     std::lock_guard lock(mu_);
     slot.busy = true;
@@ -368,6 +431,20 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
     }
     if (response.has_value()) {
       if (answered) return;  // a cancelled job finished within its grace; the worker is free
+      if (check_toolkit) {
+        // The after half of the bracket: a change while NVRTC ran (even
+        // one reverted since: a new epoch) means it may have read new
+        // headers for a key that names the old ones.
+        absl::StatusOr<ToolkitWatch::Observation> after = options_.toolkit->Check();
+        if (!after.ok() || after->epoch != toolkit_epoch) {
+          std::lock_guard lock(mu_);
+          ++stats_.toolkit_refusals;
+          CompleteLocked(*ticket, absl::UnavailableError("toolkit changed while " + program +
+                                                         " compiled; its result was discarded, not stored under "
+                                                         "the previous toolkit's key; retry"));
+          return;
+        }
+      }
       std::lock_guard lock(mu_);
       if (response->status.ok()) {
         ++stats_.compiles;

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "compile_job.h"
+#include "toolkit_watch.h"
 
 namespace jitd::compiler {
 
@@ -88,6 +89,14 @@ class WorkerPool {
     std::chrono::milliseconds start_timeout{std::chrono::seconds(10)};
     // At shutdown, how long an idle worker gets to exit after EOF before SIGKILL.
     std::chrono::milliseconds shutdown_grace{std::chrono::seconds(2)};
+    // The toolkit the workers compile with (may be null: not watched).
+    // With it, a job whose CompileJob::toolkit_fingerprint is set runs only
+    // if that is the toolkit on disk right before it is sent to a worker and
+    // nothing changed by the time the answer arrives (ToolkitWatch::Check
+    // both times); otherwise it is answered UNAVAILABLE "toolkit changed"
+    // and a cubin it produced is discarded. A worker started before the
+    // last change the watch noticed is replaced before it gets a job.
+    std::shared_ptr<ToolkitWatch> toolkit;
   };
 
   struct Statistics {
@@ -98,6 +107,7 @@ class WorkerPool {
     std::uint64_t cancellations = 0;  // jobs answered CANCELLED (queued or running)
     std::uint64_t rejected = 0;       // jobs refused because the queue was full
     std::uint64_t restarts = 0;       // workers started to replace one (any reason)
+    std::uint64_t toolkit_refusals = 0;  // jobs refused or discarded: the toolkit changed
     size_t queue_depth = 0;           // jobs waiting for a worker now
     size_t busy_workers = 0;          // workers with a job sent to them now
     size_t workers = 0;               // worker processes running now
@@ -127,6 +137,11 @@ class WorkerPool {
   //   DEADLINE_EXCEEDED   job.timeout passed while a worker compiled it
   //       (time spent queued does not count); the worker was killed and
   //       replaced.
+  //   UNAVAILABLE  "toolkit changed": the toolkit on disk is not the one
+  //       job.toolkit_fingerprint names, or changed while it compiled (see
+  //       Options::toolkit); retry under the new toolkit's key.
+  //   DATA_LOSS  the worker received other bytes than were sent (digest
+  //       mismatch); not compiled.
   //   UNAVAILABLE  the worker crashed while compiling ("compile worker (pid P)
   //       died with signal S while compiling <program>; it has been
   //       replaced"), or no worker could be started for the job. Retrying
@@ -138,6 +153,11 @@ class WorkerPool {
   //       A job whose result arrived before the cancel is answered normally.
   absl::StatusOr<CompileResult> Compile(const CompileJob& job, Priority priority,
                                         std::shared_ptr<CancelFlag> cancel = nullptr);
+
+  // Drains and restarts every worker: an idle one is replaced now, a busy
+  // one after its job. For a toolkit change (the new workers load the
+  // NVRTC on disk now). Thread-safe; does not wait.
+  void RestartWorkers();
 
   // A snapshot of the counters. Thread-safe.
   Statistics Stats() const;
@@ -173,6 +193,8 @@ class WorkerPool {
   std::deque<std::shared_ptr<Ticket>> live_;
   std::deque<std::shared_ptr<Ticket>> warm_;
   bool shutting_down_ = false;
+  // Bumped by RestartWorkers; a slot whose worker is older replaces it.
+  std::uint64_t generation_ = 0;
   Statistics stats_;
   std::vector<std::unique_ptr<Slot>> slots_;
 };

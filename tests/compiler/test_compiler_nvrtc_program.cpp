@@ -29,6 +29,43 @@ TEST(NvrtcProgram, CompilesTrivialKernelToCubinWithDistinctLoweredNames) {
   EXPECT_FALSE(result->used_pch);
 }
 
+TEST(NvrtcProgram, ProjectHeadersComeFromMemoryUnderEverySpelling) {
+  const CompileJob job = testing::HeaderJob();
+  for (const std::string& option : job.options) {
+    EXPECT_EQ(option.find("common"), std::string::npos) << "no -I finds the headers: " << option;
+  }
+  absl::StatusOr<CompileResult> result = CompileInProcess(job, nullptr, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(HasElfMagic(result->cubin));
+  // Other header bytes, other cubin: the compile used what the job carries.
+  CompileJob other = job;
+  other.headers[0].content.replace(other.headers[0].content.find("21"), 2, "22");
+  absl::StatusOr<CompileResult> changed = CompileInProcess(other, nullptr, nullptr);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_NE(changed->cubin, result->cubin);
+}
+
+TEST(NvrtcProgram, ErrorsNameTheUsersFileNotTheIncludeName) {
+  CompileJob job = testing::HeaderJob();
+  job.headers[1].content = "#pragma once\nnamespace sglang { __device__ inline int twice(int v) { return oops; } }\n";
+  job.log_root = "/home/user/kernels";
+  absl::StatusOr<CompileResult> result = CompileInProcess(job, nullptr, nullptr);
+  ASSERT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  const std::string log = NvrtcLogOf(result.status()).value_or("");
+  EXPECT_NE(log.find("/home/user/kernels/common/twice.cuh(2): error"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"/home/user/kernels/tests/with_headers.cu\""), std::string::npos) << log;
+  EXPECT_NE(result.status().message().find("/home/user/kernels/common/twice.cuh(2)"), std::string_view::npos);
+}
+
+TEST(NvrtcProgram, LogPathsAreRewrittenOnlyAtNameBoundaries) {
+  CompileJob job = testing::HeaderJob();
+  job.log_root = "/k";
+  EXPECT_EQ(LogWithUserPaths(job, "twice.cuh(3): error: x\ncommon/twice.cuh is not retwice.cuh\n"),
+            "/k/common/twice.cuh(3): error: x\ncommon/twice.cuh is not retwice.cuh\n");
+  job.log_root.clear();
+  EXPECT_EQ(LogWithUserPaths(job, "twice.cuh(3): error"), "twice.cuh(3): error");
+}
+
 TEST(NvrtcProgram, SameJobWithRandomSeedGivesIdenticalCubin) {
   const CompileJob job = TrivialJob();
   absl::StatusOr<CompileResult> first = CompileInProcess(job, nullptr, nullptr);

@@ -49,6 +49,39 @@ TEST(WorkerProtocol, CompileRequestRoundTrips) {
   EXPECT_EQ(decoded->job.timeout, std::chrono::milliseconds(1234));
 }
 
+TEST(WorkerProtocol, HeadersDigestAndLogRootTravel) {
+  CompileRequest request;
+  request.job_id = 9;
+  request.job = testing::HeaderJob();
+  request.job.log_root = "/home/user/kernels";
+  request.job = testing::Sealed(request.job);
+  absl::StatusOr<CompileRequest> decoded = DecodeCompileRequest(Encode(request));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->job.headers, request.job.headers);
+  EXPECT_EQ(decoded->job.digest, request.job.digest);
+  EXPECT_EQ(decoded->job.log_root, "/home/user/kernels");
+  EXPECT_EQ(JobDigest(decoded->job), decoded->job.digest);
+}
+
+TEST(JobDigest, CoversEveryByteNvrtcCompiles) {
+  const CompileJob base = testing::HeaderJob();
+  const std::string digest = JobDigest(base);
+  auto differs = [&](auto mutate) {
+    CompileJob job = base;
+    mutate(job);
+    return JobDigest(job) != digest;
+  };
+  EXPECT_TRUE(differs([](CompileJob& j) { j.source += " "; }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.program_name = "other.cu"; }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.headers[1].content += " "; }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.headers[1].name = "common/twice.cuh"; }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.headers.pop_back(); }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.options.push_back("-lineinfo"); }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.name_expressions.push_back("sglang::x"); }));
+  EXPECT_FALSE(differs([](CompileJob& j) { j.use_pch = true; }));
+  EXPECT_FALSE(differs([](CompileJob& j) { j.timeout = std::chrono::milliseconds(1); }));
+}
+
 TEST(WorkerProtocol, SuccessfulResponseRoundTrips) {
   const CompileResponse response = SampleResponse();
   absl::StatusOr<CompileResponse> decoded = DecodeCompileResponse(Encode(response));
@@ -87,7 +120,7 @@ TEST(WorkerProtocol, TrailingBytesAndWrongTypeAreRejected) {
 }
 
 TEST(WorkerProtocol, HugeCountsAndLengthsAreRejectedWithoutAllocating) {
-  // A compile request claiming 2^32-1 options in a 20-byte payload.
+  // A compile request claiming 2^32-1 headers in a 20-byte payload.
   std::string payload = Encode(CompileRequest{});
   const size_t options_count_at = 1 + 8 + 4 + 4;  // type, id, empty name, empty source
   for (size_t i = 0; i < 4; ++i) payload[options_count_at + i] = '\xff';
@@ -173,7 +206,7 @@ TEST_F(WorkerLoop, AnswersHelloThenCompilesAndExitsCleanlyOnEof) {
   EXPECT_EQ(ack->pid, static_cast<std::uint32_t>(getpid()));
 
   Send(Encode(CancelRequest{99}));  // a cancel for no job is ignored
-  Send(Encode(CompileRequest{5, testing::TrivialJob()}));
+  Send(Encode(CompileRequest{5, testing::Sealed(testing::TrivialJob())}));
   absl::StatusOr<CompileResponse> response = DecodeCompileResponse(Read());
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->job_id, 5u);
@@ -187,11 +220,36 @@ TEST_F(WorkerLoop, CompileErrorTravelsAsStatusWithLog) {
   Read();
   CompileJob job = testing::TrivialJob();
   job.source = "this is not C++";
-  Send(Encode(CompileRequest{6, job}));
+  Send(Encode(CompileRequest{6, testing::Sealed(job)}));
   absl::StatusOr<CompileResponse> response = DecodeCompileResponse(Read());
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(NvrtcLogOf(response->status).has_value());
+  EXPECT_EQ(Finish(), 0);
+}
+
+TEST_F(WorkerLoop, ATamperedJobIsRefusedWithDataLossAndNotCompiled) {
+  Send(Encode(Hello{}));
+  Read();
+  CompileJob job = testing::Sealed(testing::HeaderJob());
+  job.headers[0].content.replace(job.headers[0].content.find("21"), 2, "22");  // changed after it was sealed
+  Send(Encode(CompileRequest{7, job}));
+  absl::StatusOr<CompileResponse> response = DecodeCompileResponse(Read());
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status.code(), absl::StatusCode::kDataLoss) << response->status;
+  EXPECT_NE(response->status.message().find("not compiled"), std::string_view::npos) << response->status;
+  EXPECT_NE(response->status.message().find(job.digest), std::string_view::npos) << response->status;
+  EXPECT_TRUE(response->result.cubin.empty());
+  // An unsealed job is refused the same way.
+  Send(Encode(CompileRequest{8, testing::HeaderJob()}));
+  response = DecodeCompileResponse(Read());
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->status.code(), absl::StatusCode::kDataLoss) << response->status;
+  // And the worker goes on serving.
+  Send(Encode(CompileRequest{9, testing::Sealed(testing::HeaderJob())}));
+  response = DecodeCompileResponse(Read());
+  ASSERT_TRUE(response.ok());
+  EXPECT_TRUE(response->status.ok()) << response->status;
   EXPECT_EQ(Finish(), 0);
 }
 
@@ -208,7 +266,7 @@ TEST_F(WorkerLoop, CancelFrameStopsTheCompileInsideNvrtc) {
   Read();
   const double cpu_before = ProcessCpuSeconds();
   const auto start = std::chrono::steady_clock::now();
-  Send(Encode(CompileRequest{8, testing::CubJob(128)}));
+  Send(Encode(CompileRequest{8, testing::Sealed(testing::CubJob(128))}));
   // Wait until NVRTC is busy parsing (CPU burnt), so the cancel reaches
   // the flow callback rather than a job still in the worker's queue.
   while (ProcessCpuSeconds() < cpu_before + 0.2) {

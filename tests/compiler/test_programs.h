@@ -70,6 +70,32 @@ inline CompileJob CubJob(int block_size, bool use_pch = false) {
   return job;
 }
 
+// `job` with its digest, as the resolver (or WorkerPool) sends it: a worker
+// refuses a job without a matching one.
+inline CompileJob Sealed(CompileJob job) {
+  job.digest = JobDigest(job);
+  return job;
+}
+
+// A program whose headers come from memory: "common/value.cuh" included by
+// its root-relative name, and "twice.cuh" beside it, spelled short.
+inline CompileJob HeaderJob() {
+  CompileJob job;
+  job.program_name = "tests/with_headers.cu";
+  job.source = R"(#include "common/value.cuh"
+namespace sglang {
+__global__ void put(int* x) { *x = twice(kValue); }
+}  // namespace sglang
+)";
+  job.headers = {{"common/value.cuh", "common/value.cuh",
+                  "#pragma once\n#include \"twice.cuh\"\nnamespace sglang { constexpr int kValue = 21; }\n"},
+                 {"twice.cuh", "common/twice.cuh",
+                  "#pragma once\nnamespace sglang { __device__ inline int twice(int v) { return 2 * v; } }\n"}};
+  job.options = BaseOptions();
+  job.name_expressions = {"sglang::put"};
+  return job;
+}
+
 inline bool HasElfMagic(const std::string& cubin) {
   return cubin.size() >= 4 && cubin.compare(0, 4,
                                             "\x7f"

@@ -157,10 +157,18 @@ std::string Encode(const CompileRequest& message) {
   w.U64(message.job_id);
   w.Str(message.job.program_name);
   w.Str(message.job.source);
+  w.U32(static_cast<std::uint32_t>(message.job.headers.size()));
+  for (const CompileHeader& header : message.job.headers) {
+    w.Str(header.name);
+    w.Str(header.path);
+    w.Str(header.content);
+  }
   w.StrList(message.job.options);
   w.StrList(message.job.name_expressions);
   w.U8(message.job.use_pch ? 1 : 0);
   w.I64(message.job.timeout.count());
+  w.Str(message.job.digest);
+  w.Str(message.job.log_root);
   return w.Take();
 }
 
@@ -224,12 +232,20 @@ absl::StatusOr<CompileRequest> DecodeCompileRequest(std::string_view payload) {
   message.job_id = r.U64();
   message.job.program_name = r.Str();
   message.job.source = r.Str();
+  message.job.headers.resize(r.Count(12));
+  for (CompileHeader& header : message.job.headers) {
+    header.name = r.Str();
+    header.path = r.Str();
+    header.content = r.Str();
+  }
   message.job.options = r.StrList();
   message.job.name_expressions = r.StrList();
   message.job.use_pch = r.Bool();
   const std::int64_t timeout_ms = r.I64();
   if (timeout_ms < 0) r.Fail("negative timeout");
   message.job.timeout = std::chrono::milliseconds(timeout_ms);
+  message.job.digest = r.Str();
+  message.job.log_root = r.Str();
   if (absl::Status status = r.Finish("compile"); !status.ok()) return status;
   return message;
 }

@@ -8,11 +8,17 @@
 //
 //   kHello     pool -> worker  u32 magic, u32 version
 //   kHelloAck  worker -> pool  u32 magic, u32 version, u32 pid, u32 nvrtc major, u32 nvrtc minor
-//   kCompile   pool -> worker  u64 job id, str program name, str source, list<str> options,
-//                              list<str> name expressions, u8 use_pch, i64 timeout ms
+//   kCompile   pool -> worker  u64 job id, str program name, str source,
+//                              list<(str name, str path, str content)> headers, list<str> options,
+//                              list<str> name expressions, u8 use_pch, i64 timeout ms,
+//                              str digest, str log root
 //   kCancel    pool -> worker  u64 job id
 //   kResult    worker -> pool  u64 job id, u32 absl::StatusCode, str message, str log,
 //                              str cubin, list<(str, str)> lowered names, f64 compile ms, u8 used_pch
+//
+// A compile request carries the job's digest (JobDigest); the worker
+// recomputes it over what it decoded and answers DATA_LOSS without compiling
+// when they differ. Version 2: headers, digest and log root added.
 //
 // One compile is in flight per worker; kCancel names it by id so that a late
 // cancel cannot hit the next job. Decoders check every length against the
@@ -34,7 +40,7 @@
 namespace jitd::compiler::detail {
 
 inline constexpr std::uint32_t kProtocolMagic = 0x5754494a;  // "JITW"
-inline constexpr std::uint32_t kProtocolVersion = 1;
+inline constexpr std::uint32_t kProtocolVersion = 2;
 // Largest payload either end accepts: a corrupt length must not make the
 // reader allocate gigabytes. Real frames are a source (KBs) or a cubin (MBs).
 inline constexpr std::uint32_t kMaxFrameBytes = 256u << 20;

@@ -1,0 +1,186 @@
+// ToolkitWatch and the worker pool's toolkit bracket: a job never runs with
+// another toolkit than the one its key names, and a compile that saw the
+// toolkit change is discarded, never answered as if nothing happened.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "test_programs.h"
+#include "toolkit_watch.h"
+#include "worker_pool.h"
+
+namespace jitd::compiler {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// A stand-in toolkit include directory: what the watch stats and hashes
+// (the compiles below use the real toolkit through their -I options).
+class ToolkitWatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("jitd-toolkit-watch-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(include() / "cccl");
+    Write(include() / "cuda_fp16.h", "// fp16\n");
+    Write(include() / "cccl/cub.cuh", "// cub\n");
+  }
+  void TearDown() override {
+    pool_.reset();
+    fs::remove_all(dir_);
+  }
+  fs::path include() const { return dir_ / "include"; }
+  static void Write(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::trunc) << text; }
+
+  std::shared_ptr<ToolkitWatch> Watch() {
+    ToolkitWatch::Options options;
+    options.include_dir = include();
+    options.memo_dir = dir_ / "memo";
+    options.settle = 0ns;  // the test's writes are seconds apart from nothing; no need to wait
+    auto watch = ToolkitWatch::Start(options);
+    EXPECT_TRUE(watch.ok()) << watch.status();
+    if (!watch.ok()) std::abort();
+    return *watch;
+  }
+  WorkerPool& StartPool(std::shared_ptr<ToolkitWatch> watch, size_t workers = 1) {
+    WorkerPool::Options options;
+    options.worker_argv = {testing::kWorkerExe};
+    options.workers = workers;
+    options.scratch_dir = dir_ / "scratch";
+    options.toolkit = std::move(watch);
+    auto pool = WorkerPool::Start(std::move(options));
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    if (!pool.ok()) std::abort();
+    pool_ = *std::move(pool);
+    return *pool_;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<WorkerPool> pool_;
+};
+
+TEST_F(ToolkitWatchTest, IdentityCoversHeadersAndTheNvrtcLibraries) {
+  auto watch = Watch();
+  const ToolkitIdentity id = watch->identity();
+  EXPECT_EQ(id.headers_fingerprint.size(), 64u);
+  EXPECT_EQ(id.nvrtc_library_fingerprint.size(), 64u);
+  EXPECT_EQ(id.fingerprint.size(), 64u);
+  ASSERT_EQ(id.nvrtc_libraries.size(), 2u);
+  EXPECT_TRUE(id.nvrtc_libraries[0].filename().string().starts_with("libnvrtc"));
+  EXPECT_TRUE(id.nvrtc_libraries[1].filename().string().starts_with("libnvrtc-builtins"));
+  // Remembered for the next start (the headers, written just now, only once
+  // they are older than the racy window).
+  EXPECT_TRUE(fs::exists(dir_ / "memo" / kNvrtcLibrariesMemo));
+  auto again = ToolkitIdentity::Compute(include(), dir_ / "memo");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->fingerprint, id.fingerprint);
+}
+
+TEST_F(ToolkitWatchTest, AChangedHeaderIsNoticedOnceWithANewFingerprint) {
+  auto watch = Watch();
+  int calls = 0;
+  std::string seen_now, seen_before;
+  watch->AddListener([&](const ToolkitIdentity& now, const ToolkitIdentity& before) {
+    ++calls;
+    seen_now = now.fingerprint;
+    seen_before = before.fingerprint;
+  });
+  auto first = watch->Check();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->epoch, 0u);
+  const std::string old = first->fingerprint;
+  Write(include() / "cccl/cub.cuh", "// cub 2\n");
+  auto second = watch->Check();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->epoch, 1u);
+  EXPECT_NE(second->fingerprint, old);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen_before, old);
+  EXPECT_EQ(seen_now, second->fingerprint);
+  auto third = watch->Check();
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(third->epoch, 1u) << "no change, no new epoch";
+  EXPECT_EQ(calls, 1);
+  // Back to the old bytes: the old fingerprint, but a new epoch (a compile
+  // across both changes saw something else in between).
+  Write(include() / "cccl/cub.cuh", "// cub\n");
+  auto fourth = watch->Check();
+  ASSERT_TRUE(fourth.ok());
+  EXPECT_EQ(fourth->epoch, 2u);
+  EXPECT_EQ(fourth->fingerprint, old);
+}
+
+TEST_F(ToolkitWatchTest, AJobKeyedUnderAnotherToolkitIsRefusedNotCompiled) {
+  auto watch = Watch();
+  WorkerPool& pool = StartPool(watch);
+  CompileJob job = testing::TrivialJob();
+  job.toolkit_fingerprint = watch->identity().fingerprint;
+  auto ok = pool.Compile(job, Priority::kLive);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  Write(include() / "cuda_fp16.h", "// fp16, patched\n");
+  auto refused = pool.Compile(job, Priority::kLive);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_NE(refused.status().message().find("toolkit changed"), std::string_view::npos) << refused.status();
+  EXPECT_EQ(pool.Stats().compiles, 1u) << "the refused job never reached a worker";
+  EXPECT_EQ(pool.Stats().toolkit_refusals, 1u);
+  job.toolkit_fingerprint = watch->identity().fingerprint;  // resolved again, under the new toolkit
+  auto again = pool.Compile(job, Priority::kLive);
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+TEST_F(ToolkitWatchTest, ACompileThatSawTheToolkitChangeIsDiscarded) {
+  auto watch = Watch();
+  WorkerPool& pool = StartPool(watch);
+  CompileJob job = testing::CubJob(128);  // about a second inside NVRTC
+  job.toolkit_fingerprint = watch->identity().fingerprint;
+  auto running = std::async(std::launch::async, [&] { return pool.Compile(job, Priority::kLive); });
+  const auto limit = std::chrono::steady_clock::now() + 30s;
+  while (pool.Stats().busy_workers == 0 && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+  ASSERT_EQ(pool.Stats().busy_workers, 1u);
+  Write(include() / "cccl/cub.cuh", "// cub, upgraded while compiling\n");
+  auto result = running.get();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+  EXPECT_NE(result.status().message().find("discarded"), std::string_view::npos) << result.status();
+}
+
+TEST_F(ToolkitWatchTest, WorkersStartedBeforeAChangeAreReplacedBeforeTheirNextJob) {
+  auto watch = Watch();
+  WorkerPool& pool = StartPool(watch);
+  const std::vector<pid_t> before = pool.WorkerPids();
+  Write(include() / "cuda_fp16.h", "// fp16, patched\n");
+  ASSERT_TRUE(watch->Check().ok());
+  CompileJob job = testing::TrivialJob();
+  job.toolkit_fingerprint = watch->identity().fingerprint;
+  auto result = pool.Compile(job, Priority::kLive);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_NE(pool.WorkerPids(), before) << "the worker that predates the change did not compile";
+}
+
+TEST_F(ToolkitWatchTest, RestartWorkersReplacesIdleWorkers) {
+  WorkerPool& pool = StartPool(nullptr, 2);
+  const std::vector<pid_t> before = pool.WorkerPids();
+  pool.RestartWorkers();
+  const auto limit = std::chrono::steady_clock::now() + 30s;
+  auto replaced = [&] {
+    const std::vector<pid_t> now = pool.WorkerPids();
+    if (now.size() != 2) return false;
+    for (pid_t pid : now) {
+      if (std::find(before.begin(), before.end(), pid) != before.end()) return false;
+    }
+    return true;
+  };
+  while (!replaced() && std::chrono::steady_clock::now() < limit) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(replaced());
+  EXPECT_TRUE(pool.Compile(testing::TrivialJob(), Priority::kLive).ok());
+}
+
+}  // namespace
+}  // namespace jitd::compiler
