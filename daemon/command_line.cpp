@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "jitd/client.h"
+#include "toolkit_watch.h"
 
 namespace jitd::daemon {
 namespace {
@@ -22,6 +23,7 @@ struct ServeFlags {
   std::vector<std::string> listen;
   std::string cache_dir;
   std::string kernels_dir;
+  std::string cuda_include;
   std::string max_cache_bytes;
   int64_t workers = 0;
   std::string arch;
@@ -58,6 +60,10 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
       ->type_name("DIR");
   app.add_option("--kernels", flags.kernels_dir,
                  "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
+      ->type_name("DIR");
+  app.add_option("--cuda-include", flags.cuda_include,
+                 absl::StrCat("CUDA toolkit headers NVRTC compiles with; watched for changes (default: ",
+                              compiler::kDefaultCudaInclude, ")"))
       ->type_name("DIR");
   app.add_option("--max-cache-bytes", flags.max_cache_bytes,
                  "Cache budget: bytes or 512M, 10G, 1T; 0 = unbounded (default: 10G)")
@@ -156,6 +162,7 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   }
   if (given("--cache-dir")) layer.cache_dir = std::filesystem::absolute(flags.cache_dir);
   if (given("--kernels")) layer.kernels_dir = std::filesystem::absolute(flags.kernels_dir);
+  if (given("--cuda-include")) layer.cuda_include = std::filesystem::absolute(flags.cuda_include);
   if (given("--max-cache-bytes")) {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(flags.max_cache_bytes);
     if (!Check(bytes.status(), "--max-cache-bytes")) return std::nullopt;
@@ -229,6 +236,7 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
 
 struct OfflineFlags {
   std::string kernels_dir;
+  std::string cuda_include;
   std::string cache_dir;
   std::vector<std::string> archs;
   bool all = false;
@@ -241,6 +249,7 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   CLI::App* lint =
       app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
   lint->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
+  lint->add_option("--cuda-include", flags.cuda_include, "CUDA toolkit headers NVRTC compiles with");
   lint->add_option("--arch", flags.archs, "Arch to check for (repeatable; default sm_90)");
   lint->add_option("--workers", flags.workers, "Compile workers (default: one per core)");
   lint->add_flag("--source-only", flags.source_only, "Only the textual check, no compiles (milliseconds)");
@@ -255,6 +264,7 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   all->excludes(manifest);
   warm->add_option("--arch", flags.archs, "Arch to warm for (repeatable; default sm_90)");
   warm->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
+  warm->add_option("--cuda-include", flags.cuda_include, "CUDA toolkit headers NVRTC compiles with");
   warm->add_option("--workers", flags.workers, "Compile workers (default: one per core)");
   warm->footer(
       "Safe while a daemon uses the same cache directory. Example:\n"
@@ -296,6 +306,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
   if (command_line.command != CommandLine::Command::kServe) {
     OfflineOptions& o = command_line.offline;
     o.kernels_dir = offline_flags.kernels_dir;
+    if (!offline_flags.cuda_include.empty()) o.cuda_include = std::filesystem::absolute(offline_flags.cuda_include);
     o.cache_dir = offline_flags.cache_dir;
     o.archs = offline_flags.archs;
     o.all = offline_flags.all;

@@ -15,6 +15,7 @@ namespace jitd::daemon {
 // What `jitd lint` and `jitd warm` were given.
 struct OfflineOptions {
   std::filesystem::path kernels_dir;  // empty = DefaultKernelsDir()
+  std::filesystem::path cuda_include;  // empty = compiler::kDefaultCudaInclude
   std::filesystem::path cache_dir;    // warm: the directory to fill
   std::vector<std::string> archs;     // empty = the default arch
   bool all = false;                   // warm: every instantiation

@@ -7,9 +7,8 @@
 
 #include <cerrno>
 #include <charconv>
-#include <mutex>
-
 #include "jitd/detail/text.h"
+#include "spdlog/spdlog.h"
 
 namespace jitd::daemon {
 
@@ -62,31 +61,45 @@ ScratchDir::~ScratchDir() {
   fs::remove_all(path_, ec);
 }
 
-absl::StatusOr<manifest::Toolchain> DetectToolchain(const fs::path& cache_dir) {
-  static std::once_flag once;
-  static absl::StatusOr<manifest::Toolchain> toolchain = absl::UnknownError("not detected");
-  std::call_once(once, [&cache_dir] {
-    toolchain = manifest::Toolchain::Detect("/usr/local/cuda",
-                                            cache_dir.empty() ? fs::path() : cache_dir / kToolkitFingerprintMemo);
-  });
-  return toolchain;
+void SweepOldKernelSnapshots(const fs::path& cache_dir) {
+  const fs::path old = cache_dir / kOldKernelSnapshots;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(old, ec))) return;
+  const std::uintmax_t removed = fs::remove_all(old, ec);
+  if (ec) {
+    spdlog::warn("cannot remove the old kernels snapshots in {}: {} (nothing reads them; remove them by hand)",
+                 old.string(), ec.message());
+    return;
+  }
+  spdlog::info("removed {} ({} files): old kernels snapshots; compiles take the kernels from memory now", old.string(),
+               removed);
+}
+
+absl::StatusOr<std::shared_ptr<compiler::ToolkitWatch>> WatchToolkit(const fs::path& cuda_include,
+                                                                     const fs::path& cache_dir) {
+  compiler::ToolkitWatch::Options options;
+  options.include_dir = cuda_include;
+  options.memo_dir = cache_dir;
+  return compiler::ToolkitWatch::Start(std::move(options));
+}
+
+absl::StatusOr<manifest::Toolchain> DetectToolchain(const fs::path& cuda_include, const fs::path& cache_dir) {
+  return manifest::Toolchain::Detect(cuda_include, cache_dir);
 }
 
 absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const fs::path& kernels_dir,
-                                                                      const fs::path& snapshot_root,
                                                                       const manifest::Toolchain& toolchain,
                                                                       const std::string& default_arch) {
-  auto tree = manifest::KernelTree::Load(kernels_dir, snapshot_root);
+  auto tree = manifest::KernelTree::Load(kernels_dir);
   if (!tree.ok()) return tree.status();
   auto resolver = manifest::Resolver::Create(*tree, toolchain, default_arch);
   if (!resolver.ok()) return resolver.status();
   return std::shared_ptr<const manifest::Resolver>(std::move(*resolver));
 }
 
-absl::StatusOr<CheckedKernels> LoadCheckedKernels(const fs::path& kernels_dir, const fs::path& snapshot_root,
-                                                  const manifest::Toolchain& toolchain,
+absl::StatusOr<CheckedKernels> LoadCheckedKernels(const fs::path& kernels_dir, const manifest::Toolchain& toolchain,
                                                   const std::string& default_arch) {
-  auto resolver = LoadKernels(kernels_dir, snapshot_root, toolchain, default_arch);
+  auto resolver = LoadKernels(kernels_dir, toolchain, default_arch);
   if (!resolver.ok()) return resolver.status();
   CheckedKernels checked;
   checked.findings = guard::CheckSources((*resolver)->tree());
@@ -95,9 +108,10 @@ absl::StatusOr<CheckedKernels> LoadCheckedKernels(const fs::path& kernels_dir, c
 }
 
 absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers,
-                                               size_t max_queue) {
+                                               size_t max_queue, std::shared_ptr<compiler::ToolkitWatch> toolkit) {
   CompileStack stack;
   stack.resolver = std::move(resolver);
+  stack.toolkit = toolkit;
   auto scratch = ScratchDir::Create("workers");
   if (!scratch.ok()) return scratch.status();
   stack.scratch = std::move(*scratch);
@@ -106,6 +120,7 @@ absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::R
   options.workers = workers;
   options.scratch_dir = stack.scratch->path();
   if (max_queue > 0) options.max_queue = max_queue;
+  options.toolkit = std::move(toolkit);
   auto pool = compiler::WorkerPool::Start(options);
   if (!pool.ok()) return pool.status();
   stack.pool = std::move(*pool);

@@ -41,14 +41,15 @@ class ScratchDir {
 
 struct CompileStack {
   std::shared_ptr<const manifest::Resolver> resolver;
+  // The toolkit the pool checks every job against (may be null).
+  std::shared_ptr<compiler::ToolkitWatch> toolkit;
   std::unique_ptr<ScratchDir> scratch;
   std::unique_ptr<compiler::WorkerPool> pool;  // declared last: stopped first
 };
 
-// Reads the kernels directory (into an immutable snapshot under
-// `snapshot_root` when given) and builds a resolver with `default_arch`.
+// Reads the kernels directory into memory and builds a resolver with
+// `default_arch`. Compiles never read the directory again.
 absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const std::filesystem::path& kernels_dir,
-                                                                      const std::filesystem::path& snapshot_root,
                                                                       const manifest::Toolchain& toolchain,
                                                                       const std::string& default_arch);
 
@@ -64,24 +65,39 @@ struct CheckedKernels {
 // LoadKernels, then guard::CheckSources over the tree it read (the same
 // bytes the keys and compiles use, not a second read of the directory).
 absl::StatusOr<CheckedKernels> LoadCheckedKernels(const std::filesystem::path& kernels_dir,
-                                                  const std::filesystem::path& snapshot_root,
                                                   const manifest::Toolchain& toolchain,
                                                   const std::string& default_arch);
 
-// The file in a cache directory that remembers the toolkit headers'
-// fingerprint (cache::MemoizedTreeFingerprint).
-inline constexpr char kToolkitFingerprintMemo[] = "toolkit-fingerprint";
+// The directory under a cache directory where jitd before hermetic compiles
+// kept copies of the kernels tree; nothing reads it any more.
+inline constexpr char kOldKernelSnapshots[] = "kernel-trees";
 
-// Detects the toolchain once per process. Without a memo the header
-// fingerprint reads the toolkit's ~30 MB of headers (~70 ms warm, seconds
-// from a cold disk); with `cache_dir`, it is remembered in
-// cache_dir/toolkit-fingerprint and a later start with the same toolkit only
-// stats the headers. Only the first call's `cache_dir` counts.
-absl::StatusOr<manifest::Toolchain> DetectToolchain(const std::filesystem::path& cache_dir = {});
+// Removes cache_dir/kernel-trees/ (old kernels snapshots, and .tmp-* left
+// by failed writes) so that an upgraded cache keeps no copy anybody could
+// mistake for the sources. Logs what it removed; a failure is logged, not
+// returned (nothing depends on it).
+void SweepOldKernelSnapshots(const std::filesystem::path& cache_dir);
+
+// Watches the toolkit headers in `cuda_include` and the NVRTC libraries.
+// Without a memo the first fingerprint reads ~30 MB of headers and ~110 MB
+// of libraries; with `cache_dir`, both are remembered there
+// (compiler::kToolkitHeadersMemo, kNvrtcLibrariesMemo) and a later start
+// with the same toolkit only stats the files.
+absl::StatusOr<std::shared_ptr<compiler::ToolkitWatch>> WatchToolkit(const std::filesystem::path& cuda_include,
+                                                                     const std::filesystem::path& cache_dir = {});
+
+// The toolchain once, for one-shot tools (lint, warm): WatchToolkit's
+// identity plus what the linked NVRTC says.
+absl::StatusOr<manifest::Toolchain> DetectToolchain(
+    const std::filesystem::path& cuda_include = compiler::kDefaultCudaInclude,
+    const std::filesystem::path& cache_dir = {});
 
 // Starts `workers` compile workers of this binary; beyond `max_queue`
 // waiting jobs, Compile answers RESOURCE_EXHAUSTED (0 = the pool's default).
+// With `toolkit`, the pool checks every job's toolkit against it
+// (WorkerPool::Options::toolkit).
 absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers,
-                                               size_t max_queue = 0);
+                                               size_t max_queue = 0,
+                                               std::shared_ptr<compiler::ToolkitWatch> toolkit = nullptr);
 
 }  // namespace jitd::daemon

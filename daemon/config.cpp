@@ -13,6 +13,7 @@
 #include "jitd/client.h"
 #include "listen_address.h"
 #include "remote.h"
+#include "toolkit_watch.h"
 
 namespace jitd::daemon {
 namespace {
@@ -62,6 +63,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.listen, flags.listen);
   Overlay(merged.cache_dir, flags.cache_dir);
   Overlay(merged.kernels_dir, flags.kernels_dir);
+  Overlay(merged.cuda_include, flags.cuda_include);
   Overlay(merged.max_cache_bytes, flags.max_cache_bytes);
   Overlay(merged.workers, flags.workers);
   Overlay(merged.arch, flags.arch);
@@ -91,6 +93,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   if (config.listen.empty()) config.listen.push_back(DefaultEndpoint());
   config.cache_dir = merged.cache_dir.value_or(DefaultCacheDir());
   config.kernels_dir = merged.kernels_dir.value_or(DefaultKernelsDir());
+  config.cuda_include = merged.cuda_include.value_or(std::filesystem::path(compiler::kDefaultCudaInclude));
   config.max_cache_bytes = merged.max_cache_bytes.value_or(kDefaultMaxCacheBytes);
   config.workers = merged.workers.value_or(std::max(1u, std::thread::hardware_concurrency()));
   config.arch = merged.arch.value_or(std::string(kDefaultArch));

@@ -23,6 +23,7 @@ struct ConfigLayer {
   std::optional<std::vector<std::string>> listen;
   std::optional<std::filesystem::path> cache_dir;
   std::optional<std::filesystem::path> kernels_dir;
+  std::optional<std::filesystem::path> cuda_include;
   std::optional<uint64_t> max_cache_bytes;
   std::optional<uint32_t> workers;
   std::optional<std::string> arch;
@@ -54,6 +55,9 @@ struct DaemonConfig {
   std::vector<std::string> listen;
   std::filesystem::path cache_dir;
   std::filesystem::path kernels_dir;
+  // The CUDA toolkit headers NVRTC compiles with (cuda_fp16.h, cccl/, ...);
+  // watched for changes while the daemon runs (toolkit_watch.h).
+  std::filesystem::path cuda_include;
   // Byte budget of the on-disk cache; 0 = unbounded.
   uint64_t max_cache_bytes = 0;
   // Compile worker processes.

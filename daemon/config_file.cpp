@@ -163,6 +163,7 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"listen", [base](const toml::node& n, ConfigLayer& l) { return ReadListen(n, base, l); }},
       {"cache_dir", PathKey(&ConfigLayer::cache_dir, base)},
       {"kernels", PathKey(&ConfigLayer::kernels_dir, base)},
+      {"cuda_include", PathKey(&ConfigLayer::cuda_include, base)},
       {"max_cache_bytes", ByteSizeKey(&ConfigLayer::max_cache_bytes)},
       {"workers", ReadWorkers},
       {"arch", StringKey(&ConfigLayer::arch, CheckArch)},

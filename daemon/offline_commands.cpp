@@ -57,7 +57,7 @@ int RunLint(const CommandLine& command_line) {
   std::printf("jitd lint: %zu source files in %s: %zu findings\n", files, kernels_dir.c_str(), findings.size());
   if (o.source_only) return findings.empty() ? 0 : kExitFindings;
 
-  auto toolchain = DetectToolchain();
+  auto toolchain = DetectToolchain(o.cuda_include.empty() ? fs::path(compiler::kDefaultCudaInclude) : o.cuda_include);
   if (!toolchain.ok()) return CannotRun("lint", toolchain.status());
   const std::vector<std::string> archs = Archs(o);
   auto resolver = manifest::Resolver::Create(*tree, *toolchain, archs.front());
@@ -100,9 +100,13 @@ int RunWarm(const CommandLine& command_line) {
   cache_options.max_bytes = 0;
   auto cache = cache::Cache::Open(cache_options);
   if (!cache.ok()) return CannotRun("warm", cache.status());
-  auto toolchain = DetectToolchain((*cache)->dir());
+  SweepOldKernelSnapshots((*cache)->dir());
+  auto toolkit =
+      WatchToolkit(o.cuda_include.empty() ? fs::path(compiler::kDefaultCudaInclude) : o.cuda_include, (*cache)->dir());
+  if (!toolkit.ok()) return CannotRun("warm", toolkit.status());
+  auto toolchain = manifest::Toolchain::FromIdentity((*toolkit)->identity());
   if (!toolchain.ok()) return CannotRun("warm", toolchain.status());
-  auto resolver = LoadKernels(kernels_dir, (*cache)->dir() / "kernel-trees", *toolchain, archs.front());
+  auto resolver = LoadKernels(kernels_dir, *toolchain, archs.front());
   if (!resolver.ok()) return CannotRun("warm", resolver.status());
 
   std::vector<manifest::KernelRequest> requests;
@@ -132,7 +136,10 @@ int RunWarm(const CommandLine& command_line) {
   }
 
   const size_t workers = WorkerCount(o.workers);
-  auto stack = StartCompileStack(*resolver, workers);
+  // A toolkit change during the warm-up fails the compiles that saw it
+  // (UNAVAILABLE, reported as failures): a warm-up never stores old keys
+  // with new bytes; run it again for the new toolkit's keys.
+  auto stack = StartCompileStack(*resolver, workers, 0, *toolkit);
   if (!stack.ok()) return CannotRun("warm", stack.status());
   serving::KernelService::Options service_options;
   service_options.hot_cache_bytes = 0;  // nothing is served: keep no cubins in memory

@@ -69,6 +69,13 @@ class Server::Impl {
   std::unique_ptr<CacheDirLock> dir_lock;  // before the cache: released after it closes
   std::unique_ptr<cache::Cache> cache;
   AdminAuth auth;
+  // The CUDA headers and NVRTC libraries compiles run with, watched: the
+  // pool checks every job against it, and a change it notices gives the
+  // request path a resolver with the new toolchain (OnToolkitChanged).
+  std::shared_ptr<compiler::ToolkitWatch> toolkit;
+  std::uint64_t toolkit_listener = 0;
+  // Changed by OnToolkitChanged (on whichever thread noticed the change).
+  mutable std::mutex toolchain_mu;
   manifest::Toolchain toolchain;
   // The workers and their scratch directory. Its resolver is dropped once
   // the request path has it: the kernels served now (after any SIGHUP) are
@@ -97,7 +104,45 @@ class Server::Impl {
   bool shut_down = false;
 
   ~Impl() {
+    StopToolkitListener();
     if (grpc_server != nullptr && !shut_down) grpc_server->Shutdown();
+  }
+
+  manifest::Toolchain CurrentToolchain() const {
+    std::lock_guard lock(toolchain_mu);
+    return toolchain;
+  }
+
+  // After this the listener is not running and will not run again.
+  void StopToolkitListener() {
+    if (toolkit != nullptr && toolkit_listener != 0) toolkit->RemoveListener(toolkit_listener);
+    toolkit_listener = 0;
+  }
+
+  // The toolkit on disk changed (the watch logged it): the workers are
+  // drained and restarted (they load the NVRTC on disk now) and the request
+  // path resolves with the new toolchain, so every key names what compiles
+  // use from here on. Jobs resolved before are refused by the pool (their
+  // toolkit fingerprint is the old one). Runs inside ToolkitWatch::Check.
+  void OnToolkitChanged(const compiler::ToolkitIdentity& now) {
+    absl::StatusOr<manifest::Toolchain> changed = manifest::Toolchain::FromIdentity(now);
+    if (!changed.ok()) {
+      spdlog::error("toolkit changed, but its toolchain cannot be read: {}", changed.status().ToString());
+      return;
+    }
+    {
+      std::lock_guard lock(toolchain_mu);
+      toolchain = *changed;
+    }
+    if (stack.pool != nullptr) stack.pool->RestartWorkers();
+    if (service == nullptr) return;
+    absl::StatusOr<std::unique_ptr<manifest::Resolver>> resolver = service->resolver()->WithToolchain(*changed);
+    if (!resolver.ok()) {
+      spdlog::error("toolkit changed, but the kernels do not resolve with it: {}; compiles are refused until SIGHUP",
+                    resolver.status().ToString());
+      return;
+    }
+    service->SwapResolver(std::shared_ptr<const manifest::Resolver>(*std::move(resolver)));
   }
 
   absl::Status OpenCache() {
@@ -113,6 +158,7 @@ class Server::Impl {
                           Cat("cannot open the cache in ", config.cache_dir.string(), ": ", opened.status().message()));
     }
     cache = *std::move(opened);
+    SweepOldKernelSnapshots(cache->dir());
     if (cache->rebuilt_index()) {
       spdlog::warn("the cache index in {} was unreadable and has been rebuilt from the blob files",
                    config.cache_dir.string());
@@ -139,8 +185,7 @@ class Server::Impl {
   // The kernels directory, checked by the namespace guard. Findings are
   // logged one per line; they are an error unless allow_guard_findings.
   absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadGuardedKernels(std::string_view refusal) {
-    absl::StatusOr<CheckedKernels> checked =
-        LoadCheckedKernels(config.kernels_dir, cache->dir() / "kernel-trees", toolchain, config.arch);
+    absl::StatusOr<CheckedKernels> checked = LoadCheckedKernels(config.kernels_dir, CurrentToolchain(), config.arch);
     if (!checked.ok()) {
       return absl::Status(checked.status().code(), Cat("cannot load the kernels in ", config.kernels_dir.string(), ": ",
                                                        checked.status().message()));
@@ -166,9 +211,14 @@ class Server::Impl {
   }
 
   absl::Status StartServing() {
-    absl::StatusOr<manifest::Toolchain> detected = DetectToolchain(cache->dir());
+    absl::StatusOr<std::shared_ptr<compiler::ToolkitWatch>> watch = WatchToolkit(config.cuda_include, cache->dir());
+    if (!watch.ok()) return watch.status();
+    toolkit = *std::move(watch);
+    absl::StatusOr<manifest::Toolchain> detected = manifest::Toolchain::FromIdentity(toolkit->identity());
     if (!detected.ok()) return detected.status();
     toolchain = *std::move(detected);
+    spdlog::info("toolkit: NVRTC {}, {} (identity {})", toolchain.nvrtc_version, toolkit->identity().Describe(),
+                 toolchain.identity.substr(0, 12));
     absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver = LoadGuardedKernels(
         "fix the sources, or start with --allow-guard-findings (allow_guard_findings = true in the config file) to "
         "serve them anyway");
@@ -176,7 +226,7 @@ class Server::Impl {
     spdlog::info("kernels: {} from {}, fingerprint {}; NVRTC {}", KernelCount(**resolver), config.kernels_dir.string(),
                  ShortFingerprint(**resolver), toolchain.nvrtc_version);
 
-    absl::StatusOr<CompileStack> started = StartCompileStack(*resolver, config.workers, config.max_queue);
+    absl::StatusOr<CompileStack> started = StartCompileStack(*resolver, config.workers, config.max_queue, toolkit);
     if (!started.ok()) {
       return absl::Status(started.status().code(),
                           Cat("cannot start ", config.workers, " compile workers: ", started.status().message()));
@@ -197,6 +247,8 @@ class Server::Impl {
     }
     service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get());
     stack.resolver.reset();
+    toolkit_listener = toolkit->AddListener(
+        [this](const compiler::ToolkitIdentity& now, const compiler::ToolkitIdentity&) { OnToolkitChanged(now); });
     compiler =
         std::make_unique<CompilerService>(*service, calls,
                                           CompilerService::Options{.workers = config.workers,
@@ -397,11 +449,26 @@ std::string Server::DescribeKernels() const {
 
 absl::Status Server::ReloadKernels() {
   const std::shared_ptr<const manifest::Resolver> old = impl_->service->resolver();
+  // A toolkit change is noticed here too, not only by the next compile: the
+  // listener swaps in the new toolchain before the kernels are re-read.
+  if (absl::StatusOr<compiler::ToolkitWatch::Observation> checked = impl_->toolkit->Check(); !checked.ok()) {
+    spdlog::warn("SIGHUP: the toolkit cannot be checked: {}", checked.status().ToString());
+  }
   spdlog::info("SIGHUP: re-reading the kernels in {}", impl_->config.kernels_dir.string());
   absl::StatusOr<std::shared_ptr<const manifest::Resolver>> loaded =
       impl_->LoadGuardedKernels(Cat("still serving the previous kernels (fingerprint ", ShortFingerprint(*old), ")"));
   if (!loaded.ok()) return loaded.status();
   impl_->service->SwapResolver(*loaded);
+  // A toolkit change noticed while the kernels were read swapped in the old
+  // kernels under the new toolchain: these kernels get it too.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const manifest::Toolchain now = impl_->CurrentToolchain();
+    if ((*loaded)->toolchain().identity == now.identity) break;
+    absl::StatusOr<std::unique_ptr<manifest::Resolver>> rebuilt = (*loaded)->WithToolchain(now);
+    if (!rebuilt.ok()) return rebuilt.status();
+    *loaded = std::shared_ptr<const manifest::Resolver>(*std::move(rebuilt));
+    impl_->service->SwapResolver(*loaded);
+  }
   spdlog::info("reloaded kernels: {} kernels, fingerprint {} (was {})", KernelCount(**loaded),
                ShortFingerprint(**loaded), ShortFingerprint(*old));
   return absl::OkStatus();
@@ -446,6 +513,7 @@ absl::Status Server::Shutdown(std::chrono::milliseconds drain) {
   // The metrics endpoint reads the service, the pool and the cache: it
   // stops before any of them goes.
   impl_->metrics_server.reset();
+  impl_->StopToolkitListener();
   impl_->compiler.reset();
   impl_->admin.reset();
   impl_->service.reset();

@@ -15,8 +15,10 @@ namespace jitd::daemon {
 
 class Server {
  public:
-  // In this order: opens the cache; detects the toolchain; loads the
-  // kernels directory (a snapshot under the cache dir's kernel-trees/) and
+  // In this order: opens the cache (and removes the kernels snapshots older
+  // versions kept under its kernel-trees/); fingerprints and starts
+  // watching the toolkit (--cuda-include and the NVRTC libraries); loads the
+  // kernels directory into memory and
   // runs the namespace guard's source check, refusing to start on findings
   // (FAILED_PRECONDITION, each finding logged) unless
   // config.allow_guard_findings; starts the compile workers and the request
@@ -39,7 +41,9 @@ class Server {
   // "7 kernels from DIR, fingerprint 0123abcd4567", for the log.
   std::string DescribeKernels() const;
 
-  // Re-reads the kernels directory (SIGHUP): a new snapshot, the guard's
+  // Re-reads the kernels directory (SIGHUP): checks the toolkit first (a
+  // change there restarts the workers and gives new keys, as when a compile
+  // notices it), then the kernels into memory, the guard's
   // source check, then the request path resolves with the new kernels
   // (new keys for what changed; every cached entry stays). On findings
   // (unless allow_guard_findings) or a directory that no longer loads, the

@@ -1,50 +1,13 @@
-// Loading the kernels directory into memory and snapshotting it.
-#include <unistd.h>
-
-#include <fstream>
-#include <sstream>
-
+// Loading the kernels directory into memory.
 #include "jitd/cache.h"
 #include "jitd/detail/text.h"
 #include "manifest.h"
 
 namespace jitd::manifest {
-namespace {
-
 namespace fs = std::filesystem;
 using text::Cat;
 
-// Writes the tree to root/<fingerprint>/ unless it is already there. A
-// snapshot is complete or absent: it is written under a temporary name and
-// renamed, so a crash or a concurrent writer never leaves half a tree.
-absl::StatusOr<fs::path> WriteSnapshot(const fs::path& root, const std::string& fingerprint,
-                                       const std::map<std::string, std::string>& files) {
-  fs::path final_dir = root / fingerprint.substr(0, 32);
-  std::error_code ec;
-  if (fs::is_directory(final_dir, ec)) return final_dir;
-  fs::create_directories(root, ec);
-  fs::path tmp = root / Cat(".tmp-", fingerprint.substr(0, 16), "-", ::getpid());
-  fs::remove_all(tmp, ec);
-  for (const auto& [rel, content] : files) {
-    fs::path p = tmp / rel;
-    fs::create_directories(p.parent_path(), ec);
-    std::ofstream out(p, std::ios::binary);
-    out << content;
-    if (!out) return absl::FailedPreconditionError(Cat("cannot write kernel snapshot file ", p.string()));
-  }
-  fs::rename(tmp, final_dir, ec);
-  if (ec) {
-    fs::remove_all(tmp, ec);
-    if (fs::is_directory(final_dir)) return final_dir;  // another process won
-    return absl::FailedPreconditionError(Cat("cannot create kernel snapshot ", final_dir.string()));
-  }
-  return final_dir;
-}
-
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::path& dir_in,
-                                                                   const fs::path& snapshot_root) {
+absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::path& dir_in) {
   std::error_code ec;
   fs::path dir = fs::weakly_canonical(dir_in, ec);
   if (ec || !fs::is_directory(dir)) {
@@ -59,10 +22,10 @@ absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::pat
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     if (!it->is_regular_file()) continue;
-    std::ifstream in(it->path(), std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    tree->files_[it->path().lexically_relative(dir).generic_string()] = ss.str();
+    // Checked: a file that cannot be read must not become an empty header.
+    absl::StatusOr<std::string> content = cache::ReadWholeFile(it->path());
+    if (!content.ok()) return content.status();
+    tree->files_[it->path().lexically_relative(dir).generic_string()] = *std::move(content);
   }
   if (ec) return absl::FailedPreconditionError(Cat("cannot read ", dir.string(), ": ", ec.message()));
   auto manifest = Manifest::Parse(tree->files_["kernels.toml"], (dir / "kernels.toml").string());
@@ -78,13 +41,6 @@ absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::pat
   cache::KeyInputs fp;
   for (const auto& [rel, content] : tree->files_) fp.sources.emplace_back(rel, content);
   tree->fingerprint_ = cache::ContentKey(fp);
-  if (snapshot_root.empty()) {
-    tree->include_root_ = dir;
-  } else {
-    auto snap = WriteSnapshot(snapshot_root, tree->fingerprint_, tree->files_);
-    if (!snap.ok()) return snap.status();
-    tree->include_root_ = *snap;
-  }
   return std::shared_ptr<const KernelTree>(std::move(tree));
 }
 

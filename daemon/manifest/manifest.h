@@ -11,11 +11,12 @@
 //   INVALID_ARGUMENT   unknown, missing or disallowed params; an arch NVRTC
 //                      does not support; an option outside the allow-list
 //
-// Every file of the kernels directory is read once into a KernelTree, which is
-// also written to an immutable snapshot directory; keys are computed from the
-// tree in memory and compiles read the snapshot, so an edit of kernels/ while
-// jitd runs can never put a cubin under the wrong key (a reload makes a new
-// tree with new keys for what changed).
+// Every file of the kernels directory is read once into a KernelTree in
+// memory; keys are computed from those bytes and a compile job carries the
+// very same bytes to NVRTC (its source and headers, never an -I into the
+// kernels tree, never a copy on disk), so an edit of kernels/ (or of any
+// copy of it) while jitd runs can never put a cubin under the wrong key (a
+// reload makes a new tree with new keys for what changed).
 //
 // Thread safety: Manifest, KernelTree and Resolver are immutable after
 // construction and may be shared between threads.
@@ -35,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "compile_job.h"
+#include "toolkit_watch.h"
 
 namespace jitd::manifest {
 
@@ -76,19 +78,16 @@ struct Manifest {
   static std::vector<std::map<std::string, std::string>> Instantiations(const KernelDef& kernel);
 };
 
-// Every file of a kernels directory, in memory, and its on-disk snapshot.
+// Every file of a kernels directory, in memory. Compiles use these bytes
+// (compiler::CompileJob::headers); nothing is read from the directory again.
 class KernelTree {
  public:
   // Reads `dir` (which must hold kernels.toml) and parses the manifest.
-  // With `snapshot_root`, writes the tree to snapshot_root/<fingerprint>/
-  // (once; it is immutable) and compiles use that copy; without it,
-  // compiles read `dir` itself (for one-shot tools such as `jitd lint`).
-  static absl::StatusOr<std::shared_ptr<const KernelTree>> Load(const std::filesystem::path& dir,
-                                                                const std::filesystem::path& snapshot_root = {});
+  static absl::StatusOr<std::shared_ptr<const KernelTree>> Load(const std::filesystem::path& dir);
 
   const Manifest& manifest() const { return manifest_; }
-  // The directory compiles include from (the snapshot, or the source dir).
-  const std::filesystem::path& include_root() const { return include_root_; }
+  // The directory it was read from (canonical): where NVRTC's log says the
+  // files are, for the person who edits them.
   const std::filesystem::path& source_dir() const { return source_dir_; }
   // SHA-256 over every file's relative path and content.
   const std::string& fingerprint() const { return fingerprint_; }
@@ -99,7 +98,6 @@ class KernelTree {
  private:
   Manifest manifest_;
   std::filesystem::path source_dir_;
-  std::filesystem::path include_root_;
   std::string fingerprint_;
   std::map<std::string, std::string> files_;
 };
@@ -109,17 +107,29 @@ struct Toolchain {
   std::string nvrtc_version;  // "13.0"
   // NVRTC's supported real architectures, e.g. {75, 80, ..., 121}.
   std::vector<int> archs;
-  std::filesystem::path cuda_include;  // /usr/local/cuda/include
+  std::filesystem::path cuda_include;  // /usr/local/cuda/include (--cuda-include)
   std::filesystem::path cccl_include;  // /usr/local/cuda/include/cccl
   std::string fingerprint;             // TreeFingerprint(cuda_include)
+  // The NVRTC library files (libnvrtc, libnvrtc-builtins) and their content
+  // fingerprint: part of every key, so a patch release of NVRTC gets new
+  // keys although nvrtc_version stays "13.0".
+  std::vector<std::filesystem::path> nvrtc_libraries;
+  std::string nvrtc_library_fingerprint;
+  // compiler::ToolkitIdentity::fingerprint: every job carries it
+  // (CompileJob::toolkit_fingerprint) and the worker pool refuses the job
+  // once the toolkit on disk is another.
+  std::string identity;
 
   // Asks the linked NVRTC for its version and architectures and
-  // fingerprints the toolkit headers under `cuda_root` (about 30 MB read).
-  // With `memo_file`, the fingerprint is remembered there against the
-  // headers' metadata (cache::MemoizedTreeFingerprint): a later Detect with
-  // an unchanged toolkit stats the files instead of reading them.
-  static absl::StatusOr<Toolchain> Detect(const std::filesystem::path& cuda_root = "/usr/local/cuda",
-                                          const std::filesystem::path& memo_file = {});
+  // fingerprints the toolkit headers in `cuda_include` (about 30 MB read)
+  // and the NVRTC libraries (~110 MB). With `memo_dir`, the fingerprints
+  // are remembered there against the files' metadata
+  // (cache::MemoizedTreeFingerprint): a later Detect with an unchanged
+  // toolkit stats the files instead of reading them.
+  static absl::StatusOr<Toolchain> Detect(const std::filesystem::path& cuda_include = compiler::kDefaultCudaInclude,
+                                          const std::filesystem::path& memo_dir = {});
+  // The same from an identity computed already (a ToolkitWatch's).
+  static absl::StatusOr<Toolchain> FromIdentity(const compiler::ToolkitIdentity& identity);
 };
 
 // Checks an arch name ("sm_90", "sm_90a", "sm_100f") against the toolchain.
@@ -158,6 +168,10 @@ class Resolver {
   // Thread-safe; successful resolutions are memoized.
   absl::StatusOr<ResolvedKernel> Resolve(const KernelRequest& request) const;
 
+  // The same kernels under another toolchain (after a toolkit change): new
+  // keys for everything, an empty memo.
+  absl::StatusOr<std::unique_ptr<Resolver>> WithToolchain(Toolchain toolchain) const;
+
   const KernelTree& tree() const { return *tree_; }
   const Toolchain& toolchain() const { return toolchain_; }
   const std::string& default_arch() const { return default_arch_; }
@@ -169,8 +183,9 @@ class Resolver {
   std::string default_arch_;
   absl::StatusOr<ResolvedKernel> ResolveUncached(const KernelRequest& request) const;
 
-  // Per kernel source: (relative name, content) of its include closure.
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> closures_;
+  // Per kernel source: every project header it can include, under every
+  // name an #include spells it by (cache::IncludeNames), with its content.
+  std::map<std::string, std::vector<compiler::CompileHeader>> headers_;
   // Requests resolved before, by their exact text: a repeated request (every
   // hit) costs a lookup instead of a SHA-256 over the include closure. The
   // tree is immutable, so an entry never goes stale; a reload is a new

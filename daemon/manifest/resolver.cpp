@@ -43,20 +43,27 @@ absl::StatusOr<std::unique_ptr<Resolver>> Resolver::Create(std::shared_ptr<const
   }
   std::unique_ptr<Resolver> r(new Resolver());
   for (const auto& k : tree->manifest().kernels) {
-    if (r->closures_.count(k.source)) continue;
-    auto closure = cache::IncludeClosure(tree->include_root(), k.source);
-    if (!closure.ok()) return closure.status();
-    auto& sources = r->closures_[k.source];
-    for (const auto& rel : *closure) {
-      const std::string* content = tree->File(rel.generic_string());
-      if (!content) return absl::InternalError(Cat("include closure names ", rel.string(), ", not in the kernel tree"));
-      sources.emplace_back(rel.generic_string(), *content);
+    if (r->headers_.count(k.source)) continue;
+    auto names = cache::IncludeNames(tree->files(), k.source);
+    if (!names.ok()) {
+      return absl::Status(names.status().code(), Cat("kernel ", k.name, " in ", tree->source_dir().string(), ": ",
+                                                     names.status().message()));
+    }
+    auto& headers = r->headers_[k.source];
+    for (const cache::IncludeName& name : *names) {
+      const std::string* content = tree->File(name.path);
+      if (!content) return absl::InternalError(Cat("include closure names ", name.path, ", not in the kernel tree"));
+      headers.push_back(compiler::CompileHeader{name.name, name.path, *content});
     }
   }
   r->tree_ = std::move(tree);
   r->toolchain_ = std::move(toolchain);
   r->default_arch_ = std::move(default_arch);
   return r;
+}
+
+absl::StatusOr<std::unique_ptr<Resolver>> Resolver::WithToolchain(Toolchain toolchain) const {
+  return Create(tree_, std::move(toolchain), default_arch_);
 }
 
 absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const {
@@ -134,6 +141,9 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   compiler::CompileJob& job = out.job;
   job.program_name = def->source;
   job.source = *tree_->File(def->source);
+  job.headers = headers_.at(def->source);
+  job.log_root = tree_->source_dir().string();
+  job.toolkit_fingerprint = toolchain_.identity;
   job.use_pch = def->pch;
   for (const auto& tmpl : def->name_expressions) {
     std::string e = tmpl;
@@ -153,18 +163,22 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   // seed makes a compile reproducible byte for byte, so that any cubin in
   // the cache (or the shared tier) can be checked against a fresh compile.
   job.options.push_back(kRandomSeedOption);
-  job.options.push_back(Cat("-I", tree_->include_root().string()));
   job.options.push_back(Cat("-I", toolchain_.cccl_include.string()));
   job.options.push_back(Cat("-I", toolchain_.cuda_include.string()));
 
   cache::KeyInputs key;
   key.nvrtc_version = toolchain_.nvrtc_version;
   key.toolkit_fingerprint = toolchain_.fingerprint;
+  key.nvrtc_library_fingerprint = toolchain_.nvrtc_library_fingerprint;
   key.arch = out.arch;
   key.options = job.options;
   key.name_expressions = job.name_expressions;
-  key.sources = closures_.at(def->source);
+  // Exactly what NVRTC is given: the program under its name, every header
+  // under every name it is given by.
+  key.sources.emplace_back(job.program_name, job.source);
+  for (const compiler::CompileHeader& header : job.headers) key.sources.emplace_back(header.name, header.content);
   out.key = cache::ContentKey(key);
+  job.digest = compiler::JobDigest(job);
   return out;
 }
 

@@ -29,8 +29,14 @@ std::string SupportedSummary(const Toolchain& t) {
 
 }  // namespace
 
-absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_root,
-                                            const std::filesystem::path& memo_file) {
+absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_include,
+                                            const std::filesystem::path& memo_dir) {
+  absl::StatusOr<compiler::ToolkitIdentity> identity = compiler::ToolkitIdentity::Compute(cuda_include, memo_dir);
+  if (!identity.ok()) return identity.status();
+  return FromIdentity(*identity);
+}
+
+absl::StatusOr<Toolchain> Toolchain::FromIdentity(const compiler::ToolkitIdentity& identity) {
   Toolchain t;
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return absl::InternalError("nvrtcVersion failed");
@@ -43,16 +49,12 @@ absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_ro
   if (nvrtcGetSupportedArchs(t.archs.data()) != NVRTC_SUCCESS)
     return absl::InternalError("nvrtcGetSupportedArchs failed");
   std::sort(t.archs.begin(), t.archs.end());
-  t.cuda_include = cuda_root / "include";
+  t.cuda_include = identity.include_dir;
   t.cccl_include = t.cuda_include / "cccl";
-  if (!std::filesystem::is_regular_file(t.cuda_include / "cuda_fp16.h")) {
-    return absl::FailedPreconditionError(
-        Cat("CUDA toolkit headers not found under ", t.cuda_include.string(), " (NVRTC needs cuda_fp16.h and cccl/)"));
-  }
-  auto fp = memo_file.empty() ? cache::TreeFingerprint(t.cuda_include)
-                              : cache::MemoizedTreeFingerprint(t.cuda_include, memo_file);
-  if (!fp.ok()) return fp.status();
-  t.fingerprint = *fp;
+  t.fingerprint = identity.headers_fingerprint;
+  t.nvrtc_libraries = identity.nvrtc_libraries;
+  t.nvrtc_library_fingerprint = identity.nvrtc_library_fingerprint;
+  t.identity = identity.fingerprint;
   return t;
 }
 

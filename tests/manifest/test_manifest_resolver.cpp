@@ -1,9 +1,12 @@
 // Request resolution: names, params, arch and options validated with precise
 // errors; canonical forms share a key; a header edit changes exactly the
-// keys of the kernels that include it; compiles read an immutable snapshot.
+// keys of the kernels that include it; compiles take the tree from memory
+// (headers under every name an #include spells), and the key covers exactly
+// those bytes and names and the NVRTC library identity.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include "jitd/cache.h"
 #include "manifest.h"
@@ -27,8 +30,8 @@ const Toolchain& Tools() {
   return t;
 }
 
-std::unique_ptr<Resolver> Make(const fs::path& dir, const fs::path& snapshots = {}) {
-  auto tree = KernelTree::Load(dir, snapshots);
+std::unique_ptr<Resolver> Make(const fs::path& dir) {
+  auto tree = KernelTree::Load(dir);
   EXPECT_TRUE(tree.ok()) << tree.status();
   auto r = Resolver::Create(*tree, Tools(), "sm_90");
   EXPECT_TRUE(r.ok()) << r.status();
@@ -44,6 +47,31 @@ TEST(Toolchain, ReportsNvrtcAndItsArchitectures) {
   EXPECT_FALSE(Tools().nvrtc_version.empty());
   EXPECT_NE(std::find(Tools().archs.begin(), Tools().archs.end(), 90), Tools().archs.end());
   EXPECT_EQ(Tools().fingerprint.size(), 64u);
+}
+
+TEST(Toolchain, NamesTheNvrtcLibraryFilesByContentNotJustTheVersion) {
+  EXPECT_EQ(Tools().nvrtc_library_fingerprint.size(), 64u);
+  EXPECT_EQ(Tools().identity.size(), 64u);
+  ASSERT_EQ(Tools().nvrtc_libraries.size(), 2u);
+  EXPECT_TRUE(Tools().nvrtc_libraries[0].filename().string().starts_with("libnvrtc"));
+  EXPECT_TRUE(Tools().nvrtc_libraries[1].filename().string().starts_with("libnvrtc-builtins"));
+  auto again = cache::FilesFingerprint(Tools().nvrtc_libraries);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, Tools().nvrtc_library_fingerprint) << "the fingerprint is of the files' contents";
+}
+
+TEST(Resolver, TheKeyNamesTheNvrtcLibrary) {
+  auto tree = KernelTree::Load(JITD_KERNELS_DIR);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  Toolchain patched = Tools();
+  patched.nvrtc_library_fingerprint = std::string(64, 'f');  // same "13.0", other libnvrtc bytes
+  auto a = Resolver::Create(*tree, Tools(), "sm_90");
+  auto b = Resolver::Create(*tree, patched, "sm_90");
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ka = (*a)->Resolve({"activation.silu_and_mul", {{"dtype", "fp16"}}, "", {}});
+  auto kb = (*b)->Resolve({"activation.silu_and_mul", {{"dtype", "fp16"}}, "", {}});
+  ASSERT_TRUE(ka.ok() && kb.ok());
+  EXPECT_NE(ka->key, kb->key);
 }
 
 TEST(Resolver, ResolvesARequestIntoAProgramAndAKey) {
@@ -216,23 +244,68 @@ TEST(Resolver, AHeaderEditChangesExactlyTheKeysOfKernelsThatIncludeIt) {
   EXPECT_EQ(all_keys(*Make(kernels)), before) << "restoring the headers restores the keys";
 }
 
-TEST(KernelTree, SnapshotIsWhatCompilesReadAndEditsDoNotReachIt) {
+TEST(KernelTree, CompilesTakeTheTreeFromMemoryAndEditsDoNotReachThem) {
   TempDir dir;
   fs::copy(JITD_KERNELS_DIR, dir.path() / "kernels", fs::copy_options::recursive);
-  auto tree = KernelTree::Load(dir.path() / "kernels", dir.path() / "snapshots");
+  auto r = Make(dir.path() / "kernels");
+  auto resolved = r->Resolve({"moe.topk_sum", {{"dtype", "fp16"}}, "", {}});
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const compiler::CompileJob& job = resolved->job;
+  for (const std::string& option : job.options) {
+    EXPECT_FALSE(option.starts_with("-I") && option.find(dir.path().string()) != std::string::npos)
+        << "no include path into the kernels tree: " << option;
+  }
+  std::map<std::string, std::string> headers;
+  for (const auto& h : job.headers) headers[h.name] = h.content;
+  ASSERT_TRUE(headers.count("common/types.cuh")) << "a header included from a header is in memory too";
+  EXPECT_EQ(headers["common/types.cuh"], *r->tree().File("common/types.cuh"));
+  EXPECT_EQ(job.source, *r->tree().File("moe/topk_sum.cu"));
+  EXPECT_EQ(job.log_root, fs::weakly_canonical(dir.path() / "kernels").string());
+  EXPECT_EQ(job.digest, compiler::JobDigest(job));
+  EXPECT_EQ(job.toolkit_fingerprint, Tools().identity);
+  Append(dir.path() / "kernels/common/types.cuh", "// edited\n");
+  auto again = r->Resolve({"moe.topk_sum", {{"dtype", "fp16"}}, "", {}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->job.headers, job.headers) << "the tree was read once";
+}
+
+// A tree whose kernel includes a header beside it by its short name.
+void WriteTree(const fs::path& root, const std::string& kernel_source, const std::string& b_source = "") {
+  fs::create_directories(root / "a");
+  fs::create_directories(root / "b");
+  std::ofstream(root / "kernels.toml") << "schema = 1\n[defaults]\noptions = []\n"
+                                       << "[[kernel]]\nname = \"a.k\"\nsource = \"a/k.cu\"\ndescription = \"k\"\n"
+                                       << "name_expressions = [\"k\"]\noptions = []\n";
+  std::ofstream(root / "a/k.cu") << kernel_source;
+  std::ofstream(root / "a/util.cuh") << "#pragma once\n__device__ int a_util() { return 1; }\n";
+  std::ofstream(root / "b/util.cuh") << "#pragma once\n__device__ int b_util() { return 2; }\n";
+  std::ofstream(root / "b/y.cuh") << (b_source.empty() ? "#pragma once\n" : b_source);
+}
+
+TEST(Resolver, AHeaderBesideItsIncluderIsGivenUnderTheNameTheIncludeSpells) {
+  TempDir dir;
+  WriteTree(dir.path(), "#include \"util.cuh\"\n__global__ void k() {}\n");
+  auto r = Make(dir.path());
+  auto resolved = r->Resolve({"a.k", {}, "", {}});
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  ASSERT_EQ(resolved->job.headers.size(), 1u);
+  EXPECT_EQ(resolved->job.headers[0].name, "util.cuh");
+  EXPECT_EQ(resolved->job.headers[0].path, "a/util.cuh");
+  EXPECT_NE(resolved->job.headers[0].content.find("a_util"), std::string::npos);
+}
+
+TEST(Resolver, OneSpellingForTwoFilesIsRefusedNamingBoth) {
+  TempDir dir;
+  WriteTree(dir.path(), "#include \"util.cuh\"\n#include \"b/y.cuh\"\n__global__ void k() {}\n",
+            "#pragma once\n#include \"util.cuh\"\n");
+  auto tree = KernelTree::Load(dir.path());
   ASSERT_TRUE(tree.ok()) << tree.status();
-  fs::path snap = (*tree)->include_root();
-  EXPECT_EQ(snap.parent_path(), dir.path() / "snapshots");
-  std::ifstream in(snap / "moe/topk_sum.cu");
-  std::string content(std::istreambuf_iterator<char>(in), {});
-  EXPECT_EQ(content, *(*tree)->File("moe/topk_sum.cu"));
-  Append(dir.path() / "kernels/moe/topk_sum.cu", "// edited\n");
-  std::ifstream again(snap / "moe/topk_sum.cu");
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(again), {}), content);
-  // Loading the same content again reuses the snapshot; edited content gets its own.
-  auto edited = KernelTree::Load(dir.path() / "kernels", dir.path() / "snapshots");
-  EXPECT_NE((*edited)->include_root(), snap);
-  EXPECT_NE((*edited)->fingerprint(), (*tree)->fingerprint());
+  auto r = Resolver::Create(*tree, Tools(), "sm_90");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("a/util.cuh"), std::string_view::npos) << r.status();
+  EXPECT_NE(r.status().message().find("b/util.cuh"), std::string_view::npos) << r.status();
+  EXPECT_NE(r.status().message().find("b/y.cuh:2"), std::string_view::npos) << r.status();
 }
 
 TEST(KernelTree, MissingSourceIsReportedWithItsManifestLine) {

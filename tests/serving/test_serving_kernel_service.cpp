@@ -91,7 +91,7 @@ class KernelServiceTest : public ::testing::Test {
   }
   virtual KernelService::Options Options() { return {}; }
   std::shared_ptr<const manifest::Resolver> Resolver() {
-    auto tree = manifest::KernelTree::Load(dir_.path() / "kernels", dir_.path() / "snapshots");
+    auto tree = manifest::KernelTree::Load(dir_.path() / "kernels");
     EXPECT_TRUE(tree.ok()) << tree.status();
     auto r = manifest::Resolver::Create(*tree, Tools(), "sm_90");
     EXPECT_TRUE(r.ok()) << r.status();
