@@ -1,0 +1,208 @@
+// Hermetic compiles against the real daemon: what is hashed is exactly what
+// NVRTC compiles. The kernels reach NVRTC from memory (no copy on disk is
+// ever compiled from, and old snapshot directories are swept); a toolkit
+// header changed under a running daemon never pairs an old key with new
+// bytes; the NVRTC library identity is part of what the daemon reports; and
+// an NVRTC error names the user's kernels file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "jitd/cache.h"
+#include "kernel_fixtures.h"
+#include "poll_until.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::KernelRequest;
+using testing::kProcessTimeout;
+using testing::PollUntil;
+using testing::TempDir;
+using testing::TestDaemon;
+using testing::WriteFile;
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::string ReadFile(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+// A daemon on its own copy of the small kernels (and any extra flags).
+struct Served {
+  Served(const TempDir& dir, const fs::path& kernels, std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), {"--kernels", kernels.string(), "--workers", "1"});
+    daemon = std::make_unique<TestDaemon>(dir, extra);
+    ready = daemon->WaitUntilServing();
+    if (ready.ok()) client = daemon->Connect("", std::chrono::seconds(120));
+  }
+  absl::StatusOr<v1::GetKernelResponse> Get(const std::string& kernel, const std::map<std::string, std::string>& p) {
+    return client->GetKernel(KernelRequest(kernel, p));
+  }
+  std::unique_ptr<TestDaemon> daemon;
+  absl::Status ready;
+  std::unique_ptr<Client> client;
+};
+
+TEST(Hermetic, ATamperedKernelsCopyInTheCacheDirIsNeverCompiledFromAndIsSwept) {
+  // A clean daemon: the reference key and bytes.
+  TempDir clean_dir;
+  testing::CopyTree(testing::SmallKernelsDir(), clean_dir / "kernels");
+  std::string key, cubin;
+  {
+    Served clean(clean_dir, clean_dir / "kernels");
+    ASSERT_TRUE(clean.ready.ok()) << clean.daemon->process().Output();
+    auto got = clean.Get("small.fill", {{"dtype", "fp32"}});
+    ASSERT_TRUE(got.ok()) << got.status();
+    key = got->key();
+    cubin = got->cubin();
+  }
+  // A cache directory as an older jitd left it, with its kernels snapshot
+  // edited by hand (and a half-written one): GlobalIndex() always 0.
+  TempDir dir;
+  testing::CopyTree(testing::SmallKernelsDir(), dir / "kernels");  // elsewhere: paths are not in keys
+  const fs::path snapshots = dir / "cache" / "kernel-trees";
+  for (const fs::path& copy : {snapshots / "0123456789abcdef0123456789abcdef", snapshots / ".tmp-0123456789abcdef-42"}) {
+    fs::create_directories(copy.parent_path());
+    testing::CopyTree(testing::SmallKernelsDir(), copy);
+    const std::string index = ReadFile(copy / "include/index.cuh");
+    ASSERT_NE(index.find("return"), std::string::npos);
+    WriteFile(copy / "include/index.cuh", "#pragma once\n__device__ inline unsigned GlobalIndex() { return 0; }\n");
+  }
+  Served served(dir, dir / "kernels");
+  ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
+  auto got = served.Get("small.fill", {{"dtype", "fp32"}});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->source(), v1::GetKernelResponse::COMPILED) << "compiled here, not found in another cache";
+  EXPECT_EQ(got->key(), key) << "the same kernels give the same key wherever they sit";
+  EXPECT_EQ(got->cubin(), cubin) << "the tampered copy was compiled from";
+  EXPECT_FALSE(fs::exists(snapshots)) << "old snapshots are swept at start";
+  EXPECT_THAT(served.daemon->process().Output(), HasSubstr("old kernels snapshots"));
+}
+
+TEST(Hermetic, AnNvrtcErrorNamesTheUsersKernelsFile) {
+  TempDir dir;
+  testing::CopyTree(testing::SmallKernelsDir(), dir / "kernels");
+  Served served(dir, dir / "kernels");
+  ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
+  auto got = served.Get("small.broken", {});
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
+  const std::string user_file = (fs::weakly_canonical(dir / "kernels") / "broken.cu").string();
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr(user_file + "(3): error")) << got.status();
+  EXPECT_THAT(std::string(got.status().message()), ::testing::Not(HasSubstr("kernel-trees")));
+}
+
+TEST(Hermetic, TheDaemonReportsTheNvrtcLibraryIdentityNotJustItsVersion) {
+  TempDir dir;
+  testing::CopyTree(testing::SmallKernelsDir(), dir / "kernels");
+  Served served(dir, dir / "kernels");
+  ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
+  const std::string log = served.daemon->process().Output();
+  EXPECT_THAT(log, HasSubstr("toolkit: NVRTC 13.0"));
+  EXPECT_THAT(log, ::testing::ContainsRegex("nvrtc libnvrtc[^ ]*\\+libnvrtc-builtins[^ ]* [0-9a-f]{12}"));
+  EXPECT_TRUE(fs::exists(served.daemon->cache_dir() / "nvrtc-fingerprint")) << "remembered for the next start";
+}
+
+// A private copy of the toolkit headers (--cuda-include) with one header of
+// the test's, which the served kernel includes; the test edits it while
+// the daemon runs.
+class ToolkitChange : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::copy("/usr/local/cuda/include", include_, fs::copy_options::recursive);
+    WriteFile(include_ / "jitd_probe.h", "#pragma once\n#define JITD_PROBE 1\n");
+    testing::CopyTree(testing::SmallKernelsDir(), kernels_);
+    WriteFile(kernels_ / "fill.cu", ReadFile(kernels_ / "fill.cu").insert(0, "#include <jitd_probe.h>\n"));
+    std::string fill = ReadFile(kernels_ / "fill.cu");
+    const std::string body = "out[i] = value;";
+    ASSERT_NE(fill.find(body), std::string::npos);
+    fill.replace(fill.find(body), body.size(), "out[i] = value * T(JITD_PROBE);");
+    WriteFile(kernels_ / "fill.cu", fill);
+  }
+  TempDir dir_;
+  const fs::path include_ = dir_ / "cuda-include";
+  const fs::path kernels_ = dir_ / "kernels";
+};
+
+TEST_F(ToolkitChange, ANewToolkitHeaderGetsANewKeyAndTheOldKeyKeepsItsBytes) {
+  Served served(dir_, kernels_, {"--cuda-include", include_.string()});
+  ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
+  auto before = served.Get("small.fill", {{"dtype", "fp32"}});
+  ASSERT_TRUE(before.ok()) << before.status();
+
+  WriteFile(include_ / "jitd_probe.h", "#pragma once\n#define JITD_PROBE 3\n");
+  // The next compile notices the change. Its request was resolved under the
+  // old toolkit's key, so it is refused (retryably), not compiled with the
+  // new header under the old key.
+  auto noticed = served.Get("small.fill", {{"dtype", "fp64"}});
+  if (!noticed.ok()) {
+    EXPECT_EQ(noticed.status().code(), absl::StatusCode::kUnavailable) << noticed.status();
+    EXPECT_THAT(std::string(noticed.status().message()), HasSubstr("toolkit changed"));
+  }
+  ASSERT_TRUE(PollUntil([&] { return Count(served.daemon->process().Output(), "toolkit changed: ") >= 1; },
+                        kProcessTimeout))
+      << served.daemon->process().Output();
+
+  auto after = served.Get("small.fill", {{"dtype", "fp32"}});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_NE(after->key(), before->key()) << "the same request under the new toolkit has a new key";
+  EXPECT_NE(after->cubin(), before->cubin()) << "and new bytes (JITD_PROBE is in the code)";
+  EXPECT_EQ(after->source(), v1::GetKernelResponse::COMPILED);
+  auto retried = served.Get("small.fill", {{"dtype", "fp64"}});
+  EXPECT_TRUE(retried.ok()) << retried.status();
+
+  // SIGHUP with nothing changed since: no second "toolkit changed".
+  served.daemon->process().Signal(SIGHUP);
+  ASSERT_TRUE(PollUntil([&] { return Count(served.daemon->process().Output(), "reloaded kernels") >= 1; },
+                        kProcessTimeout));
+  const std::string log = served.daemon->process().Output();
+  EXPECT_EQ(Count(log, "toolkit changed: "), 1u) << log;
+
+  // The old key still holds the old bytes; the new key the new ones.
+  cache::CacheOptions options;
+  options.dir = served.daemon->cache_dir();
+  options.read_only = true;
+  auto cache = cache::Cache::Open(options);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  auto old_entry = (*cache)->Lookup(before->key(), cache::LookupCounting::kUncounted);
+  ASSERT_TRUE(old_entry.ok()) << old_entry.status();
+  EXPECT_EQ(old_entry->cubin, before->cubin()) << "old key paired with new bytes";
+  auto new_entry = (*cache)->Lookup(after->key(), cache::LookupCounting::kUncounted);
+  ASSERT_TRUE(new_entry.ok()) << new_entry.status();
+  EXPECT_EQ(new_entry->cubin, after->cubin());
+}
+
+TEST_F(ToolkitChange, SighupNoticesAToolkitChangeBeforeAnyCompileDoes) {
+  Served served(dir_, kernels_, {"--cuda-include", include_.string()});
+  ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
+  auto before = served.Get("small.fill", {{"dtype", "fp32"}});
+  ASSERT_TRUE(before.ok()) << before.status();
+  WriteFile(include_ / "jitd_probe.h", "#pragma once\n#define JITD_PROBE 5\n");
+  served.daemon->process().Signal(SIGHUP);
+  ASSERT_TRUE(PollUntil([&] { return Count(served.daemon->process().Output(), "reloaded kernels") >= 1; },
+                        kProcessTimeout));
+  EXPECT_EQ(Count(served.daemon->process().Output(), "toolkit changed: "), 1u) << served.daemon->process().Output();
+  auto after = served.Get("small.fill", {{"dtype", "fp32"}});
+  ASSERT_TRUE(after.ok()) << after.status() << "\n" << served.daemon->process().Output();
+  EXPECT_NE(after->key(), before->key());
+  EXPECT_NE(after->cubin(), before->cubin());
+}
+
+}  // namespace
+}  // namespace jitd
