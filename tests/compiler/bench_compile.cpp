@@ -12,7 +12,11 @@
 //     sequentially in one process (NVRTC serialises compiles per process);
 //   - the PCH speedup in a warm worker: the first instantiation (which
 //     creates the PCH) vs the second (which reuses it), and the second vs a
-//     cold compile without PCH.
+//     cold compile without PCH (the shipped rmsnorm's project headers come
+//     from memory, as every daemon compile's do);
+//   - what the toolkit check costs that a watched pool runs twice per
+//     compile (ToolkitWatch::Check: a stat of every toolkit header and of
+//     the NVRTC libraries).
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +33,7 @@
 #include "manifest.h"
 #include "nvrtc_program.h"
 #include "test_programs.h"
+#include "toolkit_watch.h"
 #include "worker_pool.h"
 
 namespace {
@@ -225,6 +230,24 @@ void RunShippedKernels(Bench& bench, int runs) {
                    }});
 }
 
+void RunToolkitCheck(int runs) {
+  auto watch = jitd::compiler::ToolkitWatch::Start({});
+  if (!watch.ok()) std::exit(1);
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(jitd::compiler::kDefaultCudaInclude)) {
+    files += entry.is_regular_file() ? 1 : 0;
+  }
+  std::vector<double> checks;
+  for (int run = 0; run < runs * 10; ++run) {
+    const auto start = Clock::now();
+    if (!(*watch)->Check().ok()) std::exit(1);
+    checks.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  std::printf("\ntoolkit check (ToolkitWatch::Check, %zu headers + 2 NVRTC libraries): %.2f ms median of %d, "
+              "twice per compile\n",
+              files, Median(checks), runs * 10);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -247,5 +270,6 @@ int main(int argc, char** argv) {
   bench.Run(cub);
   bench.Run(trivial);
   RunShippedKernels(bench, runs);
+  RunToolkitCheck(runs);
   return 0;
 }
