@@ -212,8 +212,8 @@ int Run(uint64_t entries, int rounds, const std::string& json, const fs::path& s
     const auto size = fs::file_size(full / name, ec);
     if (!ec) index_bytes += size;
   }
-  // One start each first: snapshots the kernels tree into each cache and
-  // brings the files into the page cache, as any start after the first.
+  // One start each first: remembers the toolkit fingerprints in each cache
+  // and brings the files into the page cache, as any start after the first.
   StartOnce(dir.path(), empty);
   StartOnce(dir.path(), full);
   std::vector<double> ms[2], rss[2], rss_stats[2];

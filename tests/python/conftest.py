@@ -26,8 +26,8 @@ import jitd
 REPO = Path(__file__).resolve().parents[2]
 SMALL_KERNELS = REPO / "tests" / "daemon" / "fixtures" / "kernels_small"
 SHIPPED_KERNELS = REPO / "kernels"
-# How long a daemon may take to answer SERVING (it reads and snapshots its
-# kernels tree and checks it with the namespace guard first).
+# How long a daemon may take to answer SERVING (it reads its kernels tree,
+# checks it with the namespace guard and fingerprints the toolkit first).
 READY_TIMEOUT_S = 30.0
 
 
