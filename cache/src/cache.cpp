@@ -149,9 +149,8 @@ class Cache::Impl {
     if (!bytes.ok()) {
       if (!absl::IsNotFound(bytes.status())) return bytes.status();
       // Evicted by another thread or process between the row and the file?
-      auto again = index_->Find(key);
-      if (again.ok() && (!*again || (*again)->checksum != checksum)) return Miss(key, counted);
-      DropCorrupt(key, checksum, path, "blob file missing");
+      // DropCorrupt tells (an eviction deletes row and file together).
+      DropCorrupt(key, checksum, path, "blob file missing", /*missing=*/true);
       return Miss(key, counted);
     }
     Entry entry;
@@ -165,17 +164,24 @@ class Cache::Impl {
     }
     entry.blob_path = std::move(path);
     entry.checksum = checksum;
-    if (!counted) return entry;
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    if (!opts_.read_only) {
-      // Recorded in memory only; the background thread writes it in batches.
-      int64_t now = NowMs();
-      std::lock_guard lock(recency_mu_);
-      auto& u = recency_[key];
-      u.last_used_ms = std::max(u.last_used_ms, now);
-      u.hits += 1;
-    }
+    if (counted) RecordUse(key);
     return entry;
+  }
+
+  void RecordUse(std::string_view key) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    if (opts_.read_only) return;
+    // Recorded in memory only; the background thread writes it in batches.
+    int64_t now = NowMs();
+    std::lock_guard lock(recency_mu_);
+    auto& u = recency_[std::string(key)];
+    u.last_used_ms = std::max(u.last_used_ms, now);
+    u.hits += 1;
+  }
+
+  void SetRemovalListener(Cache::RemovalListener listener) {
+    std::lock_guard lock(listener_mu_);
+    listener_ = std::make_shared<const Cache::RemovalListener>(std::move(listener));
   }
 
   absl::StatusOr<bool> Contains(std::string_view key) {
@@ -355,22 +361,37 @@ class Cache::Impl {
         continue;
       }
       if (missing) {
-        // Recheck: an entry evicted while we read is not a problem.
-        auto again = index_->Find(r.key);
-        if (again.ok() && (!*again || (*again)->checksum != r.checksum)) {
+        // An entry evicted while we read is not a problem. Evictions delete
+        // row and file in one write transaction, so the question is asked
+        // under the write lock: no eviction is half done then.
+        bool really_missing = false;
+        if (repair) {
+          really_missing = DropCorrupt(r.key, r.checksum, path, problem, /*missing=*/true);
+        } else {
+          auto again = index_->FindSerialized(r.key);
+          std::error_code ec;
+          really_missing = again.ok() && *again && (*again)->checksum == r.checksum && !fs::exists(path, ec) && !ec;
+        }
+        if (!really_missing) {
           --report.checked;
           continue;
         }
         ++report.missing_blobs;
-      } else {
-        ++report.corrupt;
+        report.problems.push_back(Cat(r.key, " (", r.kernel, " ", r.arch, "): ", problem));
+        if (repair) ++report.repaired;
+        continue;
       }
+      ++report.corrupt;
       report.problems.push_back(Cat(r.key, " (", r.kernel, " ", r.arch, "): ", problem));
       if (repair) {
         DropCorrupt(r.key, r.checksum, path, problem);
         ++report.repaired;
       }
     }
+    // Under maintain_mu_: this process's budget eviction and reconcile do
+    // not interleave with it (other processes are kept apart by the index's
+    // write transactions).
+    std::lock_guard lock(maintain_mu_);
     if (auto s = Reconcile(&report, repair, /*drop_missing_rows=*/false); !s.ok()) return s;
     return report;
   }
@@ -412,14 +433,39 @@ class Cache::Impl {
     return absl::NotFoundError(Cat("no cache entry for key ", key));
   }
 
-  void DropCorrupt(const std::string& key, const std::string& checksum, const fs::path& path, std::string_view why) {
+  // Drops an entry whose blob is damaged, or (with `missing`) gone.
+  // Returns whether it counted as corrupt. A blob gone because an eviction
+  // removed it is not: the eviction deletes row and file inside one write
+  // transaction, so by the time this Remove gets the write lock the row is
+  // gone too, and nothing is counted, logged or reported.
+  bool DropCorrupt(const std::string& key, const std::string& checksum, const fs::path& path, std::string_view why,
+                   bool missing = false) {
+    bool removed_row = false;
+    if (!opts_.read_only) {
+      auto removed = index_->Remove({{key, checksum}}, [&](size_t) { blobs_.Remove(path); });
+      if (!removed.ok()) {
+        spdlog::warn("cache: dropping {} from the index failed: {}", key, removed.status().ToString());
+      } else {
+        removed_row = (*removed)[0];
+        if (missing && !removed_row) return false;  // evicted meanwhile
+      }
+      blobs_.Remove(path);  // a damaged file goes even when its row changed
+    }
     corrupt_.fetch_add(1, std::memory_order_relaxed);
     spdlog::warn("cache: entry {} is corrupt ({}): {}; {}", key, path.string(), why,
                  opts_.read_only ? "skipped (read-only)" : "dropped");
-    if (opts_.read_only) return;
-    auto removed = index_->Remove({{key, checksum}});
-    if (!removed.ok()) spdlog::warn("cache: dropping {} from the index failed: {}", key, removed.status().ToString());
-    blobs_.Remove(path);
+    if (removed_row) NotifyRemoved({key});
+    return true;
+  }
+
+  void NotifyRemoved(const std::vector<std::string>& keys) {
+    if (keys.empty()) return;
+    std::shared_ptr<const Cache::RemovalListener> listener;
+    {
+      std::lock_guard lock(listener_mu_);
+      listener = listener_;
+    }
+    if (listener && *listener) (*listener)(keys);
   }
 
   // Deletes index rows in batches (bounding how long the write lock is
@@ -430,13 +476,19 @@ class Cache::Impl {
       size_t end = std::min(rows.size(), start + opts_.evict_batch);
       std::vector<std::pair<std::string, std::string>> batch;
       for (size_t i = start; i < end; ++i) batch.emplace_back(rows[i].key, rows[i].checksum);
-      auto done = index_->Remove(batch);
+      // Files are deleted inside the transaction (see CacheIndex::Remove):
+      // a reconcile in another process never re-indexes them, and a reader
+      // never counts them as missing.
+      auto done = index_->Remove(
+          batch, [&](size_t i) { blobs_.Remove(blobs_.PathFor(rows[start + i].key, rows[start + i].checksum)); });
       if (!done.ok()) return done.status();
+      std::vector<std::string> keys;
       for (size_t i = start; i < end; ++i) {
         if (!(*done)[i - start]) continue;  // changed or removed by another process
-        blobs_.Remove(blobs_.PathFor(rows[i].key, rows[i].checksum));
         removed.push_back(rows[i]);
+        keys.push_back(rows[i].key);
       }
+      NotifyRemoved(keys);
     }
     evictions_.fetch_add(removed.size(), std::memory_order_relaxed);
     return removed;
@@ -546,10 +598,26 @@ class Cache::Impl {
       }
       if (!repair) return;
       if (it != rows.end()) {
-        blobs_.Remove(path);  // the loser of a publish race, or a stale copy
-        ++removed;
-        if (report) ++report->repaired;
-        return;
+        // The rows were read before the walk: the entry may have been
+        // evicted and published again since, with this very blob. Only a
+        // blob that is not the key's current one is a stray.
+        auto now_row = index_->Find(k);
+        if (!now_row.ok()) return;
+        if (*now_row && (*now_row)->checksum == checksum) {
+          seen.insert(k);
+          if (report) {
+            --report->orphan_blobs;
+            report->problems.pop_back();
+          }
+          return;
+        }
+        if (*now_row) {
+          blobs_.Remove(path);  // the loser of a publish race, or a stale copy
+          ++removed;
+          if (report) ++report->repaired;
+          return;
+        }
+        // No row now: an orphan, adopted below if intact.
       }
       auto bytes = blobs_.Read(path);
       EntryMeta meta;
@@ -561,7 +629,22 @@ class Cache::Impl {
         if (report) ++report->repaired;
         return;
       }
-      auto stored = index_->InsertIfAbsent(RowFromMeta(meta, std::string(checksum), bytes->size()));
+      // Adopted only if the file is still there under the write lock: an
+      // eviction in another process deletes its files inside its own
+      // transaction, so this never brings back a row for a blob that is
+      // being deleted.
+      auto stored = index_->InsertIfAbsent(RowFromMeta(meta, std::string(checksum), bytes->size()), [&] {
+        std::error_code ec;
+        return fs::exists(path, ec);
+      });
+      if (stored.ok() && stored->empty()) {
+        // Gone meanwhile: evicted. Not a problem, nothing repaired.
+        if (report) {
+          --report->orphan_blobs;
+          report->problems.pop_back();
+        }
+        return;
+      }
       if (stored.ok() && *stored != checksum) {
         blobs_.Remove(path);
         ++removed;
@@ -588,8 +671,13 @@ class Cache::Impl {
       if (!pairs.empty()) {
         auto done = index_->Remove(pairs);
         if (!done.ok()) return done.status();
-        for (bool d : *done) dropped += d;
+        std::vector<std::string> dropped_keys;
+        for (size_t i = 0; i < pairs.size(); ++i) {
+          if ((*done)[i]) dropped_keys.push_back(pairs[i].first);
+        }
+        dropped = dropped_keys.size();
         corrupt_.fetch_add(dropped, std::memory_order_relaxed);
+        NotifyRemoved(dropped_keys);
       }
     }
     if (adopted + removed + dropped > 0) {
@@ -644,7 +732,9 @@ class Cache::Impl {
   // This process's counter deltas not yet written to the index.
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, corrupt_{0}, publishes_{0}, publish_failures_{0};
 
-  std::mutex maintain_mu_;  // one flush/eviction at a time in this process
+  std::mutex maintain_mu_;  // one flush/eviction/reconcile at a time in this process
+  std::mutex listener_mu_;
+  std::shared_ptr<const Cache::RemovalListener> listener_;  // guarded by listener_mu_
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   bool stop_ = false;
@@ -670,6 +760,8 @@ absl::StatusOr<Entry> Cache::Lookup(std::string_view key, LookupCounting countin
   return impl_->Lookup(key, counting);
 }
 absl::StatusOr<bool> Cache::Contains(std::string_view key) { return impl_->Contains(key); }
+void Cache::RecordUse(std::string_view key) { impl_->RecordUse(key); }
+void Cache::SetRemovalListener(RemovalListener listener) { impl_->SetRemovalListener(std::move(listener)); }
 absl::Status Cache::Publish(const EntryMeta& meta, std::string_view cubin) { return impl_->Publish(meta, cubin); }
 absl::StatusOr<EvictResult> Cache::Evict(const EvictFilter& filter) { return impl_->Evict(filter); }
 absl::Status Cache::Pin(std::string_view key, bool pinned) { return impl_->Pin(key, pinned); }

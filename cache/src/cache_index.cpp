@@ -277,9 +277,21 @@ absl::StatusOr<std::optional<IndexRow>> CacheIndex::Find(const std::string& key)
   return out;
 }
 
-absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r) {
+absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r, const std::function<bool()>& still_valid) {
   std::string stored;
   auto s = WriteTransaction([&](Database& db) -> absl::Status {
+    if (still_valid) {
+      auto sel = db.Prepare("SELECT checksum FROM entries WHERE key = ?");
+      if (!sel.ok()) return sel.status();
+      sel->Bind(1, std::string_view(r.key));
+      auto row = sel->Step();
+      if (!row.ok()) return row.status();
+      if (*row) {
+        stored = sel->Text(0);
+        return absl::OkStatus();
+      }
+      if (!still_valid()) return absl::OkStatus();
+    }
     auto ins = db.Prepare(
         Cat("INSERT INTO entries (", kColumns, ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING"));
     if (!ins.ok()) return ins.status();
@@ -304,7 +316,8 @@ absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r) {
   return stored;
 }
 
-absl::StatusOr<std::vector<bool>> CacheIndex::Remove(const std::vector<std::pair<std::string, std::string>>& rows) {
+absl::StatusOr<std::vector<bool>> CacheIndex::Remove(const std::vector<std::pair<std::string, std::string>>& rows,
+                                                     const std::function<void(size_t)>& on_removed) {
   std::vector<bool> removed(rows.size(), false);
   auto s = WriteTransaction([&](Database& db) -> absl::Status {
     auto del = db.Prepare("DELETE FROM entries WHERE key = ? AND checksum = ?");
@@ -314,10 +327,32 @@ absl::StatusOr<std::vector<bool>> CacheIndex::Remove(const std::vector<std::pair
       if (auto rs = del->Run(); !rs.ok()) return rs;
       removed[i] = db.Changes() == 1;
     }
+    // After every DELETE succeeded: a failed statement rolls back, and then
+    // no file may be gone.
+    if (on_removed) {
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (removed[i]) on_removed(i);
+      }
+    }
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
   return removed;
+}
+
+absl::StatusOr<std::optional<IndexRow>> CacheIndex::FindSerialized(const std::string& key) {
+  std::optional<IndexRow> out;
+  auto s = WriteTransaction([&](Database& db) -> absl::Status {
+    auto st = db.Prepare(Cat("SELECT ", kColumns, " FROM entries WHERE key = ?"));
+    if (!st.ok()) return st.status();
+    st->Bind(1, std::string_view(key));
+    auto row = st->Step();
+    if (!row.ok()) return row.status();
+    if (*row) out = ReadRow(*st);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return out;
 }
 
 absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter, bool newest_first, size_t limit) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -77,11 +78,28 @@ class CacheIndex {
 
   // Inserts unless the key exists. Returns the checksum that is now stored
   // for the key (ours if inserted, the earlier writer's otherwise).
-  absl::StatusOr<std::string> InsertIfAbsent(const IndexRow& row);
+  // With `still_valid`, it is asked inside the write transaction, after the
+  // key was found absent and before the insert; false inserts nothing and
+  // returns "". Recovery uses it to adopt a blob only if the file still
+  // exists while no other writer can run: an eviction deletes its files
+  // inside its own transaction (see Remove), so a blob seen here is not one
+  // an eviction has already decided to delete.
+  absl::StatusOr<std::string> InsertIfAbsent(const IndexRow& row, const std::function<bool()>& still_valid = {});
 
   // Removes the rows whose (key, checksum) match, in one transaction;
   // returns which were removed (a row changed by another process is kept).
-  absl::StatusOr<std::vector<bool>> Remove(const std::vector<std::pair<std::string, std::string>>& rows);
+  // `on_removed(i)` runs inside the transaction for every row removed: the
+  // caller deletes the row's blob there, so no other process ever sees a
+  // blob without its row that is about to vanish, nor a row whose blob is
+  // gone (readers in WAL mode see the rows until the commit; a reader that
+  // finds the file missing meanwhile waits on this lock in Remove and then
+  // finds the row gone: not corrupt).
+  absl::StatusOr<std::vector<bool>> Remove(const std::vector<std::pair<std::string, std::string>>& rows,
+                                           const std::function<void(size_t)>& on_removed = {});
+
+  // Find(), read on the writer after taking the write lock: it sees every
+  // change committed before, and none is in progress in any process.
+  absl::StatusOr<std::optional<IndexRow>> FindSerialized(const std::string& key);
 
   // Matching rows, ordered by last use (oldest first, or newest first).
   absl::StatusOr<std::vector<IndexRow>> Select(const RowFilter& filter, bool newest_first, size_t limit);

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -206,6 +207,24 @@ class Cache {
   // Whether an index row exists for `key`; reads no blob, counts nothing.
   absl::StatusOr<bool> Contains(std::string_view key);
 
+  // Records one use of `key` served by a tier above this cache (the
+  // daemon's memory): a hit in Stats() and, for the entry, one more hit and
+  // a fresh last use, exactly as a counted Lookup would. Costs one map
+  // update in memory; the background flush writes it with the others, so
+  // `ls` order, hit counts, budget eviction and `evict --older-than` see
+  // entries that are only ever answered from memory as in use. A key with
+  // no row is ignored at the flush. No-op when read-only.
+  void RecordUse(std::string_view key);
+
+  // Called with the keys of entries this cache removed: evicted (budget or
+  // Evict()), dropped as corrupt or missing, or found gone by a repair; so
+  // that a tier above (the daemon's memory) forgets them too. Runs on the
+  // thread that removed them, after the removal, with no lock of the
+  // cache's held; it must be cheap and must not call back into the cache.
+  // Set it before the cache is shared between threads.
+  using RemovalListener = std::function<void(const std::vector<std::string>& keys)>;
+  void SetRemovalListener(RemovalListener listener);
+
   // Stores a cubin under meta.key. Returns OK if the key is already present
   // (first publish wins; the content of a key never changes). Fails with
   // INVALID_ARGUMENT for a malformed key and RESOURCE_EXHAUSTED when the
@@ -226,6 +245,10 @@ class Cache {
 
   // Reads every blob and checks it; with `repair`, drops corrupt entries,
   // removes rows without blobs and indexes or removes blobs without rows.
+  // Safe beside eviction in this and other processes: an entry evicted
+  // while it is checked is neither reported nor "repaired", and a blob
+  // being deleted by an eviction is never indexed again (see Remove in
+  // cache_index.h for why).
   absl::StatusOr<VerifyReport> Verify(bool repair);
 
   // Writes queued recency and counters, runs budget eviction and a WAL
