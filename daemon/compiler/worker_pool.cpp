@@ -67,7 +67,7 @@ void CancelFlag::Unsubscribe(std::uint64_t id) {
 
 // ---- WorkerPool ----
 
-struct WorkerPool::Ticket {
+struct WorkerPool::Ticket : std::enable_shared_from_this<WorkerPool::Ticket> {
   enum class State { kNew, kQueued, kRunning, kDone };
   const CompileJob* job = nullptr;
   Priority priority = Priority::kLive;
@@ -77,6 +77,11 @@ struct WorkerPool::Ticket {
   Slot* slot = nullptr;  // while kRunning
   std::optional<absl::StatusOr<CompileResult>> result;
   std::condition_variable done;
+  // CompileAsync only: the job (owned), the callback and the cancel
+  // subscription, which the completion thread ends before calling back.
+  std::optional<CompileJob> owned_job;
+  std::function<void(absl::StatusOr<CompileResult>)> on_done;
+  std::uint64_t subscription = 0;
 
   bool cancelled() const { return cancel != nullptr && cancel->cancelled(); }
 };
@@ -157,6 +162,14 @@ WorkerPool::~WorkerPool() {
   for (auto& slot : slots_) {
     if (slot->thread.joinable()) slot->thread.join();
   }
+  // Every ticket is answered now; the callbacks of CompileAsync run before
+  // the pool goes.
+  {
+    std::lock_guard lock(mu_);
+    completer_stopping_ = true;
+  }
+  completion_cv_.notify_all();
+  if (completer_.joinable()) completer_.join();
   // Workers of slots whose thread never ran (Start failed) or already quit.
   for (auto& slot : slots_) {
     if (slot->worker != nullptr) slot->worker->Terminate(options_.shutdown_grace);
@@ -206,6 +219,69 @@ absl::StatusOr<CompileResult> WorkerPool::Compile(const CompileJob& job, Priorit
   return result;
 }
 
+void WorkerPool::CompileAsync(CompileJob job, Priority priority, std::shared_ptr<CancelFlag> cancel,
+                              std::function<void(absl::StatusOr<CompileResult>)> done) {
+  auto ticket = std::make_shared<Ticket>();
+  ticket->owned_job = std::move(job);
+  ticket->job = &*ticket->owned_job;
+  ticket->priority = priority;
+  ticket->cancel = std::move(cancel);
+  ticket->on_done = std::move(done);
+  if (CancelFlag* flag = ticket->cancel.get()) {
+    std::weak_ptr<Ticket> weak = ticket;
+    // Set before the ticket is queued; read by the completion thread only.
+    ticket->subscription = flag->Subscribe([this, weak] {
+      if (std::shared_ptr<Ticket> locked = weak.lock()) OnCancel(locked);
+    });
+  }
+  std::unique_lock lock(mu_);
+  if (!completer_.joinable() && !completer_stopping_) {
+    try {
+      completer_ = std::thread([this] { RunCompletions(); });
+    } catch (const std::system_error& e) {
+      lock.unlock();
+      if (ticket->subscription != 0) ticket->cancel->Unsubscribe(ticket->subscription);
+      ticket->on_done(absl::ResourceExhaustedError(std::string("cannot start the compile pool's completion thread: ") +
+                                                   e.what()));
+      return;
+    }
+  }
+  const size_t queued = live_.size() + warm_.size();
+  if (ticket->cancelled()) {
+    ++stats_.cancellations;
+    CompleteLocked(*ticket, absl::CancelledError("compile of " + ticket->job->program_name +
+                                                 " was cancelled before it was queued"));
+  } else if (shutting_down_ || completer_stopping_) {
+    CompleteLocked(*ticket, absl::UnavailableError("the compile pool is shutting down"));
+  } else if (queued >= options_.max_queue) {
+    ++stats_.rejected;
+    CompleteLocked(*ticket, absl::ResourceExhaustedError("compile queue is full (" + std::to_string(queued) +
+                                                         " jobs waiting); not compiling " + ticket->job->program_name));
+  } else {
+    ticket->state = Ticket::State::kQueued;
+    (priority == Priority::kLive ? live_ : warm_).push_back(ticket);
+    work_cv_.notify_one();
+  }
+}
+
+void WorkerPool::RunCompletions() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    completion_cv_.wait(lock, [&] { return completer_stopping_ || !completions_.empty(); });
+    if (completions_.empty()) return;  // stopping, and every callback ran
+    std::shared_ptr<Ticket> ticket = std::move(completions_.front());
+    completions_.pop_front();
+    lock.unlock();
+    // Outside mu_ (lock order): after this the cancel callback cannot run.
+    if (ticket->subscription != 0) ticket->cancel->Unsubscribe(ticket->subscription);
+    absl::StatusOr<CompileResult> result = *std::move(ticket->result);
+    auto done = std::move(ticket->on_done);
+    ticket.reset();
+    done(std::move(result));
+    lock.lock();
+  }
+}
+
 void WorkerPool::OnCancel(const std::shared_ptr<Ticket>& ticket) {
   std::lock_guard lock(mu_);
   switch (ticket->state) {
@@ -232,6 +308,12 @@ void WorkerPool::CompleteLocked(Ticket& ticket, absl::StatusOr<CompileResult> re
   ticket.state = Ticket::State::kDone;
   ticket.slot = nullptr;
   ticket.done.notify_all();
+  if (ticket.on_done) {
+    // Called back on the completion thread, never under mu_ or a cancel
+    // flag's lock (CompleteLocked runs under both).
+    completions_.push_back(ticket.shared_from_this());
+    completion_cv_.notify_one();
+  }
 }
 
 void WorkerPool::Complete(Ticket& ticket, absl::StatusOr<CompileResult> result) {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -154,6 +155,18 @@ class WorkerPool {
   absl::StatusOr<CompileResult> Compile(const CompileJob& job, Priority priority,
                                         std::shared_ptr<CancelFlag> cancel = nullptr);
 
+  // Compile() without a waiting thread: `job` is queued as Compile queues
+  // it, and `done` is called once with what Compile would return. `done`
+  // runs on the pool's completion thread (one per pool), in completion
+  // order, with no lock of the pool held; it must be short (hand the result
+  // on) and must not destroy the pool. A job refused at once (full queue,
+  // cancelled, shutting down) is answered on that thread too, except when
+  // the completion thread cannot be started: then RESOURCE_EXHAUSTED is
+  // answered on the caller's thread. Every callback has run when the
+  // destructor returns.
+  void CompileAsync(CompileJob job, Priority priority, std::shared_ptr<CancelFlag> cancel,
+                    std::function<void(absl::StatusOr<CompileResult>)> done);
+
   // Drains and restarts every worker: an idle one is replaced now, a busy
   // one after its job. For a toolkit change (the new workers load the
   // NVRTC on disk now). Thread-safe; does not wait.
@@ -182,6 +195,8 @@ class WorkerPool {
   // Requires mu_. Hands the ticket its answer and wakes its caller.
   void CompleteLocked(Ticket& ticket, absl::StatusOr<CompileResult> result);
   void Complete(Ticket& ticket, absl::StatusOr<CompileResult> result);
+  // The completion thread: calls CompileAsync's callbacks.
+  void RunCompletions();
 
   const Options options_;
   std::atomic<std::uint64_t> next_job_id_{1};
@@ -197,6 +212,11 @@ class WorkerPool {
   std::uint64_t generation_ = 0;
   Statistics stats_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  // CompileAsync tickets answered and not yet called back (guarded by mu_).
+  std::deque<std::shared_ptr<Ticket>> completions_;
+  std::condition_variable completion_cv_;
+  bool completer_stopping_ = false;  // guarded by mu_
+  std::thread completer_;            // started by the first CompileAsync
 };
 
 }  // namespace jitd::compiler
