@@ -1,25 +1,34 @@
 // KernelService: the daemon's request path, independent of gRPC.
 //
-//   resolve (manifest) -> hot cache (memory) -> disk cache
-//     -> remote tier (shared by the fleet, when configured) -> compile
+//   resolve (manifest) -> TierStack: memory -> disk (-> remote, CACHED_ONLY)
+//     -> FlightTable: join the key's flight, or lead a new one:
+//          [remote tier: ask the fleet, take the key's lease or wait on it]
+//          -> WorkerPool::CompileAsync -> store on disk -> publish in memory
+//          -> answer every waiter -> write back to the fleet, release lease
 //
-// * Single flight: identical concurrent requests (same content key) share one
-//   compile; every caller waits on it and gets its result.
+// The parts, each with its own manual: tier.h (what each tier is and the
+// two rules that keep them in agreement: a hit anywhere is recorded below,
+// a removal anywhere is forgotten above), flight_table.h (single flight,
+// cancellation, the negative memo), executor.h (the fixed threads that run
+// a flight's steps; no thread is parked per flight), worker_pool.h.
+//
+// * Single flight: identical concurrent requests (same content key) share
+//   one flight; every caller waits on it and gets its result.
 // * A caller that gives up (deadline, cancellation) stops waiting at once;
-//   when the last waiter of a compile gives up and nobody else wants it
-//   (no PREFETCH), the compile is cancelled.
+//   when the last waiter gives up and nobody else wants it (no PREFETCH),
+//   the compile is cancelled.
 // * Compile failures (NVRTC rejected the program) are remembered for
-//   Options::negative_ttl, so a broken kernel is not recompiled on every
-//   request; each request still gets the error and the NVRTC log.
-// * A compiled cubin is returned even when it cannot be stored on disk (full
-//   disk); the failure is counted and logged.
+//   Options::negative_ttl; each request still gets the error and the log.
+// * A compiled cubin is returned even when it cannot be stored on disk
+//   (full disk); the failure is counted and logged.
 // * Fleet-wide single flight (with a remote tier): a flight first asks the
 //   remote tier; on a miss it takes the key's lease there and compiles,
-//   writing the cubin back, or, when another daemon holds the lease, polls
-//   until that daemon's cubin appears (or its lease lapses, and this daemon
-//   takes over). A compile failure is shared the same way, for
-//   negative_ttl. The remote tier failing never fails a request: the flight
-//   compiles locally (remote.h's circuit breaker keeps that cheap).
+//   writing the cubin back after its local callers have their answer, and
+//   only then releasing the lease; when another daemon holds the lease, the
+//   flight polls (a delayed task, no thread held) until that daemon's cubin
+//   appears or its lease lapses, and this daemon takes over. A compile
+//   failure is shared the same way. The remote tier failing never fails a
+//   request: the flight compiles locally.
 // * The resolver can be swapped at run time (SIGHUP re-reads the kernels):
 //   requests in flight finish with the one they started with.
 //
@@ -30,32 +39,22 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "hot_cache.h"
+#include "executor.h"
+#include "flight_table.h"
 #include "jitd/cache.h"
 #include "manifest.h"
 #include "remote.h"
+#include "tier.h"
 #include "worker_pool.h"
 
 namespace jitd::serving {
-
-enum class Origin { kMemory, kDisk, kRemote, kCompiled, kNone };
-const char* OriginName(Origin origin);
-
-enum class Mode {
-  kCompile,     // compile on a miss
-  kCachedOnly,  // NOT_FOUND on a miss, never compile
-  kPrefetch,    // answer at once; on a miss start a compile nobody waits for
-};
 
 // What the caller brings besides the request: when it stops waiting and how
 // urgent it is.
@@ -89,6 +88,10 @@ class KernelService {
     std::chrono::milliseconds compile_timeout{std::chrono::minutes(5)};
     // How often a waiting caller checks whether it has gone away.
     std::chrono::milliseconds poll_interval{20};
+    // Threads that run flights' steps (fleet polls, stores, write-backs).
+    // A store costs a few ms and a write-back up to the remote timeout, so
+    // a few threads keep many flights moving.
+    size_t executor_threads = 4;
     // While another daemon holds a key's lease, the remote tier is polled
     // this often at first, doubling up to remote_poll_max: a cubin that
     // lands within milliseconds is picked up at once, a long compile costs
@@ -125,7 +128,7 @@ class KernelService {
   // `remote` (may be null: no shared tier) must outlive the service.
   KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache, compiler::WorkerPool* pool,
                 Options options, cache::RemoteTier* remote = nullptr);
-  // Waits for compiles still running (their results are stored).
+  // Waits for flights still running (their results are stored).
   ~KernelService();
   KernelService(const KernelService&) = delete;
   KernelService& operator=(const KernelService&) = delete;
@@ -141,75 +144,61 @@ class KernelService {
 
   void SwapResolver(std::shared_ptr<const manifest::Resolver> resolver);
 
-  // Drops entries from the hot cache (after an operator evicted them from
-  // disk): an evicted key is not served from memory either.
+  // Drops entries from memory. The disk's own removals (eviction, repair)
+  // reach memory by themselves (tier.h, rule 2); this is for removals the
+  // disk cannot see (another process evicting the same directory).
   void Forget(const std::vector<std::string>& keys);
   std::shared_ptr<const manifest::Resolver> resolver() const;
 
   Stats stats() const;
 
  private:
-  struct Flight;
-  struct Failure {
-    absl::Status status;
-    std::chrono::steady_clock::time_point expires;
+  struct FlightWork;  // a led flight's state between its steps
+
+  // Counters, each updated with one relaxed atomic add (no lock on the
+  // request path); stats() reads a snapshot.
+  struct Counters {
+    std::atomic<uint64_t> requests{0}, memory_hits{0}, disk_hits{0}, compiles{0}, compile_failures{0},
+        compile_errors{0}, joined{0}, negative_hits{0}, cached_only_misses{0}, prefetches{0}, abandoned{0},
+        in_flight{0}, remote_hits{0}, remote_waits{0}, remote_takeovers{0}, remote_failures_shared{0};
   };
 
-  // Joins `flight` (counting a COMPILE request as a waiter) unless its
-  // last waiter has cancelled it. Requires flights_mu_.
-  static bool Join(Flight& flight, Mode mode);
-  absl::StatusOr<KernelAnswer> Wait(std::shared_ptr<Flight> flight, KernelAnswer answer, const CallContext& context,
-                                    bool joined);
-  void RunFlight(std::shared_ptr<Flight> flight, manifest::ResolvedKernel resolved, compiler::Priority priority);
-  std::shared_ptr<const cache::Entry> Store(const manifest::ResolvedKernel& resolved, compiler::CompileResult result);
-  // Publishes an entry on disk and returns it as read back (or, when the
-  // disk refuses it, from memory).
-  std::shared_ptr<const cache::Entry> Keep(cache::EntryMeta meta, std::string cubin);
-  // What the fleet says before this daemon compiles (remote tier only):
-  // `result` set when the remote tier answered (a cubin or a shared
-  // failure) or the flight was cancelled while waiting; `leased` when this
-  // daemon holds the key's lease and compiles.
-  struct FleetOutcome {
-    std::optional<absl::StatusOr<std::shared_ptr<const cache::Entry>>> result;
-    bool leased = false;
-  };
-  FleetOutcome AskFleet(Flight& flight, const manifest::ResolvedKernel& resolved);
-  // A CACHED_ONLY miss: the remote tier's verified entry, stored locally.
-  // Gives up at the caller's `deadline` if that comes first.
-  std::shared_ptr<const cache::Entry> FetchRemote(const std::string& key,
-                                                  std::chrono::steady_clock::time_point deadline);
-  std::optional<absl::Status> RecentFailure(const std::string& key);
-  void RememberFailure(const std::string& key, const absl::Status& status);
+  // Starts a led flight: the fleet first (remote tier), else the compile.
+  void StartFlight(std::shared_ptr<FlightWork> work);
+  // One round of asking the fleet; runs on the executor, and again after a
+  // delay while another daemon holds the key's lease.
+  void AskFleet(std::shared_ptr<FlightWork> work);
+  void Compile(std::shared_ptr<FlightWork> work);
+  void OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<compiler::CompileResult> result,
+                  std::chrono::steady_clock::time_point started);
+  // Publishes the result in memory, answers the waiters, then (compiled
+  // here, remote tier) writes back and releases the lease.
+  void FinishFlight(std::shared_ptr<FlightWork> work, FlightResult result, bool compiled_here);
+  absl::StatusOr<KernelAnswer> Wait(Flight& flight, KernelAnswer answer, const CallContext& context);
 
   const Options options_;
-  cache::Cache* const cache_;
   compiler::WorkerPool* const pool_;
   cache::RemoteTier* const remote_;
-  HotCache hot_;
+
+  // The tiers, fastest first; the remote one only with a remote tier.
+  MemoryTier memory_;
+  DiskTier disk_;
+  std::optional<RemoteTierAdapter> shared_;
+  std::unique_ptr<TierStack> tiers_;
+  FlightTable flights_;
 
   mutable std::mutex resolver_mu_;
-  std::shared_ptr<const manifest::Resolver> resolver_;
+  std::shared_ptr<const manifest::Resolver> resolver_;  // guarded by resolver_mu_
 
-  // Lock order: flights_mu_ before a Flight's own mutex; never the reverse.
-  std::mutex flights_mu_;
-  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
-  std::map<std::string, Failure> failures_;  // under flights_mu_
+  Counters counters_;
+  // Flights led and not yet finished; the destructor waits for none.
+  std::mutex active_mu_;
+  std::condition_variable active_cv_;
+  size_t active_ = 0;                  // guarded by active_mu_
+  std::atomic<bool> stopping_{false};  // set by the destructor: fleet waits end
 
-  // One thread per running flight (bounded by the pool's queue); finished
-  // ones are joined when the next starts, the rest by the destructor.
-  struct CompileThread {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> finished;
-  };
-  std::mutex threads_mu_;
-  std::vector<CompileThread> threads_;
-  std::atomic<bool> stopping_{false};  // set by the destructor
-
-  mutable std::mutex stats_mu_;
-  // Store failures in a row (a full or read-only disk): the first is
-  // logged as a warning, the rest only counted until a store succeeds.
-  uint64_t store_failure_streak_ = 0;  // guarded by stats_mu_
-  Stats stats_;
+  // Declared last, destroyed first: its threads run the steps above.
+  Executor executor_;
 };
 
 }  // namespace jitd::serving

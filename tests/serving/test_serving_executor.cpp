@@ -1,0 +1,76 @@
+// Executor: tasks run on its threads, delayed ones after their delay and
+// in due order, and every task runs before destruction returns.
+#include "executor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <latch>
+#include <mutex>
+#include <vector>
+
+namespace jitd::serving {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+TEST(Executor, RunsPostedTasksOnItsOwnThreads) {
+  Executor executor(2);
+  std::latch done(10);
+  std::atomic<int> on_caller{0};
+  const auto caller = std::this_thread::get_id();
+  for (int i = 0; i < 10; ++i) {
+    executor.Post([&] {
+      on_caller += std::this_thread::get_id() == caller;
+      done.count_down();
+    });
+  }
+  done.wait();
+  EXPECT_EQ(on_caller.load(), 0);
+}
+
+TEST(Executor, ADelayedTaskWaitsItsDelayWithoutHoldingUpOthers) {
+  Executor executor(1);
+  const auto start = Clock::now();
+  std::latch done(2);
+  Clock::time_point delayed_at, immediate_at;
+  executor.PostAfter(100ms, [&] {
+    delayed_at = Clock::now();
+    done.count_down();
+  });
+  executor.Post([&] {
+    immediate_at = Clock::now();
+    done.count_down();
+  });
+  done.wait();
+  EXPECT_GE(delayed_at - start, 100ms);
+  EXPECT_LT(immediate_at, delayed_at) << "one thread, yet the later-posted task ran first";
+}
+
+TEST(Executor, DestructionRunsEveryQueuedTaskDelayedOnesAtOnce) {
+  std::atomic<int> ran{0};
+  const auto start = Clock::now();
+  {
+    Executor executor(2);
+    for (int i = 0; i < 5; ++i) executor.PostAfter(1h, [&] { ++ran; });
+    for (int i = 0; i < 5; ++i) executor.Post([&] { ++ran; });
+  }
+  EXPECT_EQ(ran.load(), 10);
+  EXPECT_LT(Clock::now() - start, 30s);
+}
+
+TEST(Executor, ATaskMayPostAnother) {
+  std::atomic<int> ran{0};
+  {
+    Executor executor(1);
+    executor.Post([&] {
+      ++ran;
+      executor.PostAfter(1ms, [&] { ++ran; });
+    });
+  }
+  EXPECT_EQ(ran.load(), 2);
+}
+
+}  // namespace
+}  // namespace jitd::serving
