@@ -220,9 +220,17 @@ int64_t Ns(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1
 absl::StatusOr<std::vector<std::pair<std::string, fs::path>>> TreeFiles(const fs::path& dir) {
   std::error_code ec;
   std::vector<std::pair<std::string, fs::path>> files;
+  // Every entry's path is `dir` / its relative path: cutting the prefix
+  // costs a substring, where lexically_relative costs a path decomposition
+  // per file (a watcher walks ~2k toolkit headers once per compile).
+  const std::string prefix = dir.string();
   for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    files.emplace_back(it->path().lexically_relative(dir).generic_string(), it->path());
+    const std::string& full = it->path().native();
+    std::string relative = full.size() > prefix.size() && full.compare(0, prefix.size(), prefix) == 0
+                               ? full.substr(prefix.size() + (prefix.back() == '/' ? 0 : 1))
+                               : it->path().lexically_relative(dir).generic_string();
+    files.emplace_back(std::move(relative), it->path());
   }
   if (ec) return absl::NotFoundError(Cat("cannot walk ", dir.string(), ": ", ec.message()));
   std::sort(files.begin(), files.end());

@@ -186,6 +186,11 @@ absl::StatusOr<ToolkitWatch::Observation> ToolkitWatch::Check() {
   return last_;
 }
 
+absl::StatusOr<ToolkitWatch::Observation> ToolkitWatch::Last() const {
+  std::lock_guard lock(mu_);
+  return last_;
+}
+
 ToolkitIdentity ToolkitWatch::identity() const {
   std::lock_guard lock(mu_);
   return identity_;

@@ -9,11 +9,14 @@
 //                    and library file (~2k files, a few ms) and compares
 //                    with the metadata the identity was computed from.
 //
-// WorkerPool calls Check() right before it sends a job to a worker and
-// again when the answer arrives (see WorkerPool::Options::toolkit): a job
+// WorkerPool reads Last() right before it sends a job to a worker and calls
+// Check() when the answer arrives (see WorkerPool::Options::toolkit): a job
 // whose CompileJob::toolkit_fingerprint is not the current identity, or
 // whose compile saw a change, is answered UNAVAILABLE ("toolkit changed")
-// and its result is discarded, never stored under its key.
+// and its result is discarded, never stored under its key. The check after
+// is what makes that sound: a change at any moment after the last pass
+// (even before the job was sent) shows in a pass that starts after the
+// compile ended, as a new epoch. So one stat pass per compile suffices.
 #pragma once
 
 #include <chrono>
@@ -96,6 +99,9 @@ class ToolkitWatch {
   // a library gone) are returned and logged; the epoch is bumped then too,
   // so nothing compiled across the error is kept.
   absl::StatusOr<Observation> Check();
+
+  // What the last Check() (or Start) saw, without looking again. Cheap.
+  absl::StatusOr<Observation> Last() const;
 
   // The identity now (after the last change Check() noticed).
   ToolkitIdentity identity() const;

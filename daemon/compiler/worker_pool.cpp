@@ -425,12 +425,15 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
     return;
   }
 
-  // The toolkit this job's key names must be the one on disk now, and the
-  // worker must have been started after the last change noticed.
+  // The toolkit this job's key names must be the one last seen on disk, and
+  // the worker must have been started after the last change noticed. The
+  // last observation suffices here (no stat pass): a change since then
+  // shows as a new epoch in the check after the compile, which discards
+  // the result (see toolkit_watch.h).
   const bool check_toolkit = options_.toolkit != nullptr && !job.toolkit_fingerprint.empty();
   std::uint64_t toolkit_epoch = 0;
   if (check_toolkit) {
-    absl::StatusOr<ToolkitWatch::Observation> before = options_.toolkit->Check();
+    absl::StatusOr<ToolkitWatch::Observation> before = options_.toolkit->Last();
     if (!before.ok() || before->fingerprint != job.toolkit_fingerprint) {
       std::lock_guard lock(mu_);
       ++stats_.toolkit_refusals;

@@ -14,9 +14,9 @@
 //     creates the PCH) vs the second (which reuses it), and the second vs a
 //     cold compile without PCH (the shipped rmsnorm's project headers come
 //     from memory, as every daemon compile's do);
-//   - what the toolkit check costs that a watched pool runs twice per
-//     compile (ToolkitWatch::Check: a stat of every toolkit header and of
-//     the NVRTC libraries).
+//   - what the toolkit check costs that a watched pool runs once per
+//     compile, after it (ToolkitWatch::Check: a stat of every toolkit header
+//     and of the NVRTC libraries).
 #include <unistd.h>
 
 #include <algorithm>
@@ -244,7 +244,7 @@ void RunToolkitCheck(int runs) {
     checks.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
   std::printf("\ntoolkit check (ToolkitWatch::Check, %zu headers + 2 NVRTC libraries): %.2f ms median of %d, "
-              "twice per compile\n",
+              "once per compile (after it)\n",
               files, Median(checks), runs * 10);
 }
 
