@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "detail/worker_process.h"
 #include "detail/worker_protocol.h"
 #include "spdlog/spdlog.h"
@@ -23,6 +24,15 @@ namespace {
 // After EOF from a worker it is already exiting; this bounds the wait for
 // its exit status before SIGKILL (a worker that closed its socket and lives on).
 constexpr std::chrono::milliseconds kExitedWorkerGrace{1000};
+
+// Marks the UNAVAILABLE of a job refused or discarded for a toolkit change
+// (IsToolkitChange).
+constexpr char kToolkitChangedPayload[] = "type.googleapis.com/jitd.compiler.ToolkitChanged";
+
+absl::Status ToolkitChanged(absl::Status status) {
+  status.SetPayload(kToolkitChangedPayload, absl::Cord("1"));
+  return status;
+}
 
 Clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
   // A timeout of "forever" (or anything past a year) must not overflow.
@@ -41,6 +51,10 @@ void Drain(int event_fd) {
 }
 
 }  // namespace
+
+bool IsToolkitChange(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable && status.GetPayload(kToolkitChangedPayload).has_value();
+}
 
 // ---- CancelFlag ----
 
@@ -437,12 +451,12 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
     if (!before.ok() || before->fingerprint != job.toolkit_fingerprint) {
       std::lock_guard lock(mu_);
       ++stats_.toolkit_refusals;
-      CompleteLocked(*ticket, absl::UnavailableError(
+      CompleteLocked(*ticket, ToolkitChanged(absl::UnavailableError(
                                   "toolkit changed since this request was resolved; not compiling " + program +
                                   " under the previous toolkit's key (" +
                                   (before.ok() ? std::string("the CUDA headers or NVRTC libraries on disk are new")
                                                : std::string(before.status().message())) +
-                                  "); retry: the request now resolves to the new toolkit's key"));
+                                  "); retry: the request now resolves to the new toolkit's key")));
       return;
     }
     toolkit_epoch = before->epoch;
@@ -524,9 +538,10 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
         if (!after.ok() || after->epoch != toolkit_epoch) {
           std::lock_guard lock(mu_);
           ++stats_.toolkit_refusals;
-          CompleteLocked(*ticket, absl::UnavailableError("toolkit changed while " + program +
-                                                         " compiled; its result was discarded, not stored under "
-                                                         "the previous toolkit's key; retry"));
+          CompleteLocked(*ticket, ToolkitChanged(absl::UnavailableError(
+                                      "toolkit changed while " + program +
+                                      " compiled; its result was discarded, not stored under the previous "
+                                      "toolkit's key; retry")));
           return;
         }
       }

@@ -60,6 +60,14 @@ class CancelFlag {
   std::map<std::uint64_t, std::function<void()>> callbacks_;
 };
 
+// Whether `status` is a WorkerPool answer for a toolkit change: the job was
+// refused (its key names a toolkit no longer on disk) or its result was
+// discarded (the toolkit changed while it compiled). Nothing was stored or
+// answered under the old key; resolving the request again gives the new
+// toolkit's key, and compiling that is the retry. Never a property of the
+// kernel: do not remember it as a compile failure.
+bool IsToolkitChange(const absl::Status& status);
+
 enum class Priority {
   kLive,  // a client is waiting for this kernel right now
   kWarm,  // ahead-of-time warming: runs when no live job is queued

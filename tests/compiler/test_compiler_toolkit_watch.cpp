@@ -131,11 +131,14 @@ TEST_F(ToolkitWatchTest, AJobKeyedUnderAnotherToolkitIsRefusedNotCompiled) {
   auto discarded = pool.Compile(job, Priority::kLive);
   EXPECT_EQ(discarded.status().code(), absl::StatusCode::kUnavailable) << discarded.status();
   EXPECT_NE(discarded.status().message().find("toolkit changed"), std::string_view::npos) << discarded.status();
+  EXPECT_TRUE(IsToolkitChange(discarded.status()));
   // From then on a job keyed under the old toolkit is refused before it
   // reaches a worker.
   auto refused = pool.Compile(job, Priority::kLive);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
   EXPECT_NE(refused.status().message().find("not compiling"), std::string_view::npos) << refused.status();
+  EXPECT_TRUE(IsToolkitChange(refused.status()));
+  EXPECT_FALSE(IsToolkitChange(absl::UnavailableError("toolkit changed, but not from the pool")));
   EXPECT_EQ(pool.Stats().compiles, 1u) << "no cubin was answered under the old toolkit";
   EXPECT_EQ(pool.Stats().toolkit_refusals, 2u);
   job.toolkit_fingerprint = watch->identity().fingerprint;  // resolved again, under the new toolkit
