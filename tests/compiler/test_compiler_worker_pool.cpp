@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -312,6 +313,59 @@ TEST_F(WorkerPoolTest, FullQueueRejectsWithResourceExhausted) {
   EXPECT_TRUE(Get(occupying).ok());
   EXPECT_TRUE(Get(waiting).ok());
   EXPECT_EQ(pool.Stats().rejected, 1u);
+}
+
+// WorkerPool::CompileAsync: the result arrives through its callback, on
+// the pool's completion thread, with no caller thread waiting.
+std::future<Result> Callback(WorkerPool& pool, CompileJob job, Priority priority = Priority::kLive,
+                             std::shared_ptr<CancelFlag> cancel = nullptr, std::thread::id* called_on = nullptr) {
+  auto promise = std::make_shared<std::promise<Result>>();
+  std::future<Result> future = promise->get_future();
+  pool.CompileAsync(std::move(job), priority, std::move(cancel), [promise, called_on](Result result) {
+    if (called_on != nullptr) *called_on = std::this_thread::get_id();
+    promise->set_value(std::move(result));
+  });
+  return future;
+}
+
+TEST_F(WorkerPoolTest, CompileAsyncAnswersThroughItsCallbackOffTheCallersThread) {
+  WorkerPool& pool = StartPool(1);
+  std::thread::id called_on;
+  auto future = Callback(pool, TrivialJob(), Priority::kLive, nullptr, &called_on);
+  Result result = Get(future);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(HasElfMagic(result->cubin));
+  EXPECT_NE(called_on, std::this_thread::get_id());
+  Result reference = pool.Compile(TrivialJob(), Priority::kLive);
+  ASSERT_TRUE(reference.ok());
+  EXPECT_EQ(result->cubin, reference->cubin) << "the same compile as the blocking call";
+}
+
+TEST_F(WorkerPoolTest, CompileAsyncIsRefusedOnAFullQueueAndCancelledWhileQueued) {
+  WorkerPool::Options options = PoolOptions(1);
+  options.max_queue = 1;
+  WorkerPool& pool = StartPool(std::move(options));
+  auto occupying = Callback(pool, CubJob(128));
+  WaitBusy(1);
+  auto cancel = std::make_shared<CancelFlag>();
+  auto queued = Callback(pool, TrivialJob(), Priority::kLive, cancel);
+  WaitQueued(1);
+  auto refused = Callback(pool, TrivialJob());
+  EXPECT_EQ(Get(refused).status().code(), absl::StatusCode::kResourceExhausted);
+  cancel->Cancel();
+  EXPECT_EQ(Get(queued).status().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(Get(occupying).ok());
+  EXPECT_EQ(pool.Stats().rejected, 1u);
+}
+
+TEST_F(WorkerPoolTest, CompileAsyncCallbacksAllRunBeforeTheDestructorReturns) {
+  WorkerPool& pool = StartPool(1);
+  std::atomic<int> called{0};
+  for (int i = 0; i < 4; ++i) {
+    pool.CompileAsync(TrivialJob(), Priority::kWarm, nullptr, [&](Result) { ++called; });
+  }
+  pool_.reset();
+  EXPECT_EQ(called.load(), 4) << "every job answered, compiled or refused by the shutdown";
 }
 
 TEST_F(WorkerPoolTest, LiveJobsOvertakeQueuedWarmJobs) {
