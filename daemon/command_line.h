@@ -14,14 +14,14 @@ namespace jitd::daemon {
 
 // What `jitd lint` and `jitd warm` were given.
 struct OfflineOptions {
-  std::filesystem::path kernels_dir;  // empty = DefaultKernelsDir()
+  std::filesystem::path kernels_dir;   // empty = DefaultKernelsDir()
   std::filesystem::path cuda_include;  // empty = compiler::kDefaultCudaInclude
-  std::filesystem::path cache_dir;    // warm: the directory to fill
-  std::vector<std::string> archs;     // empty = the default arch
-  bool all = false;                   // warm: every instantiation
-  std::filesystem::path manifest;     // warm: a file of [[spec]] tables
-  uint32_t workers = 0;               // 0 = one per core
-  bool source_only = false;           // lint: skip the compile-all half
+  std::filesystem::path cache_dir;     // warm: the directory to fill
+  std::vector<std::string> archs;      // empty = the default arch
+  bool all = false;                    // warm: every instantiation
+  std::filesystem::path manifest;      // warm: a file of [[spec]] tables
+  uint32_t workers = 0;                // 0 = one per core
+  bool source_only = false;            // lint: skip the compile-all half
 };
 
 struct CommandLine {

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <charconv>
+
 #include "jitd/detail/text.h"
 #include "spdlog/spdlog.h"
 

@@ -191,11 +191,10 @@ absl::StatusOr<std::vector<IncludeName>> IncludeNames(const std::map<std::string
       const std::string where = Cat(file, ":", line_number);
       auto [it, inserted] = names.emplace(spelled, std::make_pair(target, where));
       if (!inserted && it->second.first != target) {
-        return absl::InvalidArgumentError(
-            Cat(where, ": #include \"", spelled, "\" means ", target, " here but ", it->second.first, " at ",
-                it->second.second, "; NVRTC is given each header once per name, so one name cannot mean two files: ",
-                "include them by their paths from the kernels directory (\"", target, "\", \"", it->second.first,
-                "\")"));
+        return absl::InvalidArgumentError(Cat(
+            where, ": #include \"", spelled, "\" means ", target, " here but ", it->second.first, " at ",
+            it->second.second, "; NVRTC is given each header once per name, so one name cannot mean two files: ",
+            "include them by their paths from the kernels directory (\"", target, "\", \"", it->second.first, "\")"));
       }
       if (seen.insert(target).second) stack.push_back(target);
     }
@@ -208,7 +207,6 @@ absl::StatusOr<std::vector<IncludeName>> IncludeNames(const std::map<std::string
   }
   return out;
 }
-
 
 namespace {
 
@@ -344,10 +342,9 @@ absl::StatusOr<std::string> FilesFingerprint(const std::vector<fs::path>& files)
 
 absl::StatusOr<std::string> MemoizedFilesFingerprint(const std::vector<fs::path>& files, const fs::path& memo_file,
                                                      std::chrono::nanoseconds racy_window) {
-  return Memoized([&files]() -> absl::StatusOr<std::vector<std::pair<std::string, fs::path>>> {
-                    return ListedFiles(files);
-                  },
-                  /*tree=*/false, memo_file, racy_window);
+  return Memoized(
+      [&files]() -> absl::StatusOr<std::vector<std::pair<std::string, fs::path>>> { return ListedFiles(files); },
+      /*tree=*/false, memo_file, racy_window);
 }
 
 absl::StatusOr<std::string> TreeMetadataDigest(const fs::path& dir, std::chrono::nanoseconds racy_window,

@@ -196,8 +196,8 @@ int RunCompileWorker(int fd, const std::filesystem::path& pch_dir) {
     } else if (received_digest != request.job.digest) {
       // What arrived is not what the daemon keyed: compiling it could put
       // a cubin of other bytes under the job's key.
-      response.status = absl::DataLossError("compile job for " + request.job.program_name +
-                                            " arrived with digest " + received_digest + " but was sent as " +
+      response.status = absl::DataLossError("compile job for " + request.job.program_name + " arrived with digest " +
+                                            received_digest + " but was sent as " +
                                             (request.job.digest.empty() ? std::string("(none)") : request.job.digest) +
                                             "; not compiled");
       spdlog::error("compile worker: {}", std::string(response.status.message()));

@@ -175,8 +175,9 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
     header_contents.push_back(header.content.c_str());
     header_names.push_back(header.name.c_str());
   }
-  nvrtcResult rc = nvrtcCreateProgram(program.out(), job.source.c_str(), job.program_name.c_str(),
-                                      static_cast<int>(job.headers.size()), header_contents.data(), header_names.data());
+  nvrtcResult rc =
+      nvrtcCreateProgram(program.out(), job.source.c_str(), job.program_name.c_str(),
+                         static_cast<int>(job.headers.size()), header_contents.data(), header_names.data());
   if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not create the program", "");
   for (const std::string& name : job.name_expressions) {
     rc = nvrtcAddNameExpression(program.get(), name.c_str());

@@ -77,9 +77,9 @@ absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include
     return absl::FailedPreconditionError("CUDA toolkit headers not found under " + include_dir.string() +
                                          " (NVRTC needs cuda_fp16.h and cccl/; --cuda-include chooses the directory)");
   }
-  absl::StatusOr<std::string> headers = memo_dir.empty()
-                                            ? cache::TreeFingerprint(include_dir)
-                                            : cache::MemoizedTreeFingerprint(include_dir, memo_dir / kToolkitHeadersMemo);
+  absl::StatusOr<std::string> headers =
+      memo_dir.empty() ? cache::TreeFingerprint(include_dir)
+                       : cache::MemoizedTreeFingerprint(include_dir, memo_dir / kToolkitHeadersMemo);
   if (!headers.ok()) return headers.status();
   id.headers_fingerprint = *headers;
   absl::StatusOr<std::vector<fs::path>> libraries = NvrtcLibraryFiles();
@@ -90,8 +90,8 @@ absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include
   if (!nvrtc.ok()) return nvrtc.status();
   id.nvrtc_library_fingerprint = *nvrtc;
   for (const fs::path& p : *libraries) id.nvrtc_libraries.push_back(fs::weakly_canonical(p, ec));
-  id.fingerprint = Sha256Hex("jitd-toolkit 1\nheaders " + id.headers_fingerprint + "\nnvrtc " +
-                             id.nvrtc_library_fingerprint + "\n");
+  id.fingerprint =
+      Sha256Hex("jitd-toolkit 1\nheaders " + id.headers_fingerprint + "\nnvrtc " + id.nvrtc_library_fingerprint + "\n");
   return id;
 }
 
@@ -115,7 +115,8 @@ absl::StatusOr<std::shared_ptr<ToolkitWatch>> ToolkitWatch::Start(Options option
 
 absl::StatusOr<std::string> ToolkitWatch::Metadata(bool* recent) const {
   bool headers_recent = false, libraries_recent = false;
-  absl::StatusOr<std::string> headers = cache::TreeMetadataDigest(options_.include_dir, options_.settle, &headers_recent);
+  absl::StatusOr<std::string> headers =
+      cache::TreeMetadataDigest(options_.include_dir, options_.settle, &headers_recent);
   if (!headers.ok()) return headers.status();
   absl::StatusOr<std::vector<fs::path>> libraries = NvrtcLibraryFiles();
   if (!libraries.ok()) return libraries.status();

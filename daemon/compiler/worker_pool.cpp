@@ -114,7 +114,7 @@ struct WorkerPool::Slot {
   std::uint64_t toolkit_epoch = 0;
   // Guarded by mu_.
   std::uint64_t generation = 0;  // generation_ when its worker was started
-  pid_t pid = 0;  // 0 while no worker runs
+  pid_t pid = 0;                 // 0 while no worker runs
   bool busy = false;
 };
 
@@ -255,8 +255,8 @@ void WorkerPool::CompileAsync(CompileJob job, Priority priority, std::shared_ptr
     } catch (const std::system_error& e) {
       lock.unlock();
       if (ticket->subscription != 0) ticket->cancel->Unsubscribe(ticket->subscription);
-      ticket->on_done(absl::ResourceExhaustedError(std::string("cannot start the compile pool's completion thread: ") +
-                                                   e.what()));
+      ticket->on_done(
+          absl::ResourceExhaustedError(std::string("cannot start the compile pool's completion thread: ") + e.what()));
       return;
     }
   }
@@ -348,9 +348,8 @@ void WorkerPool::RunSlot(Slot& slot) {
     std::shared_ptr<Ticket> ticket;
     {
       std::unique_lock lock(mu_);
-      work_cv_.wait(lock, [&] {
-        return shutting_down_ || !live_.empty() || !warm_.empty() || slot.generation != generation_;
-      });
+      work_cv_.wait(
+          lock, [&] { return shutting_down_ || !live_.empty() || !warm_.empty() || slot.generation != generation_; });
       if (shutting_down_) break;
       if (slot.generation != generation_) {
         // Drain: this slot is idle, so its worker goes now.

@@ -111,17 +111,17 @@ class WorkerPool {
   };
 
   struct Statistics {
-    std::uint64_t compiles = 0;       // jobs a worker answered with a cubin
-    std::uint64_t failures = 0;       // jobs a worker answered with an error (bad source or options)
-    std::uint64_t crashes = 0;        // workers that died while compiling
-    std::uint64_t timeouts = 0;       // jobs past their timeout (worker killed)
-    std::uint64_t cancellations = 0;  // jobs answered CANCELLED (queued or running)
-    std::uint64_t rejected = 0;       // jobs refused because the queue was full
-    std::uint64_t restarts = 0;       // workers started to replace one (any reason)
+    std::uint64_t compiles = 0;          // jobs a worker answered with a cubin
+    std::uint64_t failures = 0;          // jobs a worker answered with an error (bad source or options)
+    std::uint64_t crashes = 0;           // workers that died while compiling
+    std::uint64_t timeouts = 0;          // jobs past their timeout (worker killed)
+    std::uint64_t cancellations = 0;     // jobs answered CANCELLED (queued or running)
+    std::uint64_t rejected = 0;          // jobs refused because the queue was full
+    std::uint64_t restarts = 0;          // workers started to replace one (any reason)
     std::uint64_t toolkit_refusals = 0;  // jobs refused or discarded: the toolkit changed
-    size_t queue_depth = 0;           // jobs waiting for a worker now
-    size_t busy_workers = 0;          // workers with a job sent to them now
-    size_t workers = 0;               // worker processes running now
+    size_t queue_depth = 0;              // jobs waiting for a worker now
+    size_t busy_workers = 0;             // workers with a job sent to them now
+    size_t workers = 0;                  // worker processes running now
   };
 
   // Starts the workers and waits for each one's hello. Errors:

@@ -46,8 +46,8 @@ absl::StatusOr<std::unique_ptr<Resolver>> Resolver::Create(std::shared_ptr<const
     if (r->headers_.count(k.source)) continue;
     auto names = cache::IncludeNames(tree->files(), k.source);
     if (!names.ok()) {
-      return absl::Status(names.status().code(), Cat("kernel ", k.name, " in ", tree->source_dir().string(), ": ",
-                                                     names.status().message()));
+      return absl::Status(names.status().code(),
+                          Cat("kernel ", k.name, " in ", tree->source_dir().string(), ": ", names.status().message()));
     }
     auto& headers = r->headers_[k.source];
     for (const cache::IncludeName& name : *names) {

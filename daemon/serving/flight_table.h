@@ -137,7 +137,7 @@ class FlightTable {
   const Options options_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;  // guarded by mu_
-  std::map<std::string, Failure> failures_;                            // guarded by mu_
+  std::map<std::string, Failure> failures_;                           // guarded by mu_
 };
 
 }  // namespace jitd::serving

@@ -127,8 +127,8 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
   }
   if (mode == Mode::kCachedOnly && remote_ != nullptr) {
     // Not a compile: another daemon's cubin is as cached as our own.
-    if (std::optional<TierStack::Hit> hit = tiers_->Lookup(answer.key, kRemoteLevel, kRemoteLevel + 1,
-                                                           context.deadline)) {
+    if (std::optional<TierStack::Hit> hit =
+            tiers_->Lookup(answer.key, kRemoteLevel, kRemoteLevel + 1, context.deadline)) {
       Bump(counters_.remote_hits);
       answer.origin = Origin::kRemote;
       answer.entry = std::move(hit->entry);
@@ -155,8 +155,9 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
       return joined.failure;
     case FlightTable::Joined::kAbsent:
       Bump(counters_.cached_only_misses);
-      return absl::NotFoundError(Cat("kernel ", answer.kernel, answer.params.empty() ? "" : Cat(" (", answer.params, ")"),
-                                     " for ", answer.arch, " is not in the cache (key ", answer.key,
+      return absl::NotFoundError(Cat("kernel ", answer.kernel,
+                                     answer.params.empty() ? "" : Cat(" (", answer.params, ")"), " for ", answer.arch,
+                                     " is not in the cache (key ", answer.key,
                                      "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
     case FlightTable::Joined::kFollower:
       if (mode == Mode::kCachedOnly) {
@@ -189,11 +190,11 @@ absl::StatusOr<KernelAnswer> KernelService::Wait(Flight& flight, KernelAnswer an
   FlightTable::WaitResult waited = flights_.Wait(flight, context.deadline, context.cancelled);
   if (!waited.result) {
     Bump(counters_.abandoned);
-    if (waited.caller_gone) return absl::CancelledError(Cat("the caller cancelled while ", answer.kernel, " was compiling"));
-    return absl::DeadlineExceededError(Cat("deadline passed while ", answer.kernel, " for ", answer.arch,
-                                           " was compiling (key ", Short(answer.key), "); ",
-                                           waited.still_wanted ? "the compile goes on for other callers"
-                                                               : "the compile was cancelled"));
+    if (waited.caller_gone)
+      return absl::CancelledError(Cat("the caller cancelled while ", answer.kernel, " was compiling"));
+    return absl::DeadlineExceededError(
+        Cat("deadline passed while ", answer.kernel, " for ", answer.arch, " was compiling (key ", Short(answer.key),
+            "); ", waited.still_wanted ? "the compile goes on for other callers" : "the compile was cancelled"));
   }
   if (!waited.result->entry.ok()) return waited.result->entry.status();
   answer.origin = waited.result->origin;
@@ -275,10 +276,10 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
     Bump(counters_.remote_waits);
   }
   if (work->flight->cancelled()) {
-    FinishFlight(std::move(work),
-                 {absl::CancelledError(Cat("every caller gave up while another daemon compiled ", r.kernel)),
-                  Origin::kCompiled},
-                 /*compiled_here=*/false);
+    FinishFlight(
+        std::move(work),
+        {absl::CancelledError(Cat("every caller gave up while another daemon compiled ", r.kernel)), Origin::kCompiled},
+        /*compiled_here=*/false);
     return;
   }
   if (stopping_) {

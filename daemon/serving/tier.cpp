@@ -74,9 +74,7 @@ std::shared_ptr<const cache::Entry> DiskTier::Fill(std::shared_ptr<const cache::
   return entry;
 }
 
-void DiskTier::OnRemoved(RemovalHandler removed) {
-  cache_->SetRemovalListener(std::move(removed));
-}
+void DiskTier::OnRemoved(RemovalHandler removed) { cache_->SetRemovalListener(std::move(removed)); }
 
 std::shared_ptr<const cache::Entry> RemoteTierAdapter::Lookup(const std::string& key,
                                                               std::chrono::steady_clock::time_point deadline) {
@@ -117,8 +115,7 @@ std::optional<TierStack::Hit> TierStack::Lookup(const std::string& key, size_t b
   return std::nullopt;
 }
 
-std::shared_ptr<const cache::Entry> TierStack::Fill(std::shared_ptr<const cache::Entry> entry, size_t from,
-                                                    size_t to) {
+std::shared_ptr<const cache::Entry> TierStack::Fill(std::shared_ptr<const cache::Entry> entry, size_t from, size_t to) {
   to = std::min(to, tiers_.size());
   for (size_t level = to; level-- > from;) entry = tiers_[level]->Fill(std::move(entry));
   return entry;

@@ -147,8 +147,9 @@ class TierStack {
   // Asks tiers [begin, end) in order. On a hit at tier i: a use is
   // recorded in every tier below i (all of them, not only those asked) and
   // the entry fills every tier above i.
-  std::optional<Hit> Lookup(const std::string& key, size_t begin, size_t end,
-                            std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+  std::optional<Hit> Lookup(
+      const std::string& key, size_t begin, size_t end,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
   // Fills tiers [from, to) bottom-up with `entry` (each fill gets what the
   // one below holds) and returns what tier `from` holds.
   std::shared_ptr<const cache::Entry> Fill(std::shared_ptr<const cache::Entry> entry, size_t from, size_t to);

@@ -7,10 +7,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <iostream>
 #include <random>
 #include <thread>
-
-#include <iostream>
 
 #include "testing.h"
 
@@ -116,7 +115,6 @@ TEST(MultiProcess, EvictionInOneProcessNeverBreaksReadsInTheOther) {
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->corrupt + report->missing_blobs + report->orphan_blobs, 0u);
 }
-
 
 // How long the churn test runs: a few seconds in CI, longer by hand
 // (JITD_CHURN_SECONDS=45 reproduces the length of the field report).

@@ -243,9 +243,10 @@ void RunToolkitCheck(int runs) {
     if (!(*watch)->Check().ok()) std::exit(1);
     checks.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
-  std::printf("\ntoolkit check (ToolkitWatch::Check, %zu headers + 2 NVRTC libraries): %.2f ms median of %d, "
-              "once per compile (after it)\n",
-              files, Median(checks), runs * 10);
+  std::printf(
+      "\ntoolkit check (ToolkitWatch::Check, %zu headers + 2 NVRTC libraries): %.2f ms median of %d, "
+      "once per compile (after it)\n",
+      files, Median(checks), runs * 10);
 }
 
 }  // namespace

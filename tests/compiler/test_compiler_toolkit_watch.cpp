@@ -25,9 +25,8 @@ using namespace std::chrono_literals;
 class ToolkitWatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("jitd-toolkit-watch-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::path(::testing::TempDir()) / ("jitd-toolkit-watch-" + std::to_string(getpid()) + "-" +
+                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(include() / "cccl");
     Write(include() / "cuda_fp16.h", "// fp16\n");

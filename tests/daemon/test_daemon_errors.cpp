@@ -103,14 +103,14 @@ TEST_F(ErrorsTest, UnknownArchIsInvalidArgumentListingTheSupportedOnes) {
 TEST_F(ErrorsTest, NvrtcRejectionIsFailedPreconditionCarryingTheLog) {
   const absl::Status error = ErrorOf(KernelRequest("small.broken"));
   EXPECT_EQ(error.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(MessageOf(error), AllOf(HasSubstr("NVRTC failed for broken.cu"),
-                                      HasSubstr("broken.cu(3): error: identifier \"undeclared_in_broken_kernel\" "
-                                                "is undefined"),
-                                      // NVRTC's file names, shown as the user's file
-                                      // (KERNELS/broken.cu), not the include name.
-                                      HasSubstr("/broken.cu(3): error"),
-                                      HasSubstr("1 error detected in the compilation of \"/"),
-                                      HasSubstr("/broken.cu\"")));
+  EXPECT_THAT(MessageOf(error),
+              AllOf(HasSubstr("NVRTC failed for broken.cu"),
+                    HasSubstr("broken.cu(3): error: identifier \"undeclared_in_broken_kernel\" "
+                              "is undefined"),
+                    // NVRTC's file names, shown as the user's file
+                    // (KERNELS/broken.cu), not the include name.
+                    HasSubstr("/broken.cu(3): error"), HasSubstr("1 error detected in the compilation of \"/"),
+                    HasSubstr("/broken.cu\"")));
 }
 
 TEST_F(ErrorsTest, FullCompileQueueIsResourceExhaustedAndNotRemembered) {

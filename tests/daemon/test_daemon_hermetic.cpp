@@ -78,7 +78,8 @@ TEST(Hermetic, ATamperedKernelsCopyInTheCacheDirIsNeverCompiledFromAndIsSwept) {
   TempDir dir;
   testing::CopyTree(testing::SmallKernelsDir(), dir / "kernels");  // elsewhere: paths are not in keys
   const fs::path snapshots = dir / "cache" / "kernel-trees";
-  for (const fs::path& copy : {snapshots / "0123456789abcdef0123456789abcdef", snapshots / ".tmp-0123456789abcdef-42"}) {
+  for (const fs::path& copy :
+       {snapshots / "0123456789abcdef0123456789abcdef", snapshots / ".tmp-0123456789abcdef-42"}) {
     fs::create_directories(copy.parent_path());
     testing::CopyTree(testing::SmallKernelsDir(), copy);
     const std::string index = ReadFile(copy / "include/index.cuh");
@@ -155,8 +156,8 @@ TEST_F(ToolkitChange, ANewToolkitHeaderGetsANewKeyAndTheOldKeyKeepsItsBytes) {
     EXPECT_EQ(noticed.status().code(), absl::StatusCode::kUnavailable) << noticed.status();
     EXPECT_THAT(std::string(noticed.status().message()), HasSubstr("toolkit changed"));
   }
-  ASSERT_TRUE(PollUntil([&] { return Count(served.daemon->process().Output(), "toolkit changed: ") >= 1; },
-                        kProcessTimeout))
+  ASSERT_TRUE(
+      PollUntil([&] { return Count(served.daemon->process().Output(), "toolkit changed: ") >= 1; }, kProcessTimeout))
       << served.daemon->process().Output();
 
   auto after = served.Get("small.fill", {{"dtype", "fp32"}});
@@ -169,8 +170,8 @@ TEST_F(ToolkitChange, ANewToolkitHeaderGetsANewKeyAndTheOldKeyKeepsItsBytes) {
 
   // SIGHUP with nothing changed since: no second "toolkit changed".
   served.daemon->process().Signal(SIGHUP);
-  ASSERT_TRUE(PollUntil([&] { return Count(served.daemon->process().Output(), "reloaded kernels") >= 1; },
-                        kProcessTimeout));
+  ASSERT_TRUE(
+      PollUntil([&] { return Count(served.daemon->process().Output(), "reloaded kernels") >= 1; }, kProcessTimeout));
   const std::string log = served.daemon->process().Output();
   EXPECT_EQ(Count(log, "toolkit changed: "), 1u) << log;
 
@@ -195,8 +196,8 @@ TEST_F(ToolkitChange, SighupNoticesAToolkitChangeBeforeAnyCompileDoes) {
   ASSERT_TRUE(before.ok()) << before.status();
   WriteFile(include_ / "jitd_probe.h", "#pragma once\n#define JITD_PROBE 5\n");
   served.daemon->process().Signal(SIGHUP);
-  ASSERT_TRUE(PollUntil([&] { return Count(served.daemon->process().Output(), "reloaded kernels") >= 1; },
-                        kProcessTimeout));
+  ASSERT_TRUE(
+      PollUntil([&] { return Count(served.daemon->process().Output(), "reloaded kernels") >= 1; }, kProcessTimeout));
   EXPECT_EQ(Count(served.daemon->process().Output(), "toolkit changed: "), 1u) << served.daemon->process().Output();
   auto after = served.Get("small.fill", {{"dtype", "fp32"}});
   ASSERT_TRUE(after.ok()) << after.status() << "\n" << served.daemon->process().Output();

@@ -145,7 +145,7 @@ TEST_F(TiersTest, BudgetEvictionDropsTheHotCopy) {
   // the third evicts exactly the least recently used one.
   Start({"--max-cache-bytes", std::to_string(static_cast<uint64_t>(static_cast<double>(total) / 0.96))});
   const uint64_t evictions_before = client_->Stats()->evictions();  // cumulative: the Evict above is one
-  ASSERT_EQ(Get("fp32")->source(), v1::GetKernelResponse::DISK);  // now in memory, and least recently used
+  ASSERT_EQ(Get("fp32")->source(), v1::GetKernelResponse::DISK);    // now in memory, and least recently used
   ASSERT_EQ(Get("fp64")->source(), v1::GetKernelResponse::DISK);
   ASSERT_EQ(Get("fp32")->source(), v1::GetKernelResponse::MEMORY);
   ASSERT_EQ(Get("fp64")->source(), v1::GetKernelResponse::MEMORY);  // fp64 used last

@@ -1,13 +1,13 @@
 // Executor: tasks run on its threads, delayed ones after their delay and
 // in due order, and every task runs before destruction returns.
-#include "executor.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <latch>
 #include <mutex>
 #include <vector>
+
+#include "executor.h"
 
 namespace jitd::serving {
 namespace {

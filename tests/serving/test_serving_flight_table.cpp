@@ -1,13 +1,13 @@
 // FlightTable alone: single flight, the roles Join gives, cancellation by
 // the last waiter, PREFETCH keeping a flight wanted, the negative memo.
-#include "flight_table.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <latch>
 #include <thread>
 #include <vector>
+
+#include "flight_table.h"
 
 namespace jitd::serving {
 namespace {

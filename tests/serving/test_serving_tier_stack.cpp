@@ -1,11 +1,10 @@
 // TierStack's two rules with the real memory and disk tiers (a cache
 // directory with its SQLite index): a hit records a use below and fills
 // above; a removal below is forgotten above.
-#include "tier.h"
-
 #include <gtest/gtest.h>
 
 #include "testing.h"
+#include "tier.h"
 
 namespace jitd::serving {
 namespace {

@@ -34,8 +34,8 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
