@@ -359,13 +359,15 @@ void KernelService::FinishFlight(std::shared_ptr<FlightWork> work, FlightResult 
   const std::shared_ptr<const cache::Entry> written = result.entry.ok() ? *result.entry : nullptr;
   const absl::Status outcome = result.entry.status();
   const bool failed_here = compiled_here && !outcome.ok();
-  flights_.Finish(work->flight, std::move(result), !outcome.ok() && IsCompileFailure(outcome), [&] {
-    if (written != nullptr) tiers_->Fill(written, kMemoryLevel, kDiskLevel);
-  });
+  // Counted before the callers wake: whoever reads the stats after its
+  // answer finds this flight in them.
   counters_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   // Only compiles run here: a failure shared by another daemon or a wait
   // that was cancelled is not a compile of this daemon's.
   if (failed_here) Bump(IsCompileFailure(outcome) ? counters_.compile_failures : counters_.compile_errors);
+  flights_.Finish(work->flight, std::move(result), !outcome.ok() && IsCompileFailure(outcome), [&] {
+    if (written != nullptr) tiers_->Fill(written, kMemoryLevel, kDiskLevel);
+  });
   // The local callers have their answer; then the write-back, and only
   // then the lease goes, so a daemon waiting on it finds the cubin. A store
   // that is down or slow costs an executor thread its timeouts (until the
