@@ -55,12 +55,34 @@ void FlightTable::Finish(const std::shared_ptr<Flight>& flight, FlightResult res
     // replaced by a newer one for the same key.
     if (auto it = flights_.find(flight->key()); it != flights_.end() && it->second == flight) flights_.erase(it);
   }
+  std::vector<std::function<void(const FlightResult&)>> callbacks;
   {
     std::lock_guard lock(flight->mu_);
     flight->result_ = std::move(result);
     flight->done_ = true;
+    callbacks.swap(flight->on_done_);
   }
   flight->cv_.notify_all();
+  // result_ no longer changes once done_: read without the lock.
+  for (const auto& callback : callbacks) callback(flight->result_);
+}
+
+void FlightTable::OnDone(Flight& flight, std::function<void(const FlightResult&)> done) {
+  {
+    std::lock_guard lock(flight.mu_);
+    if (!flight.done_) {
+      flight.on_done_.push_back(std::move(done));
+      return;
+    }
+  }
+  done(flight.result_);
+}
+
+void FlightTable::Withdraw(Flight& flight) {
+  std::lock_guard lock(flight.mu_);
+  if (flight.done_) return;
+  --flight.waiters_;
+  if (flight.waiters_ <= 0 && !flight.wanted_without_waiters_) flight.cancel_->Cancel();
 }
 
 FlightTable::WaitResult FlightTable::Wait(Flight& flight, Clock::time_point deadline,

@@ -12,6 +12,8 @@
 //  * Wait() blocks until the flight is finished, the caller's deadline, or
 //    the caller going away. The last waiter to give up, when no PREFETCH
 //    wants the flight, fires its CancelFlag: the compile is abandoned.
+//  * A waiter may instead ask to be called back (OnDone) and park no
+//    thread; it gives up with Withdraw(), which cancels like Wait() does.
 //  * Finish() runs `publish` under the table's lock before the flight
 //    leaves the table, so a request arriving then either joins the flight
 //    or finds the entry present (Join's `present`): it never starts a
@@ -35,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -74,6 +77,7 @@ class Flight {
   std::condition_variable cv_;
   bool done_ = false;
   FlightResult result_;
+  std::vector<std::function<void(const FlightResult&)>> on_done_;  // run once, after done_
   int waiters_ = 0;
   bool wanted_without_waiters_ = false;  // a PREFETCH asked for it
 };
@@ -120,6 +124,16 @@ class FlightTable {
   // polled every poll_interval.
   WaitResult Wait(Flight& flight, std::chrono::steady_clock::time_point deadline,
                   const std::function<bool()>& cancelled);
+
+  // Calls `done` with the result once the flight is finished: at once, on
+  // this thread, when it already is; else on the thread that finishes it
+  // (after the waiters wake). The caller must be a waiter Join() counted
+  // (Mode::kCompile); it gives up with Withdraw(), and `done` still runs.
+  static void OnDone(Flight& flight, std::function<void(const FlightResult&)> done);
+  // A waiter registered with OnDone() gives up: as Wait() at a deadline,
+  // the last waiter of a flight nobody else wants cancels it. Once the
+  // flight is finished, nothing.
+  static void Withdraw(Flight& flight);
 
   // Flights running now.
   size_t size() const;

@@ -107,12 +107,16 @@ KernelService::Stats KernelService::stats() const {
   return s;
 }
 
-absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& request, Mode mode,
-                                                const CallContext& context) {
+KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request, Mode mode,
+                                         const CallContext& context) {
   Bump(counters_.requests);
+  Begun begun;
   auto resolved = Resolve(request);
-  if (!resolved.ok()) return resolved.status();
-  KernelAnswer answer;
+  if (!resolved.ok()) {
+    begun.now = resolved.status();
+    return begun;
+  }
+  KernelAnswer& answer = begun.answer;
   answer.key = resolved->key;
   answer.kernel = resolved->kernel;
   answer.params = resolved->params;
@@ -123,7 +127,8 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
     Bump(hit->origin == Origin::kMemory ? counters_.memory_hits : counters_.disk_hits);
     answer.origin = hit->origin;
     answer.entry = std::move(hit->entry);
-    return answer;
+    begun.now = answer;
+    return begun;
   }
   if (mode == Mode::kCachedOnly && remote_ != nullptr) {
     // Not a compile: another daemon's cubin is as cached as our own.
@@ -132,7 +137,8 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
       Bump(counters_.remote_hits);
       answer.origin = Origin::kRemote;
       answer.entry = std::move(hit->entry);
-      return answer;
+      begun.now = answer;
+      return begun;
     }
   }
 
@@ -149,22 +155,26 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
       Bump(counters_.memory_hits);
       answer.origin = Origin::kMemory;
       answer.entry = std::move(present);
-      return answer;
+      begun.now = answer;
+      return begun;
     case FlightTable::Joined::kRemembered:
       Bump(counters_.negative_hits);
-      return joined.failure;
+      begun.now = joined.failure;
+      return begun;
     case FlightTable::Joined::kAbsent:
       Bump(counters_.cached_only_misses);
-      return absl::NotFoundError(Cat("kernel ", answer.kernel,
-                                     answer.params.empty() ? "" : Cat(" (", answer.params, ")"), " for ", answer.arch,
-                                     " is not in the cache (key ", answer.key,
-                                     "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
+      begun.now = absl::NotFoundError(Cat("kernel ", answer.kernel,
+                                          answer.params.empty() ? "" : Cat(" (", answer.params, ")"), " for ",
+                                          answer.arch, " is not in the cache (key ", answer.key,
+                                          "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
+      return begun;
     case FlightTable::Joined::kFollower:
       if (mode == Mode::kCachedOnly) {
         Bump(counters_.cached_only_misses);
-        return absl::NotFoundError(Cat("kernel ", answer.kernel, " for ", answer.arch,
-                                       " is being compiled, not cached yet (key ", answer.key,
-                                       "); CACHED_ONLY never compiles or waits"));
+        begun.now = absl::NotFoundError(Cat("kernel ", answer.kernel, " for ", answer.arch,
+                                            " is being compiled, not cached yet (key ", answer.key,
+                                            "); CACHED_ONLY never compiles or waits"));
+        return begun;
       }
       Bump(counters_.joined);  // its waiter was counted by Join()
       break;
@@ -179,11 +189,44 @@ absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& r
       break;
     }
   }
+  begun.flight = std::move(joined.flight);
+  return begun;
+}
+
+absl::StatusOr<KernelAnswer> KernelService::Get(const manifest::KernelRequest& request, Mode mode,
+                                                const CallContext& context) {
+  Begun begun = Begin(request, mode, context);
+  if (begun.now) return *std::move(begun.now);
   if (mode == Mode::kPrefetch) {
-    answer.origin = Origin::kNone;
-    return answer;
+    begun.answer.origin = Origin::kNone;
+    return std::move(begun.answer);
   }
-  return Wait(*joined.flight, std::move(answer), context);
+  return Wait(*begun.flight, std::move(begun.answer), context);
+}
+
+std::shared_ptr<Flight> KernelService::Submit(const manifest::KernelRequest& request, const CallContext& context,
+                                              std::function<void(absl::StatusOr<KernelAnswer>)> done) {
+  Begun begun = Begin(request, Mode::kCompile, context);
+  if (begun.now) {
+    done(*std::move(begun.now));
+    return nullptr;
+  }
+  FlightTable::OnDone(*begun.flight, [answer = std::move(begun.answer), done = std::move(done)](
+                                         const FlightResult& result) mutable {
+    if (!result.entry.ok()) {
+      done(result.entry.status());
+      return;
+    }
+    answer.origin = result.origin;
+    answer.entry = *result.entry;
+    done(std::move(answer));
+  });
+  return std::move(begun.flight);
+}
+
+void KernelService::Withdraw(Flight& flight) {
+  Bump(counters_.abandoned);
+  FlightTable::Withdraw(flight);
 }
 
 absl::StatusOr<KernelAnswer> KernelService::Wait(Flight& flight, KernelAnswer answer, const CallContext& context) {

@@ -139,6 +139,18 @@ class KernelService {
   // or CANCELLED when the caller gave up first.
   absl::StatusOr<KernelAnswer> Get(const manifest::KernelRequest& request, Mode mode, const CallContext& context);
 
+  // Get(COMPILE) without a waiting thread: `done` gets the same answer, at
+  // once on this thread when it is known now (a hit, a remembered failure,
+  // a refused request), else on a thread of the service when the flight
+  // finishes; the caller's deadline and `cancelled` are not polled. Returns
+  // the flight to Withdraw() from, or null when `done` has run. `done`
+  // must be cheap and must not call back into the service.
+  std::shared_ptr<Flight> Submit(const manifest::KernelRequest& request, const CallContext& context,
+                                 std::function<void(absl::StatusOr<KernelAnswer>)> done);
+  // The caller of Submit() gives up on `flight`: when nobody else wants it,
+  // its compile is cancelled. `done` still runs (with CANCELLED, say).
+  void Withdraw(Flight& flight);
+
   // Resolves only (key, canonical params), without looking anything up.
   absl::StatusOr<manifest::ResolvedKernel> Resolve(const manifest::KernelRequest& request) const;
 
@@ -163,6 +175,14 @@ class KernelService {
         in_flight{0}, remote_hits{0}, remote_waits{0}, remote_takeovers{0}, remote_failures_shared{0};
   };
 
+  // What a request is before it waits: answered now, or a flight to wait
+  // on (joined or led) with the answer to fill from its result.
+  struct Begun {
+    std::optional<absl::StatusOr<KernelAnswer>> now;
+    std::shared_ptr<Flight> flight;
+    KernelAnswer answer;
+  };
+  Begun Begin(const manifest::KernelRequest& request, Mode mode, const CallContext& context);
   // Starts a led flight: the fleet first (remote tier), else the compile.
   void StartFlight(std::shared_ptr<FlightWork> work);
   // One round of asking the fleet; runs on the executor, and again after a

@@ -143,5 +143,49 @@ TEST(FlightTable, TheNegativeMemoIsBounded) {
   EXPECT_EQ(remembered, 4);
 }
 
+TEST(FlightTable, ACallbackWaiterIsCalledOnceWithTheResultOnTheFinishingThread) {
+  FlightTable table = Table();
+  auto lead = table.Join("k", Mode::kCompile, {});
+  int calls = 0;
+  std::string cubin;
+  FlightTable::OnDone(*lead.flight, [&](const FlightResult& r) {
+    ++calls;
+    if (r.entry.ok()) cubin = (*r.entry)->cubin;
+  });
+  EXPECT_EQ(calls, 0) << "not before the flight finishes";
+  table.Finish(lead.flight, {EntryFor("k"), Origin::kCompiled}, false, {});
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(cubin, "cubin of k");
+  // Registered after the end: called at once, on this thread.
+  FlightTable::OnDone(*lead.flight, [&](const FlightResult&) { ++calls; });
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(FlightTable, AWithdrawnLastWaiterCancelsTheFlightAndItsCallbackStillRuns) {
+  FlightTable table = Table();
+  auto lead = table.Join("k", Mode::kCompile, {});
+  bool called = false;
+  FlightTable::OnDone(*lead.flight, [&](const FlightResult&) { called = true; });
+  FlightTable::Withdraw(*lead.flight);
+  EXPECT_TRUE(lead.flight->cancelled());
+  table.Finish(lead.flight, {absl::CancelledError("cancelled"), Origin::kCompiled}, false, {});
+  EXPECT_TRUE(called);
+  // Once finished, a withdraw changes nothing.
+  FlightTable::Withdraw(*lead.flight);
+}
+
+TEST(FlightTable, AWithdrawLeavesAFlightOthersStillWaitFor) {
+  FlightTable table = Table();
+  auto lead = table.Join("k", Mode::kCompile, {});
+  auto follower = table.Join("k", Mode::kCompile, {});
+  ASSERT_EQ(follower.kind, Joined::kFollower);
+  FlightTable::Withdraw(*lead.flight);
+  EXPECT_FALSE(lead.flight->cancelled()) << "the follower still waits";
+  auto prefetch_only = table.Join("p", Mode::kPrefetch, {});
+  auto waiter = table.Join("p", Mode::kCompile, {});
+  FlightTable::Withdraw(*waiter.flight);
+  EXPECT_FALSE(prefetch_only.flight->cancelled()) << "a PREFETCH keeps it wanted";
+}
+
 }  // namespace
 }  // namespace jitd::serving

@@ -2,8 +2,12 @@
 // processes, a cache directory with its SQLite index.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "kernel_service.h"
 #include "testing.h"
@@ -180,6 +184,56 @@ TEST_F(KernelServiceTest, PrefetchAnswersAtOnceAndCompilesInTheBackground) {
   auto later = Get(kSlow);
   ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_EQ(service_->stats().compiles, 1u);
+}
+
+// Submit's answers, collected from whichever thread gives them.
+struct Answers {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<absl::StatusOr<KernelAnswer>> got;
+  std::function<void(absl::StatusOr<KernelAnswer>)> Sink() {
+    return [this](absl::StatusOr<KernelAnswer> answer) {
+      std::lock_guard lock(mu);
+      got.push_back(std::move(answer));
+      cv.notify_all();
+    };
+  }
+  bool WaitFor(size_t n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(120), [&] { return got.size() >= n; });
+  }
+};
+
+TEST_F(KernelServiceTest, SubmitAnswersLikeGetWithoutAWaitingThread) {
+  Answers answers;
+  std::shared_ptr<Flight> flight = service_->Submit(kSlow, {}, answers.Sink());
+  ASSERT_NE(flight, nullptr) << "a miss: answered when its flight finishes";
+  // A second submit of the same key joins the flight.
+  EXPECT_EQ(service_->Submit(kSlow, {}, answers.Sink()), flight);
+  ASSERT_TRUE(answers.WaitFor(2));
+  for (const auto& answer : answers.got) {
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->origin, Origin::kCompiled);
+    EXPECT_EQ(answer->entry->cubin.substr(1, 3), "ELF");
+  }
+  EXPECT_EQ(service_->stats().compiles, 1u);
+  // Known now (a hit, a bad request): answered on this thread, no flight.
+  EXPECT_EQ(service_->Submit(kSlow, {}, answers.Sink()), nullptr);
+  EXPECT_EQ(service_->Submit({"t.none", {}, "", {}}, {}, answers.Sink()), nullptr);
+  ASSERT_EQ(answers.got.size(), 4u);
+  EXPECT_EQ(answers.got[2]->origin, Origin::kMemory);
+  EXPECT_EQ(answers.got[3].status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(KernelServiceTest, AWithdrawnSubmitCancelsItsLoneCompile) {
+  Answers answers;
+  std::shared_ptr<Flight> flight = service_->Submit(kSlow, {}, answers.Sink());
+  ASSERT_NE(flight, nullptr);
+  service_->Withdraw(*flight);
+  EXPECT_TRUE(flight->cancelled());
+  ASSERT_TRUE(answers.WaitFor(1));
+  EXPECT_EQ(answers.got[0].status().code(), absl::StatusCode::kCancelled) << answers.got[0].status();
+  EXPECT_EQ(service_->stats().abandoned, 1u);
 }
 
 TEST_F(KernelServiceTest, CompileFailureIsRememberedWithItsLog) {
