@@ -4,10 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <mutex>
-#include <thread>
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "grpc_status.h"
@@ -26,6 +28,13 @@ using Steady = std::chrono::steady_clock;
 // more would only fill the worker queue (and push live callers into
 // RESOURCE_EXHAUSTED) without compiling any sooner.
 constexpr size_t kMaxWarmConcurrency = 64;
+// What one Warm call may ask for (docs/SECURITY.md): a warm-up of every
+// instantiation of a large manifest for several archs is thousands; more
+// is split into several calls. NVRTC knows a few dozen archs at most.
+constexpr size_t kMaxWarmItems = 100'000;
+constexpr size_t kMaxWarmArchs = 64;
+// How often a Warm call that waits for its items checks for its caller.
+constexpr std::chrono::milliseconds kWarmPollInterval{50};
 
 // The caller's gRPC deadline on the steady clock the service waits with;
 // no deadline stays "never".
@@ -122,39 +131,82 @@ void FillResponse(const serving::KernelAnswer& answer, bool by_path, v1::GetKern
 
 // What one Warm call compiles: every instantiation of the manifest, or the
 // given specs, each for every requested arch (a spec's own arch wins).
-absl::StatusOr<std::vector<manifest::KernelRequest>> WarmItems(const v1::WarmRequest& request,
-                                                               const manifest::Resolver& resolver) {
-  std::vector<std::string> archs(request.archs().begin(), request.archs().end());
-  for (const std::string& arch : archs) {
-    if (absl::Status valid = manifest::ValidateArch(arch, resolver.toolchain()); !valid.ok()) return valid;
-  }
-  if (archs.empty()) archs.push_back(resolver.default_arch());
-  std::vector<manifest::KernelRequest> items;
-  if (request.all()) {
-    for (const manifest::KernelDef& kernel : resolver.tree().manifest().kernels) {
-      for (const auto& params : manifest::Manifest::Instantiations(kernel)) {
-        for (const std::string& arch : archs) items.push_back({kernel.name, params, arch, {}});
+// Expanded lazily (At): a request of a few hundred KB must not become 10^9
+// items in memory. Its size is capped before anything is expanded.
+class WarmPlan {
+ public:
+  static absl::StatusOr<WarmPlan> Make(const v1::WarmRequest& request, const manifest::Resolver& resolver) {
+    WarmPlan plan;
+    if (static_cast<size_t>(request.archs_size()) > kMaxWarmArchs) {
+      return absl::InvalidArgumentError(Cat("a Warm call names at most ", kMaxWarmArchs, " archs; this one names ",
+                                            request.archs_size(), " (NVRTC ", resolver.toolchain().nvrtc_version,
+                                            " knows ", resolver.toolchain().archs.size(), ")"));
+    }
+    for (const std::string& arch : request.archs()) {
+      if (absl::Status valid = manifest::ValidateArch(arch, resolver.toolchain()); !valid.ok()) return valid;
+      // Once each: sm_90 twice is one compile, not two items.
+      if (std::find(plan.archs_.begin(), plan.archs_.end(), arch) == plan.archs_.end()) plan.archs_.push_back(arch);
+    }
+    if (plan.archs_.empty()) plan.archs_.push_back(resolver.default_arch());
+    const size_t archs = plan.archs_.size();
+    if (request.all()) {
+      for (const manifest::KernelDef& kernel : resolver.tree().manifest().kernels) {
+        for (auto& params : manifest::Manifest::Instantiations(kernel)) {
+          plan.instantiations_.push_back({kernel.name, std::move(params), "", {}});
+        }
+      }
+      plan.size_ = plan.instantiations_.size() * archs;
+    } else {
+      if (request.specs().empty()) {
+        return absl::InvalidArgumentError(
+            "nothing to warm: set `all` or give `specs` (jitctl warm --all or --manifest FILE)");
+      }
+      if (static_cast<size_t>(request.specs_size()) > kMaxWarmItems) {
+        return absl::InvalidArgumentError(Cat("a Warm call warms at most ", kMaxWarmItems,
+                                              " instantiations; this one gives ", request.specs_size(),
+                                              " specs: split it into several calls"));
+      }
+      plan.specs_ = &request.specs();
+      plan.first_item_.reserve(request.specs().size());
+      for (const v1::KernelSpec& spec : request.specs()) {
+        plan.first_item_.push_back(plan.size_);
+        plan.size_ += spec.arch().empty() ? archs : 1;
       }
     }
-    return items;
+    if (plan.size_ > kMaxWarmItems) {
+      return absl::InvalidArgumentError(Cat("a Warm call warms at most ", kMaxWarmItems,
+                                            " instantiations (specs x archs); this one asks for ", plan.size_,
+                                            ": split it into several calls, or name fewer archs"));
+    }
+    return plan;
   }
-  if (request.specs().empty()) {
-    return absl::InvalidArgumentError(
-        "nothing to warm: set `all` or give `specs` (jitctl warm --all or --manifest FILE)");
-  }
-  for (const v1::KernelSpec& spec : request.specs()) {
+
+  size_t size() const { return size_; }
+
+  // Item i of size(); `request` must still be alive for specs.
+  manifest::KernelRequest At(size_t i) const {
+    const size_t archs = archs_.size();
+    if (specs_ == nullptr) {
+      manifest::KernelRequest item = instantiations_[i / archs];
+      item.arch = archs_[i % archs];
+      return item;
+    }
+    // The spec whose items begin at or before i (the last such one).
+    const size_t s = static_cast<size_t>(std::upper_bound(first_item_.begin(), first_item_.end(), i) -
+                                         first_item_.begin()) - 1;
+    const v1::KernelSpec& spec = (*specs_)[static_cast<int>(s)];
     manifest::KernelRequest item = ToKernelRequest(spec.kernel(), spec.params(), spec.arch(), spec.options());
-    if (!item.arch.empty()) {
-      items.push_back(std::move(item));
-      continue;
-    }
-    for (const std::string& arch : archs) {
-      item.arch = arch;
-      items.push_back(item);
-    }
+    if (item.arch.empty()) item.arch = archs_[i - first_item_[s]];
+    return item;
   }
-  return items;
-}
+
+ private:
+  std::vector<std::string> archs_;
+  std::vector<manifest::KernelRequest> instantiations_;  // `all`: the manifest's, without arch
+  const google::protobuf::RepeatedPtrField<v1::KernelSpec>* specs_ = nullptr;
+  std::vector<size_t> first_item_;  // specs: the index of each spec's first item
+  size_t size_ = 0;
+};
 
 void FillSpec(const manifest::KernelRequest& item, v1::KernelSpec* spec) {
   spec->set_kernel(item.kernel);
@@ -221,60 +273,86 @@ grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmR
   if (absl::Status admitted = peers_.Acquire(context->peer(), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
   const auto started = Steady::now();
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
-  absl::StatusOr<std::vector<manifest::KernelRequest>> items = WarmItems(*request, *resolver);
-  if (!items.ok()) return ToGrpcStatus(items.status());
-  const size_t total = items->size();
+  absl::StatusOr<WarmPlan> plan = WarmPlan::Make(*request, *resolver);
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  const size_t total = plan->size();
   const size_t asked = request->concurrency() > 0 ? request->concurrency() : options_.workers;
   const size_t concurrency = std::clamp<size_t>(asked, 1, std::max<size_t>(1, std::min(kMaxWarmConcurrency, total)));
   spdlog::info("warm-up: {} instantiations, {} at a time (caller {})", total, concurrency, context->peer());
 
-  // `stop` ends the loop early: the caller cancelled, or a write failed
-  // (the stream is gone). Items in flight then end CANCELLED, unreported.
-  std::atomic<bool> stop{false};
-  std::atomic<size_t> next{0};
-  std::mutex mu;  // guards the counts and the writer (one Write at a time)
-  uint32_t done = 0, compiled = 0, cached = 0, failed = 0;
-  serving::CallContext call = CallContextOf(*context, compiler::Priority::kWarm);
-  call.cancelled = [&] { return stop.load() || context->IsCancelled(); };
-
-  auto work = [&] {
-    for (size_t i = next++; i < total && !stop.load(); i = next++) {
-      if (context->IsCancelled()) {
-        stop = true;
-        return;
-      }
-      const manifest::KernelRequest& item = (*items)[i];
-      absl::StatusOr<serving::KernelAnswer> answer = service_.Get(item, serving::Mode::kCompile, call);
-      if (!answer.ok() && call.cancelled()) return;  // gave up because the stream ended
-      v1::WarmProgress progress;
-      FillSpec(item, progress.mutable_spec());
-      if (answer.ok()) {
-        progress.set_key(answer->key);
-        const bool fresh = answer->origin == serving::Origin::kCompiled;
-        progress.set_outcome(fresh ? v1::WarmProgress::COMPILED : v1::WarmProgress::CACHED);
-        if (fresh) progress.set_compile_ms(answer->entry->meta.compile_ms);
-      } else {
-        if (auto resolved = service_.Resolve(item); resolved.ok()) progress.set_key(resolved->key);
-        progress.set_outcome(v1::WarmProgress::FAILED);
-        progress.set_error(Cat(absl::StatusCodeToString(answer.status().code()), ": ", answer.status().message()));
-      }
-      std::lock_guard lock(mu);
-      ++done;
-      ++(answer.ok() ? (progress.outcome() == v1::WarmProgress::COMPILED ? compiled : cached) : failed);
-      progress.set_done(done);
-      progress.set_total(static_cast<uint32_t>(total));
-      progress.set_compiled(compiled);
-      progress.set_cached(cached);
-      progress.set_failed(failed);
-      progress.set_elapsed_ms(static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - started).count()));
-      if (!writer->Write(progress)) stop = true;
-    }
+  // This thread (gRPC's, for the call) keeps `concurrency` items submitted
+  // and writes their progress as they finish: no thread per item or call.
+  // Answers arrive on the service's threads into `finished`, which they
+  // keep alive if this call has returned by then.
+  struct Finished {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::pair<size_t, absl::StatusOr<serving::KernelAnswer>>> answers;
   };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < concurrency; ++t) threads.emplace_back(work);
-  work();
-  for (std::thread& thread : threads) thread.join();
+  auto finished = std::make_shared<Finished>();
+  std::unordered_map<size_t, std::shared_ptr<serving::Flight>> waiting;  // item -> its flight, until answered
+  serving::CallContext call = CallContextOf(*context, compiler::Priority::kWarm);
+  const Steady::time_point deadline = call.deadline;
+  call.cancelled = nullptr;  // not polled by Submit; this loop watches the caller
+  size_t next = 0, outstanding = 0;
+  uint32_t done = 0, compiled = 0, cached = 0, failed = 0;
+  // Set when the caller cancelled, its deadline passed or a write failed
+  // (the stream is gone): items still compiling are withdrawn (cancelled
+  // unless another caller wants them) and end unreported.
+  bool stop = false;
+  while (!stop) {
+    for (; outstanding < concurrency && next < total; ++next, ++outstanding) {
+      const size_t i = next;
+      std::shared_ptr<serving::Flight> flight = service_.Submit(
+          plan->At(i), call, [finished, i](absl::StatusOr<serving::KernelAnswer> answer) {
+            std::lock_guard lock(finished->mu);
+            finished->answers.emplace_back(i, std::move(answer));
+            finished->cv.notify_one();
+          });
+      if (flight != nullptr) waiting.emplace(i, std::move(flight));
+    }
+    if (outstanding == 0) break;
+    std::optional<std::pair<size_t, absl::StatusOr<serving::KernelAnswer>>> got;
+    {
+      std::unique_lock lock(finished->mu);
+      finished->cv.wait_for(lock, kWarmPollInterval, [&] { return !finished->answers.empty(); });
+      if (!finished->answers.empty()) {
+        got.emplace(std::move(finished->answers.front()));
+        finished->answers.pop_front();
+      }
+    }
+    if (!got) {
+      stop = context->IsCancelled() || Steady::now() >= deadline;
+      continue;
+    }
+    --outstanding;
+    waiting.erase(got->first);
+    const manifest::KernelRequest item = plan->At(got->first);
+    const absl::StatusOr<serving::KernelAnswer>& answer = got->second;
+    v1::WarmProgress progress;
+    FillSpec(item, progress.mutable_spec());
+    if (answer.ok()) {
+      progress.set_key(answer->key);
+      const bool fresh = answer->origin == serving::Origin::kCompiled;
+      progress.set_outcome(fresh ? v1::WarmProgress::COMPILED : v1::WarmProgress::CACHED);
+      if (fresh) progress.set_compile_ms(answer->entry->meta.compile_ms);
+    } else {
+      if (auto resolved = service_.Resolve(item); resolved.ok()) progress.set_key(resolved->key);
+      progress.set_outcome(v1::WarmProgress::FAILED);
+      progress.set_error(Cat(absl::StatusCodeToString(answer.status().code()), ": ", answer.status().message()));
+    }
+    ++done;
+    ++(answer.ok() ? (progress.outcome() == v1::WarmProgress::COMPILED ? compiled : cached) : failed);
+    progress.set_done(done);
+    progress.set_total(static_cast<uint32_t>(total));
+    progress.set_compiled(compiled);
+    progress.set_cached(cached);
+    progress.set_failed(failed);
+    progress.set_elapsed_ms(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - started).count()));
+    stop = !writer->Write(progress) || context->IsCancelled();
+  }
+  for (auto& [i, flight] : waiting) service_.Withdraw(*flight);
 
   const double seconds = std::chrono::duration<double>(Steady::now() - started).count();
   if (done < total) {

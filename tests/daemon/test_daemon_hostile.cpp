@@ -55,6 +55,19 @@ std::function<grpc::Status(Stubs&)> Get(v1::GetKernelRequest request) {
   };
 }
 
+// Warm with `request`, the usual deadline: the stream's own status.
+std::function<grpc::Status(Stubs&)> Warm(v1::WarmRequest request) {
+  return [request](Stubs& stubs) {
+    grpc::ClientContext context;
+    WithDeadline(context);
+    auto reader = stubs.compiler->Warm(&context, request);
+    v1::WarmProgress progress;
+    while (reader->Read(&progress)) {
+    }
+    return reader->Finish();
+  };
+}
+
 v1::GetKernelRequest Fill(const std::string& dtype = "fp32") { return KernelRequest("small.fill", {{"dtype", dtype}}); }
 
 v1::GetKernelRequest WithOption(const std::string& option) {
@@ -171,6 +184,21 @@ std::vector<Case> Cases() {
                              error);
        },
        C::NOT_FOUND, "small.nope"},
+      {"Warm naming 20,000 archs (once a 10^9-item expansion)", Warm([] {
+         v1::WarmRequest request;
+         for (int i = 0; i < 50; ++i) request.add_specs()->set_kernel("small.fill");
+         for (int i = 0; i < 20000; ++i) request.add_archs("sm_90");
+         return request;
+       }()),
+       C::INVALID_ARGUMENT, "at most 64 archs; this one names 20000"},
+      {"Warm of 60,000 specs x 2 archs", Warm([] {
+         v1::WarmRequest request;
+         for (int i = 0; i < 60000; ++i) request.add_specs()->set_kernel("small.fill");
+         request.add_archs("sm_90");
+         request.add_archs("sm_100");
+         return request;
+       }()),
+       C::INVALID_ARGUMENT, "at most 100000 instantiations (specs x archs); this one asks for 120000"},
       {"Evict of a malformed key",
        [](Stubs& stubs) {
          grpc::ClientContext context;

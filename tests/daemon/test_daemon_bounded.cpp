@@ -1,0 +1,130 @@
+// Bounded under hostile load: what one request may cost the real daemon in
+// threads, whoever sends it, and that running out of them is survived.
+// (The request-size caps are cases of test_daemon_hostile.cpp.)
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cgroup.h"
+#include "kernel_fixtures.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using testing::Cgroup;
+using testing::KernelRequest;
+using testing::SmallKernelsDir;
+using testing::TempDir;
+using testing::TestDaemon;
+
+constexpr std::chrono::seconds kCallTimeout{120};
+
+// Threads of process `pid` now (its /proc status), 0 when it is gone.
+int ThreadsOf(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return 0;
+}
+
+// `count` distinct instantiations of small.fill: each its own -D macro, so
+// each is its own key and its own compile.
+v1::WarmRequest DistinctFills(int count, const std::string& tag) {
+  v1::WarmRequest request;
+  for (int i = 0; i < count; ++i) {
+    v1::KernelSpec* spec = request.add_specs();
+    spec->set_kernel("small.fill");
+    (*spec->mutable_params())["dtype"] = "fp32";
+    spec->add_options("-D" + tag + "_" + std::to_string(i));
+  }
+  return request;
+}
+
+class Bounded : public ::testing::Test {
+ protected:
+  void Start(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--kernels", SmallKernelsDir().string(), "--workers", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    daemon_ = std::make_unique<TestDaemon>(dir_, args);
+    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
+    client_ = daemon_->Connect("", kCallTimeout);
+  }
+
+  // Warms `request` to the end; the last progress message.
+  absl::StatusOr<v1::WarmProgress> Warm(const v1::WarmRequest& request) { return client_->Warm(request, nullptr); }
+
+  TempDir dir_;
+  std::unique_ptr<TestDaemon> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(Bounded, AWarmOfSixtyFourAtATimeStartsNoThreadPerItem) {
+  Start();
+  // A first call starts what gRPC starts for a streaming call.
+  ASSERT_TRUE(Warm(DistinctFills(2, "FIRST")).ok());
+  const pid_t pid = daemon_->process().pid();
+  const int before = ThreadsOf(pid);
+  ASSERT_GT(before, 0);
+
+  std::atomic<bool> warming{true};
+  std::atomic<int> most{before};
+  std::thread sampler([&] {
+    while (warming) {
+      most = std::max(most.load(), ThreadsOf(pid));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  v1::WarmRequest request = DistinctFills(64, "SIXTYFOUR");
+  request.set_concurrency(64);
+  absl::StatusOr<v1::WarmProgress> last = Warm(request);
+  warming = false;
+  sampler.join();
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->done(), 64u);
+  EXPECT_EQ(last->failed(), 0u);
+  // It used to start 63 threads; a stray thread of gRPC's or two may come.
+  EXPECT_LE(most.load(), before + 4) << "threads before: " << before;
+}
+
+TEST_F(Bounded, UnderAPidsLimitAWideWarmNeitherKillsNorWedgesTheDaemon) {
+  absl::StatusOr<Cgroup> cgroup = Cgroup::Create("pids", "jitd-bounded-" + std::to_string(getpid()));
+  if (!cgroup.ok()) GTEST_SKIP() << "needs a writable pids cgroup (root): " << cgroup.status();
+  Start();
+  ASSERT_TRUE(Warm(DistinctFills(2, "FIRST")).ok());
+  const pid_t pid = daemon_->process().pid();
+  // The daemon (its threads; its workers stay outside) with a little room,
+  // as a pod's or a unit's TasksMax would leave it.
+  ASSERT_TRUE(cgroup->Add(pid).ok());
+  const int threads = ThreadsOf(pid);
+  ASSERT_TRUE(cgroup->Set("pids.max", std::to_string(threads + 6)).ok());
+
+  v1::WarmRequest request = DistinctFills(63, "PIDS");
+  request.set_concurrency(63);
+  absl::StatusOr<v1::WarmProgress> last = Warm(request);
+  ASSERT_TRUE(last.ok()) << last.status() << "\n" << daemon_->process().Output();
+  EXPECT_EQ(last->done(), 63u);
+  EXPECT_EQ(last->failed(), 0u);
+  // Alive, and every key answers: none was left registered and unfinished.
+  absl::StatusOr<v1::GetKernelResponse> again = client_->GetKernel([] {
+    v1::GetKernelRequest r = KernelRequest("small.fill", {{"dtype", "fp32"}});
+    r.add_options("-DPIDS_7");
+    return r;
+  }());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_FALSE(daemon_->process().Exited());
+}
+
+}  // namespace
+}  // namespace jitd
