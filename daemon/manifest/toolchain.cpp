@@ -76,6 +76,9 @@ absl::Status ValidateArch(std::string_view arch, const Toolchain& t) {
   if (rest.empty() || ec != std::errc() || end != rest.data() + rest.size()) {
     return bad("is not of the form sm_XX, sm_XXa or sm_XXf");
   }
+  // sm_090 would pass as 90 here and reach NVRTC as "sm_090", which it
+  // rejects (then remembered as the kernel's failure): one spelling only.
+  if (rest.front() == '0') return bad(Cat("has a leading zero (write sm_", number, ")"));
   if (std::find(t.archs.begin(), t.archs.end(), number) == t.archs.end()) return bad("is not supported");
   if (suffix == 'a' && number < kFirstArchSpecific) return bad("has no architecture-specific ('a') variant");
   if (suffix == 'f' && number < kFirstFamilySpecific) return bad("has no family-specific ('f') variant");

@@ -169,6 +169,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadRequest{"a on old arch", {"moe.topk_sum", kBf16, "sm_80a", {}}, kInvalid, "no architecture-specific"},
         BadRequest{"f on old arch", {"moe.topk_sum", kBf16, "sm_90f", {}}, kInvalid, "no family-specific"},
         BadRequest{"compute arch", {"moe.topk_sum", kBf16, "compute_90", {}}, kInvalid, "not of the form sm_XX"},
+        BadRequest{"leading zero arch", {"moe.topk_sum", kBf16, "sm_090", {}}, kInvalid, "leading zero (write sm_90)"},
+        BadRequest{"two leading zeros", {"moe.topk_sum", kBf16, "sm_0090a", {}}, kInvalid, "leading zero"},
         BadRequest{"absurd arch", {"moe.topk_sum", kBf16, "sm_99999999999999999", {}}, kInvalid, "is not an arch"},
         BadRequest{"include path", {"moe.topk_sum", kBf16, "", {"-I/etc"}}, kInvalid, "include paths"},
         BadRequest{
