@@ -1,5 +1,8 @@
 #include "cache_admin_service.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <spdlog/spdlog.h>
 
 #include "grpc_status.h"
@@ -27,7 +30,9 @@ cache::EvictFilter FromProto(const v1::EvictRequest& request) {
   filter.kernel_glob = request.kernel_glob();
   filter.arch = request.arch();
   if (request.older_than_s() > 0) {
-    filter.older_than = std::chrono::seconds(request.older_than_s());
+    // uint64 on the wire; beyond int64 seconds is "older than anything" too.
+    constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    filter.older_than = std::chrono::seconds(static_cast<int64_t>(std::min(request.older_than_s(), kMax)));
   }
   if (request.has_max_bytes()) filter.max_bytes = request.max_bytes();
   filter.dry_run = request.dry_run();

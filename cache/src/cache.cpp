@@ -239,8 +239,14 @@ class Cache::Impl {
     rf.kernel_glob = f.kernel_glob;
     rf.arch = f.arch;
     rf.unpinned_only = true;
-    if (f.older_than)
-      rf.last_used_before_ms = NowMs() - std::chrono::duration_cast<std::chrono::milliseconds>(*f.older_than).count();
+    if (f.older_than) {
+      if (f.older_than->count() < 0) return absl::InvalidArgumentError("older-than must not be negative");
+      // In seconds, compared before any multiplication: an age beyond the
+      // epoch (2^62 s, say) selects nothing instead of overflowing.
+      const int64_t now_ms = NowMs();
+      rf.last_used_before_ms =
+          f.older_than->count() > now_ms / 1000 ? int64_t{-1} : now_ms - f.older_than->count() * 1000;
+    }
     auto candidates = index_->Select(rf, /*newest_first=*/false, 0);
     if (!candidates.ok()) return candidates.status();
     auto totals = index_->GetTotals();

@@ -2,6 +2,7 @@
 // explicit eviction filter with its dry run.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <thread>
 
 #include "testing.h"
@@ -172,6 +173,17 @@ TEST_F(Seeded, EvictByAge) {
   auto r = cache_->Evict({.older_than = std::chrono::hours(1)});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(Keys(*r), KeysOf({0, 1, 2, 3}));
+}
+
+TEST_F(Seeded, AnAgeBeyondTheEpochSelectsNothingInsteadOfOverflowing) {
+  // 2^62 s times 1000 overflows int64: it once wrapped to "everything".
+  for (int64_t seconds : {int64_t{1} << 62, std::numeric_limits<int64_t>::max()}) {
+    auto r = cache_->Evict({.older_than = std::chrono::seconds(seconds), .dry_run = true});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(Keys(*r).empty()) << seconds;
+  }
+  EXPECT_EQ(cache_->Evict({.older_than = std::chrono::seconds(-1)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(Seeded, EvictFiltersCombineWithAnd) {

@@ -201,6 +201,22 @@ std::vector<Case> Cases() {
          return request;
        }()),
        C::INVALID_ARGUMENT, "at most 100000 instantiations (specs x archs); this one asks for 120000"},
+      {"Evict older than 2^62 s (a dry run once selected everything)",
+       [](Stubs& stubs) {
+         grpc::ClientContext context;
+         WithDeadline(context);
+         context.AddMetadata("authorization", "Bearer " + stubs.admin_token);
+         v1::EvictRequest request;
+         request.set_older_than_s(uint64_t{1} << 62);
+         request.set_dry_run(true);
+         v1::EvictResponse response;
+         grpc::Status status = stubs.admin->Evict(&context, request, &response);
+         if (status.ok() && response.evicted_size() != 0) {
+           return grpc::Status(grpc::StatusCode::INTERNAL, "selected " + std::to_string(response.evicted_size()));
+         }
+         return status;
+       },
+       C::OK, ""},
       {"Evict of a malformed key",
        [](Stubs& stubs) {
          grpc::ClientContext context;
