@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "jitd/cache.h"
 #include "jitd/detail/text.h"
 
 namespace jitd::daemon {
@@ -33,10 +34,11 @@ std::string ReadHolder(const std::filesystem::path& file) {
 
 absl::StatusOr<std::unique_ptr<CacheDirLock>> CacheDirLock::Acquire(const std::filesystem::path& dir,
                                                                     const std::vector<std::string>& listen) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  if (absl::Status made = cache::MakePrivateDirs(dir); !made.ok()) {
+    return absl::FailedPreconditionError(Cat("cannot create the cache directory ", dir.string(), ": ", made.message()));
+  }
   const std::filesystem::path file = dir / kFileName;
-  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, cache::kPrivateFileMode);
   if (fd < 0) {
     return absl::FailedPreconditionError(Cat("cannot open ", file.string(), ": ", std::strerror(errno)));
   }

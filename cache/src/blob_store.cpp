@@ -82,11 +82,10 @@ std::string StoredBlobChecksum(std::string_view encoded) {
 BlobStore::BlobStore(fs::path dir) : dir_(std::move(dir)), blobs_(dir_ / "blobs"), tmp_(dir_ / "tmp") {}
 
 absl::Status BlobStore::Init() const {
-  std::error_code ec;
-  fs::create_directories(blobs_, ec);
-  if (!ec) fs::create_directories(tmp_, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(Cat("cannot create cache directory ", dir_.string(), ": ", ec.message()));
+  absl::Status made = MakePrivateDirs(blobs_);
+  if (made.ok()) made = MakePrivateDirs(tmp_);
+  if (!made.ok()) {
+    return absl::FailedPreconditionError(Cat("cannot create cache directory ", dir_.string(), ": ", made.message()));
   }
   if (::access(dir_.c_str(), W_OK) != 0) {
     return absl::FailedPreconditionError(Cat("cache directory ", dir_.string(), " is not writable"));
@@ -108,7 +107,7 @@ absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view
     return s;
   };
   {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)};
+    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode)};
     if (f.fd < 0) return fail(ErrnoStatus(errno, "create", tmp));
     if (auto s = WriteAll(f.fd, bytes, tmp); !s.ok()) return fail(s);
     // The data must be on disk before the rename makes it visible, or a
@@ -116,7 +115,7 @@ absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view
     if (sync && ::fsync(f.fd) != 0) return fail(ErrnoStatus(errno, "fsync", tmp));
   }
   fs::path parent = final_path.parent_path();
-  if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) return fail(ErrnoStatus(errno, "mkdir", parent));
+  if (::mkdir(parent.c_str(), kPrivateDirMode) != 0 && errno != EEXIST) return fail(ErrnoStatus(errno, "mkdir", parent));
   if (::rename(tmp.c_str(), final_path.c_str()) != 0) return fail(ErrnoStatus(errno, "rename", final_path));
   if (sync) {
     if (auto s = FsyncDir(parent); !s.ok()) return s;
@@ -207,6 +206,21 @@ absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path) {
   }
   out.resize(got);
   return out;
+}
+
+absl::Status MakePrivateDirs(const std::filesystem::path& dir) {
+  // Parents first; each one that is missing is made 0700 (create_directories
+  // would make them 0777 less the umask: 0755, readable by everyone).
+  std::filesystem::path at;
+  for (const std::filesystem::path& part : dir) {
+    at /= part;
+    if (at.empty() || part.empty()) continue;
+    if (::mkdir(at.c_str(), kPrivateDirMode) == 0 || errno == EEXIST) continue;
+    return detail::ErrnoStatus(errno, "mkdir", at);
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return absl::FailedPreconditionError(text::Cat(dir.string(), " is not a directory"));
+  return absl::OkStatus();
 }
 
 }  // namespace jitd::cache

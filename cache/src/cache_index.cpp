@@ -1,5 +1,9 @@
 #include "cache_index.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "jitd/cache.h"
 #include "jitd/detail/text.h"
 
 namespace jitd::cache::detail {
@@ -157,6 +161,12 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::filesyst
   std::string uri = Cat("file:", path.string());
   int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   if (read_only) uri += "?mode=ro";
+  if (!read_only) {
+    // Made 0600 here: SQLite would make it 0644, and gives its -wal and
+    // -shm files the database file's mode.
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kPrivateFileMode);
+    if (fd >= 0) ::close(fd);
+  }
   auto db = Database::Open(uri, flags);
   if (!db.ok() && read_only) {
     // A read-only directory cannot hold WAL's shared-memory file; an

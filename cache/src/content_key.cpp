@@ -308,12 +308,14 @@ absl::StatusOr<std::string> Memoized(
   absl::StatusOr<std::string> after = MetadataDigest(*again, racy_ns, &racy, !tree);
   if (!after.ok() || *after != *stats || racy) return fingerprint;
   std::error_code ec;
-  fs::create_directories(memo_file.parent_path(), ec);
+  if (!MakePrivateDirs(memo_file.parent_path()).ok()) return fingerprint;
   const fs::path tmp = Cat(memo_file.string(), ".tmp-", ::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << kMemoHeader << "\n" << *stats << "\n" << *fingerprint << "\n";
-    if (!out) {
+    out.close();
+    fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, ec);
+    if (!out || ec) {
       fs::remove(tmp, ec);
       return fingerprint;
     }

@@ -3,6 +3,7 @@
 // (The request-size caps are cases of test_daemon_hostile.cpp.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,6 +125,26 @@ TEST_F(Bounded, UnderAPidsLimitAWideWarmNeitherKillsNorWedgesTheDaemon) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_NE(again->source(), v1::GetKernelResponse::COMPILED);
   EXPECT_FALSE(daemon_->process().Exited());
+}
+
+TEST_F(Bounded, TheCacheItMakesIsItsUsersAlone) {
+  Start();
+  ASSERT_TRUE(client_->GetKernel(KernelRequest("small.fill", {{"dtype", "fp32"}})).ok());
+  // Blobs, the index and its journal, memos, locks: nothing for others.
+  std::vector<std::string> open_to_others;
+  size_t files = 0;
+  const std::filesystem::path root = daemon_->cache_dir();
+  auto check = [&](const std::filesystem::path& path) {
+    struct stat info {};
+    ASSERT_EQ(::lstat(path.c_str(), &info), 0) << path;
+    const mode_t mode = info.st_mode & 07777;
+    if ((mode & 077) != 0) open_to_others.push_back(path.string() + " " + std::to_string(mode));
+    files += S_ISREG(info.st_mode) ? 1 : 0;
+  };
+  check(root);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) check(entry.path());
+  EXPECT_TRUE(open_to_others.empty()) << ::testing::PrintToString(open_to_others);
+  EXPECT_GE(files, 3u);  // a blob, the index, the lock at least
 }
 
 }  // namespace

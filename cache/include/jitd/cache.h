@@ -274,6 +274,15 @@ class Cache {
 // Hex XXH3-128 of `data`: the checksum blobs carry.
 std::string Checksum128(std::string_view data);
 
+// What a cache directory holds is its user's alone (docs/SECURITY.md):
+// directories the cache makes get mode 0700, its files (blobs, the index and
+// its journal, memos, locks) 0600. A directory that already exists keeps its
+// mode: an operator who shares one on purpose chmods it.
+inline constexpr unsigned kPrivateDirMode = 0700;
+inline constexpr unsigned kPrivateFileMode = 0600;
+// Makes `dir` and its missing parents with kPrivateDirMode.
+absl::Status MakePrivateDirs(const std::filesystem::path& dir);
+
 // Whether `key` is a well-formed content key (lowercase hex, 16..128 chars).
 bool IsValidKey(std::string_view key);
 
