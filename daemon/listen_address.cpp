@@ -1,5 +1,7 @@
 #include "listen_address.h"
 
+#include <cstring>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +32,19 @@ absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& text) {
                                                      " bytes a Unix socket address holds"));
     }
     return address;
+  }
+  // gRPC takes other URI schemes too; none of them is HOST:PORT, and an
+  // abstract Unix socket has no file mode: anyone on the host could connect.
+  for (const char* scheme : {"unix-abstract:", "vsock:", "dns:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(text, scheme)) {
+      const std::string name(scheme, std::strlen(scheme) - 1);
+      const std::string why = name == "unix-abstract"
+                                       ? " (an abstract socket has no file permissions: any local user could connect)"
+                                       : "";
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "' uses the gRPC scheme ", name,
+                                                     ", which jitd does not listen on", why,
+                                                     "; use unix:PATH or HOST:PORT"));
+    }
   }
   const size_t colon = text.rfind(':');
   uint32_t port = 0;

@@ -66,6 +66,9 @@ size_t KernelCount(const manifest::Resolver& resolver) { return resolver.tree().
 class Server::Impl {
  public:
   DaemonConfig config;
+  // The TCP addresses' credentials, made (and TCP without TLS refused)
+  // by CheckConfig before anything else.
+  std::shared_ptr<grpc::ServerCredentials> tcp_credentials;
   std::unique_ptr<CacheDirLock> dir_lock;  // before the cache: released after it closes
   std::unique_ptr<cache::Cache> cache;
   AdminAuth auth;
@@ -328,6 +331,25 @@ class Server::Impl {
     return absl::OkStatus();
   }
 
+  // Refuses what the configuration alone makes impossible (an address
+  // gRPC must not serve, TCP without TLS, an unknown socket group) before
+  // any side effect: no cache directory, worker or socket is made first.
+  absl::Status CheckConfig() {
+    std::vector<std::string> tcp;
+    for (const std::string& text : config.listen) {
+      absl::StatusOr<ListenAddress> address = ParseListenAddress(text);
+      if (!address.ok()) return address.status();
+      if (address->kind == ListenAddress::Kind::kTcp) tcp.push_back(address->host_port);
+    }
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = TcpCredentials(config, tcp);
+    if (!credentials.ok()) return credentials.status();
+    tcp_credentials = *std::move(credentials);
+    if (!config.socket_group.empty() && ::getgrnam(config.socket_group.c_str()) == nullptr) {
+      return absl::InvalidArgumentError(Cat("no group '", config.socket_group, "' (--socket-group)"));
+    }
+    return absl::OkStatus();
+  }
+
   // Parses and claims every address, then builds and starts the server.
   absl::Status Listen() {
     std::vector<ListenAddress> listen;
@@ -373,17 +395,11 @@ class Server::Impl {
     grpc::ServerBuilder builder;
     builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
     builder.SetMaxSendMessageSize(kMaxSendMessageBytes);
-    std::vector<std::string> tcp;
-    for (const ListenAddress& address : listen) {
-      if (address.kind != ListenAddress::Kind::kUnix) tcp.push_back(address.host_port);
-    }
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials = TcpCredentials(config, tcp);
-    if (!tcp_credentials.ok()) return tcp_credentials.status();
     std::vector<int> ports(listen.size(), 0);
     for (size_t i = 0; i < listen.size(); ++i) {
       builder.AddListeningPort(
           listen[i].GrpcTarget(),
-          listen[i].kind == ListenAddress::Kind::kUnix ? grpc::InsecureServerCredentials() : *tcp_credentials,
+          listen[i].kind == ListenAddress::Kind::kUnix ? grpc::InsecureServerCredentials() : tcp_credentials,
           &ports[i]);
     }
     builder.RegisterService(admin.get());
@@ -422,6 +438,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config
   const auto started = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  if (absl::Status valid = impl->CheckConfig(); !valid.ok()) return valid;
   if (absl::Status loaded = impl->LoadAdminToken(); !loaded.ok()) return loaded;
   if (absl::Status opened = impl->OpenCache(); !opened.ok()) return opened;
   if (absl::Status serving = impl->StartServing(); !serving.ok()) return serving;

@@ -33,6 +33,15 @@ TEST(ListenAddress, RejectsWhatIsNeitherUnixNorHostPort) {
   }
 }
 
+TEST(ListenAddress, RejectsGrpcSchemesThatAreNotHostPort) {
+  for (const char* text : {"unix-abstract:7070", "unix-abstract:jitd", "vsock:3:7070", "dns:localhost:7070",
+                           "ipv4:127.0.0.1:7070", "ipv6:[::1]:7070"}) {
+    absl::StatusOr<ListenAddress> address = ParseListenAddress(text);
+    EXPECT_EQ(address.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(address.status().message().find("use unix:PATH or HOST:PORT"), std::string::npos) << address.status();
+  }
+}
+
 TEST(ListenAddress, RejectsUnixPathsLongerThanASocketAddressHolds) {
   const std::string long_path = "unix:/tmp/" + std::string(120, 'x') + ".sock";
   absl::StatusOr<ListenAddress> address = ParseListenAddress(long_path);

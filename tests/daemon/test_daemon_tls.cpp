@@ -81,6 +81,8 @@ TEST(Tls, ATcpAddressWithoutTlsIsRefusedUnlessPlaintextIsAskedFor) {
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("opens a TCP port: give --tls-cert and --tls-key"));
   EXPECT_THAT(refused.output, HasSubstr("--insecure-tcp"));
+  // Refused before any side effect: no cache directory (nor workers in it).
+  EXPECT_FALSE(fs::exists(dir / "cache")) << refused.output;
 
   TestDaemon daemon(dir, {"--listen", "127.0.0.1:0", "--insecure-tcp"});
   ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
@@ -92,6 +94,20 @@ TEST(Tls, ATcpAddressWithoutTlsIsRefusedUnlessPlaintextIsAskedFor) {
   auto plaintext = Client::Connect(options);
   ASSERT_TRUE(plaintext.ok()) << plaintext.status();
   EXPECT_TRUE((*plaintext)->Stats().ok());
+}
+
+TEST(Tls, AnAbstractUnixSocketIsRefusedNotServedAsTcp) {
+  // It has no file mode (anyone on the host could connect), and was once
+  // taken for HOST:PORT and served plaintext under --insecure-tcp.
+  TempDir dir;
+  std::vector<std::string> args = TestDaemon::DefaultArgs(dir);
+  args.insert(args.end(), {"--listen", "unix-abstract:7070", "--insecure-tcp"});
+  const testing::ProcessResult refused = RunProcess(args, dir / "refused.log", testing::kProcessTimeout);
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("'unix-abstract:7070' uses the gRPC scheme unix-abstract"));
+  EXPECT_THAT(refused.output, HasSubstr("use unix:PATH or HOST:PORT"));
+  EXPECT_THAT(refused.output, ::testing::Not(HasSubstr("plaintext TCP")));
+  EXPECT_FALSE(fs::exists(dir / "cache"));
 }
 
 TEST(Tls, TlsServesClientsThatTrustItsCaAndNoOthers) {
