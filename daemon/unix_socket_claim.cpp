@@ -67,10 +67,30 @@ absl::StatusOr<std::unique_ptr<UnixSocketClaim>> UnixSocketClaim::Acquire(const 
         "daemon's user owns ($XDG_RUNTIME_DIR, a systemd RuntimeDirectory) or chmod o-w it"));
   }
 
+  // A directory of another user's: that user could swap the socket, the
+  // lock or the token file under the daemon. Root's directories are
+  // trusted (root is); the sticky bit of /tmp keeps others' names apart.
+  if (stat(path.parent_path().c_str(), &directory) == 0 && directory.st_uid != geteuid() && directory.st_uid != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the socket directory ", path.parent_path().string(), " belongs to uid ", directory.st_uid,
+        ", not to the daemon's user (uid ", geteuid(), ") or root: its owner could replace jitd's socket; use a "
+        "directory the daemon's user owns ($XDG_RUNTIME_DIR, a systemd RuntimeDirectory)"));
+  }
+
+  // Never through a symlink (one planted in /tmp would have the daemon
+  // truncate whatever it points to), and only a regular file of its own.
   const std::string lock_path = path.string() + ".lock";
-  const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (lock_fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot open the lock file ", lock_path, ": ", ErrnoText()));
+    return absl::FailedPreconditionError(absl::StrCat("cannot open the lock file ", lock_path, ": ", ErrnoText(),
+                                                      errno == ELOOP ? " (it is a symlink: remove it)" : ""));
+  }
+  struct stat lock_info {};
+  if (fstat(lock_fd, &lock_info) != 0 || !S_ISREG(lock_info.st_mode) || lock_info.st_uid != geteuid()) {
+    close(lock_fd);
+    return absl::FailedPreconditionError(absl::StrCat("the lock file ", lock_path,
+                                                      " is not a regular file of the daemon's user (uid ", geteuid(),
+                                                      "); refusing to use it: remove it"));
   }
   if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const std::string holder = LockHolder(lock_fd);

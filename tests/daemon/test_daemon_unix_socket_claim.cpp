@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "temp_dir.h"
 #include "unix_socket_claim.h"
@@ -51,6 +52,43 @@ TEST(UnixSocketClaim, RefusesADirectoryEveryUserMayWriteToUnlessItIsSticky) {
   // With the sticky bit (as /tmp), only an entry's owner may remove it.
   ASSERT_EQ(chmod(open_dir.c_str(), 01777), 0);
   EXPECT_TRUE(UnixSocketClaim::Acquire(open_dir / "jitd.sock").ok());
+}
+
+TEST(UnixSocketClaim, NeverFollowsALockFileSymlinkNorTruncatesItsTarget) {
+  jitd::testing::TempDir dir;
+  std::ofstream(dir / "victim") << "precious\n";
+  std::filesystem::create_symlink(dir / "victim", dir / "jitd.sock.lock");
+  auto refused = UnixSocketClaim::Acquire(dir / "jitd.sock");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("is a symlink"));
+  std::ifstream victim(dir / "victim");
+  std::string content((std::istreambuf_iterator<char>(victim)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "precious\n");
+}
+
+TEST(UnixSocketClaim, RefusesALockFileThatIsNotARegularFileOfItsOwn) {
+  jitd::testing::TempDir dir;
+  std::filesystem::create_directory(dir / "jitd.sock.lock");
+  auto refused = UnixSocketClaim::Acquire(dir / "jitd.sock");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  if (geteuid() != 0) return;
+  // Root can hand the files to another user, as a hostile one would plant them.
+  std::filesystem::remove(dir / "jitd.sock.lock");
+  std::ofstream(dir / "jitd.sock.lock") << "1\n";
+  ASSERT_EQ(chown((dir / "jitd.sock.lock").c_str(), 65534, 65534), 0);
+  refused = UnixSocketClaim::Acquire(dir / "jitd.sock");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("not a regular file of the daemon's user"));
+}
+
+TEST(UnixSocketClaim, RefusesADirectoryOfAnotherUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving a directory to another user needs root";
+  jitd::testing::TempDir dir;
+  std::filesystem::create_directory(dir / "theirs");
+  ASSERT_EQ(chown((dir / "theirs").c_str(), 65534, 65534), 0);
+  auto refused = UnixSocketClaim::Acquire(dir / "theirs/jitd.sock");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("belongs to uid 65534"));
 }
 
 TEST(UnixSocketClaim, RemovesAStaleSocketNobodyAcceptsOn) {
