@@ -1,4 +1,8 @@
 // The admin token file format, shared by the daemon and jitctl.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -12,14 +16,13 @@ namespace jitd {
 
 using text::Cat;
 
-absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(Cat("cannot read admin token file ", path.string(), ": ", std::strerror(errno)));
-  }
-  std::stringstream content;
-  content << file.rdbuf();
-  const std::string token(absl::StripAsciiWhitespace(content.str()));
+namespace {
+
+// A token file holds at most this much: a token is a line of text.
+constexpr size_t kMaxTokenFileBytes = 4096;
+
+absl::StatusOr<std::string> ParseToken(const std::string& content, const std::filesystem::path& path) {
+  const std::string token(absl::StripAsciiWhitespace(content));
   if (token.empty()) {
     return absl::InvalidArgumentError(Cat("admin token file ", path.string(), " holds no token"));
   }
@@ -31,6 +34,56 @@ absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path
     }
   }
   return token;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::NotFoundError(Cat("cannot read admin token file ", path.string(), ": ", std::strerror(errno)));
+  }
+  std::stringstream content;
+  content << file.rdbuf();
+  return ParseToken(content.str(), path);
+}
+
+absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& socket_path) {
+  const std::filesystem::path path = socket_path.string() + ".admin-token";
+  struct stat socket_info {};
+  if (::stat(socket_path.c_str(), &socket_info) != 0) {
+    return absl::NotFoundError(Cat("cannot stat ", socket_path.string(), ": ", std::strerror(errno)));
+  }
+  // Not through a symlink: one planted beside a fake server's socket would
+  // hand it whatever file it points to.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(Cat("cannot read admin token file ", path.string(), ": ", std::strerror(errno),
+                                   errno == ELOOP ? " (it is a symlink; the daemon writes a regular file)" : ""));
+  }
+  struct stat info {};
+  std::string content;
+  absl::Status refused;
+  if (::fstat(fd, &info) != 0) {
+    refused = absl::NotFoundError(Cat("cannot stat ", path.string(), ": ", std::strerror(errno)));
+  } else if (!S_ISREG(info.st_mode)) {
+    refused = absl::PermissionDeniedError(Cat(path.string(), " is not a regular file: not read as an admin token"));
+  } else if (info.st_uid != socket_info.st_uid) {
+    // The daemon writes it as the user that owns the socket; a file of
+    // anyone else's was not written by that daemon.
+    refused = absl::PermissionDeniedError(Cat(path.string(), " is owned by uid ", info.st_uid, ", the socket by uid ",
+                                              socket_info.st_uid, ": not read as that daemon's admin token"));
+  } else if (static_cast<size_t>(info.st_size) > kMaxTokenFileBytes) {
+    refused = absl::InvalidArgumentError(Cat(path.string(), " is ", info.st_size, " bytes: not an admin token"));
+  } else {
+    content.resize(static_cast<size_t>(info.st_size));
+    const ssize_t got = ::pread(fd, content.data(), content.size(), 0);
+    if (got < 0) refused = absl::NotFoundError(Cat("cannot read ", path.string(), ": ", std::strerror(errno)));
+    content.resize(got < 0 ? 0 : static_cast<size_t>(got));
+  }
+  ::close(fd);
+  if (!refused.ok()) return refused;
+  return ParseToken(content, path);
 }
 
 }  // namespace jitd

@@ -128,9 +128,11 @@ absl::Status Client::Impl::AwaitConnected() {
   return absl::OkStatus();
 }
 
-void Client::Impl::Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const {
+void Client::Impl::Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout, Call call) const {
   if (timeout.count() > 0) context->set_deadline(Clock::now() + timeout);
-  if (!options_.admin_token.empty()) {
+  // The token goes only where it is needed: a server that answers Stats
+  // or GetKernel learns nothing it could replay.
+  if (call == Call::kAdmin && !options_.admin_token.empty()) {
     context->AddMetadata("authorization", "Bearer " + options_.admin_token);
   }
 }
@@ -143,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.admin_token.empty() && options.read_socket_admin_token && options.endpoint.starts_with("unix:")) {
     // The daemon's own token, when this user may read it; otherwise admin
     // calls get PERMISSION_DENIED, as they should.
-    absl::StatusOr<std::string> token = ReadAdminTokenFile(options.endpoint.substr(5) + ".admin-token");
+    absl::StatusOr<std::string> token = ReadSocketAdminToken(options.endpoint.substr(5));
     if (token.ok()) options.admin_token = *std::move(token);
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = ChannelCredentialsFor(options);
@@ -227,12 +229,14 @@ absl::StatusOr<v1::ListEntriesResponse> Client::ListEntries(const v1::ListEntrie
 
 absl::StatusOr<v1::EvictResponse> Client::Evict(const v1::EvictRequest& request) {
   return impl_->Unary<v1::EvictResponse>(
-      [&](auto* context, auto* response) { return impl_->admin_->Evict(context, request, response); });
+      [&](auto* context, auto* response) { return impl_->admin_->Evict(context, request, response); },
+      Impl::Call::kAdmin);
 }
 
 absl::StatusOr<v1::VerifyResponse> Client::Verify(const v1::VerifyRequest& request) {
   return impl_->Unary<v1::VerifyResponse>(
-      [&](auto* context, auto* response) { return impl_->admin_->Verify(context, request, response); });
+      [&](auto* context, auto* response) { return impl_->admin_->Verify(context, request, response); },
+      Impl::Call::kAdmin);
 }
 
 }  // namespace jitd

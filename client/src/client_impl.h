@@ -31,13 +31,16 @@ class Client::Impl {
   // rather than retrying until the timeout.
   absl::Status AwaitConnected();
 
-  void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const;
+  // kAdmin: a CacheAdmin call that may change state (Evict, Verify), the
+  // only calls that carry the admin token.
+  enum class Call { kPlain, kAdmin };
+  void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout, Call call = Call::kPlain) const;
 
   // Runs one unary call: `invoke(context, response)` calls the stub.
   template <typename Response, typename Invoke>
-  absl::StatusOr<Response> Unary(Invoke invoke) {
+  absl::StatusOr<Response> Unary(Invoke invoke, Call call = Call::kPlain) {
     grpc::ClientContext context;
-    Prepare(&context, options_.call_timeout);
+    Prepare(&context, options_.call_timeout, call);
     Response response;
     const grpc::Status status = invoke(&context, &response);
     if (!status.ok()) return client_detail::FromGrpcStatus(status, endpoint());

@@ -108,6 +108,25 @@ def test_an_explicit_endpoint_wins_over_jitd_endpoint_which_wins_over_the_defaul
     assert jitd.Client().endpoint == jitd.default_endpoint()
 
 
+def test_the_token_beside_a_socket_is_read_only_from_a_regular_file_of_the_sockets_owner(tmp_path):
+    from jitd import _endpoint
+    socket = tmp_path / "jitd.sock"
+    socket.write_text("")  # stands for the socket: only its owner is looked at
+    token = tmp_path / "jitd.sock.admin-token"
+    token.write_text("s3cret\n")
+    assert _endpoint.socket_admin_token(f"unix:{socket}") == "s3cret"
+    # A symlink planted beside a fake server's socket is not followed.
+    token.unlink()
+    (tmp_path / "real-token").write_text("the-real-token\n")
+    token.symlink_to(tmp_path / "real-token")
+    assert _endpoint.socket_admin_token(f"unix:{socket}") is None
+    token.unlink()
+    token.write_text("s3cret\n")
+    if os.geteuid() == 0:
+        os.chown(token, 65534, -1)  # someone else's file
+        assert _endpoint.socket_admin_token(f"unix:{socket}") is None
+
+
 def test_admin_token_files_are_read_as_the_daemon_reads_them(tmp_path):
     token = tmp_path / "token"
     token.write_text("  s3cret\n\n")

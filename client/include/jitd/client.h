@@ -108,6 +108,13 @@ absl::StatusOr<std::chrono::seconds> ParseDuration(std::string_view text);
 // token or whitespace inside one (which no Bearer header can carry).
 absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path);
 
+// The token a daemon wrote beside its Unix socket (SOCKET.admin-token), as
+// Client::Connect reads it: only a regular file (never through a symlink)
+// owned by the socket's owner, of at most 4 KiB. PERMISSION_DENIED when it
+// is anything else (planted beside a socket by someone else), NOT_FOUND
+// when it cannot be read.
+absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& socket_path);
+
 // ---------------------------------------------------------------------------
 // Spec files: the instantiations `jitctl warm --manifest FILE` and
 // `jitd warm --manifest FILE` warm.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import stat
 from pathlib import Path
 
 from .errors import InvalidArgument, NotFound
@@ -86,7 +87,25 @@ def socket_admin_token(endpoint: str) -> str | None:
     process can read it; None otherwise (other users are not admin)."""
     if not endpoint.startswith("unix:"):
         return None
+    socket_path = endpoint[5:]
+    path = socket_path + ".admin-token"
+    # Only a regular file, not through a symlink, owned by the socket's
+    # owner: one planted beside a fake server's socket is not read.
     try:
-        return read_admin_token_file(endpoint[5:] + ".admin-token")
-    except (NotFound, InvalidArgument):
+        socket_owner = os.stat(socket_path).st_uid
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != socket_owner or info.st_size > 4096:
+            return None
+        content = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    token = content.strip(b" \t\n\v\f\r")
+    if not token or any(byte <= 0x20 or byte >= 0x7F for byte in token):
+        return None
+    return token.decode("ascii")

@@ -255,6 +255,8 @@ class Client:
             self._counts[name] += 1
 
     def _admin_metadata(self) -> tuple[tuple[str, str], ...]:
+        # Only on the calls that may change state (Evict, Verify): a server
+        # that answers Stats learns nothing it could replay.
         token = self._admin_token
         if not token and self._admin_token_file is not None:
             token = _endpoint.read_admin_token_file(self._admin_token_file)
@@ -466,7 +468,7 @@ class Client:
         """The daemon's counters: cache entries and bytes, hits, compiles,
         workers, queue (see :class:`jitd.Stats`)."""
         response = self._call("Stats", lambda c, left: c.admin.Stats(
-            cache_admin_pb2.StatsRequest(), timeout=left, metadata=self._admin_metadata()),
+            cache_admin_pb2.StatsRequest(), timeout=left),
             self._default_timeout(timeout, self._timeout))
         return Stats(**{name: getattr(response, name) for name in Stats.__dataclass_fields__})
 
@@ -477,7 +479,7 @@ class Client:
         (0: all). ``.total`` counts the matches before the limit."""
         request = cache_admin_pb2.ListEntriesRequest(kernel_glob=kernel_glob, arch=arch, limit=limit)
         response = self._call("ListEntries", lambda c, left: c.admin.ListEntries(
-            request, timeout=left, metadata=self._admin_metadata()), self._default_timeout(timeout, self._timeout))
+            request, timeout=left), self._default_timeout(timeout, self._timeout))
         return Entries(entries=[_entry(e) for e in response.entries], total=response.total)
 
     def evict(self, *, keys: Sequence[str] = (), kernel_glob: str = "", arch: str = "",
