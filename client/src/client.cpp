@@ -7,11 +7,15 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -86,6 +90,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint,
   return grpc::CreateCustomChannel(endpoint, credentials, args);
 }
 
+std::string Octal(unsigned value) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof(buffer), "%o", value);
+  return buffer;
+}
+
 // A missing socket file is the common "daemon not started" case; saying so
 // beats gRPC's generic connect failure.
 absl::Status CheckUnixSocketExists(const std::string& endpoint) {
@@ -93,8 +103,26 @@ absl::Status CheckUnixSocketExists(const std::string& endpoint) {
   const std::string path = endpoint.substr(5);
   struct stat info {};
   if (stat(path.c_str(), &info) != 0) {
+    if (errno == EACCES) {
+      return absl::PermissionDeniedError(
+          Cat("cannot reach jitd at ", endpoint, ": permission denied: this user (uid ", ::getuid(),
+              ") may not enter the socket's directory ", std::filesystem::path(path).parent_path().string(),
+              "; ask the operator for a directory the socket's group may enter"));
+    }
     return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint, ": ", std::strerror(errno),
                                       " (is the daemon running? start it with `jitd`)"));
+  }
+  // Connecting needs write permission on the socket file; without it gRPC
+  // only says the connection failed.
+  if (::access(path.c_str(), R_OK | W_OK) != 0 && errno == EACCES) {
+    const struct group* group = ::getgrgid(info.st_gid);
+    const std::string group_name = group != nullptr ? group->gr_name : Cat("gid ", info.st_gid);
+    return absl::PermissionDeniedError(
+        Cat("cannot reach jitd at ", endpoint, ": permission denied: the socket is mode 0",
+            Octal(info.st_mode & 0777), " for its owner (uid ", info.st_uid, ") and group ", group_name,
+            ", and this user (uid ", ::getuid(), ") is not in group ", group_name,
+            "; ask the operator to add it (usermod -aG ", group_name,
+            " USER, then log in again) or to start jitd with --socket-group GROUP"));
   }
   return absl::OkStatus();
 }

@@ -4,6 +4,8 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -243,6 +245,23 @@ TEST(JitctlWithoutDaemon, FailsFastOnAStaleSocketFile) {
   EXPECT_EQ(stats.exit_code, 1);
   EXPECT_THAT(stats.output, HasSubstr("cannot reach jitd at " + daemon.endpoint()));
   EXPECT_LT(stats.elapsed, std::chrono::seconds(4));
+}
+
+TEST(JitctlAsAnotherUser, IsToldPermissionDeniedAndTheGroupToJoinNotConnectionRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "running jitctl as another user needs root";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv (util-linux)";
+  TempDir dir;
+  TestDaemon daemon(dir);
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);  // others may enter, the socket stays 0660
+  const ProcessResult stats =
+      testing::RunProcess({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           testing::JitctlBinary(), "--endpoint", daemon.endpoint(), "stats"},
+                          dir / "log", kProcessTimeout);
+  EXPECT_NE(stats.exit_code, 0);
+  EXPECT_THAT(stats.output, HasSubstr("permission denied: the socket is mode 0660"));
+  EXPECT_THAT(stats.output, HasSubstr("this user (uid 65534) is not in group"));
+  EXPECT_THAT(stats.output, Not(HasSubstr("is the daemon running")));
 }
 
 TEST(JitctlWithoutDaemon, HelpListsEveryContractVerb) {
