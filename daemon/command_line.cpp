@@ -33,6 +33,7 @@ struct ServeFlags {
   std::string remote_tls_cert;
   std::string remote_tls_key;
   int64_t remote_timeout_ms = 0;
+  std::string remote_max_value_bytes;
   std::string remote_signing_key_file;
   std::string metrics_listen;
   std::string admin_token_file;
@@ -96,6 +97,10 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
                               "the request goes local (default: ",
                               kDefaultRemoteTimeout.count(), ")"))
       ->type_name("MS");
+  app.add_option("--remote-max-value-bytes", flags.remote_max_value_bytes,
+                 "Largest remote value read (bytes or 16M); a bigger one is refused unread and counted "
+                 "(default: 64M)")
+      ->type_name("N");
   app.add_option("--remote-signing-key-file", flags.remote_signing_key_file,
                  "Secret the fleet shares (>= 16 bytes): remote values are signed with it (HMAC-SHA256) and "
                  "unsigned ones refused, so write access to the store cannot inject cubins")
@@ -202,6 +207,12 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
   if (given("--max-queue")) {
     if (!Check(CheckMaxQueue(flags.max_queue), "--max-queue")) return std::nullopt;
     layer.max_queue = static_cast<uint64_t>(flags.max_queue);
+  }
+  if (given("--remote-max-value-bytes")) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(flags.remote_max_value_bytes);
+    if (!Check(bytes.status(), "--remote-max-value-bytes")) return std::nullopt;
+    if (!Check(CheckRemoteMaxValueBytes(*bytes), "--remote-max-value-bytes")) return std::nullopt;
+    layer.remote_max_value_bytes = *bytes;
   }
   if (given("--hot-cache-bytes")) {
     absl::StatusOr<uint64_t> bytes = ParseByteSize(flags.hot_cache_bytes);

@@ -73,6 +73,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.remote_tls_cert, flags.remote_tls_cert);
   Overlay(merged.remote_tls_key, flags.remote_tls_key);
   Overlay(merged.remote_timeout, flags.remote_timeout);
+  Overlay(merged.remote_max_value_bytes, flags.remote_max_value_bytes);
   Overlay(merged.remote_signing_key_file, flags.remote_signing_key_file);
   Overlay(merged.metrics_listen, flags.metrics_listen);
   Overlay(merged.admin_token_file, flags.admin_token_file);
@@ -103,6 +104,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.remote_tls_cert = merged.remote_tls_cert.value_or("");
   config.remote_tls_key = merged.remote_tls_key.value_or("");
   config.remote_timeout = merged.remote_timeout.value_or(kDefaultRemoteTimeout);
+  config.remote_max_value_bytes = merged.remote_max_value_bytes.value_or(kDefaultRemoteMaxValueBytes);
   config.remote_signing_key_file = merged.remote_signing_key_file.value_or("");
   config.metrics_listen = merged.metrics_listen.value_or("");
   config.admin_token_file = merged.admin_token_file.value_or("");
@@ -144,6 +146,13 @@ absl::Status CheckRemoteUrl(const std::string& url) { return cache::ParseRemoteU
 absl::Status CheckRemoteTimeout(int64_t milliseconds) {
   if (milliseconds < 10 || milliseconds > 60000) {
     return absl::InvalidArgumentError(absl::StrCat(milliseconds, " ms is out of range (10..60000)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRemoteMaxValueBytes(uint64_t bytes) {
+  if (bytes < (uint64_t{1} << 20) || bytes > (uint64_t{4} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(bytes, " bytes is out of range (1M..4G)"));
   }
   return absl::OkStatus();
 }

@@ -33,6 +33,7 @@ struct ConfigLayer {
   std::optional<std::filesystem::path> remote_tls_cert;
   std::optional<std::filesystem::path> remote_tls_key;
   std::optional<std::chrono::milliseconds> remote_timeout;
+  std::optional<uint64_t> remote_max_value_bytes;
   std::optional<std::filesystem::path> remote_signing_key_file;
   std::optional<std::string> metrics_listen;
   std::optional<std::filesystem::path> admin_token_file;
@@ -77,6 +78,9 @@ struct DaemonConfig {
   std::filesystem::path remote_tls_key;
   // How long one remote call may take before it counts as a failure.
   std::chrono::milliseconds remote_timeout{0};
+  // The largest remote value read: a bigger one is refused before it is
+  // buffered (and not read again for a while), whoever wrote it.
+  uint64_t remote_max_value_bytes = 0;
   // A secret shared by the fleet (file content, at least 16 bytes): values
   // in the remote tier are signed with it and unsigned ones are refused.
   // Empty: values are only checksummed.
@@ -135,6 +139,8 @@ inline constexpr std::string_view kDefaultArch = "sm_90";
 // only a store that is down or wedged reaches it, and then a local miss
 // costs at most this before the circuit breaker stops asking.
 inline constexpr std::chrono::milliseconds kDefaultRemoteTimeout{1000};
+// Several times the largest cubin the shipped kernels make (a few MiB).
+inline constexpr uint64_t kDefaultRemoteMaxValueBytes = uint64_t{64} << 20;
 
 // $XDG_CACHE_HOME/jitd, else ~/.cache/jitd.
 std::filesystem::path DefaultCacheDir();
@@ -153,6 +159,7 @@ absl::Status CheckArch(const std::string& arch);              // sm_NN[N][a|f]
 absl::Status CheckGroupName(const std::string& group);        // an existing group's name
 absl::Status CheckRemoteUrl(const std::string& url);          // remote.h's ParseRemoteUrl
 absl::Status CheckRemoteTimeout(int64_t milliseconds);        // 10..60000
+absl::Status CheckRemoteMaxValueBytes(uint64_t bytes);        // 1M..4G
 absl::Status CheckMetricsListen(const std::string& address);  // HOST:PORT
 absl::Status CheckWorkers(int64_t workers);                   // 1..1024
 absl::Status CheckMaxQueue(int64_t max_queue);                // 1..1000000

@@ -150,6 +150,12 @@ absl::Status ReadRemoteTimeout(const toml::node& node, ConfigLayer& layer) {
   return absl::OkStatus();
 }
 
+absl::Status ReadRemoteMaxValueBytes(const toml::node& node, ConfigLayer& layer) {
+  absl::Status read = ByteSizeKey(&ConfigLayer::remote_max_value_bytes)(node, layer);
+  if (!read.ok()) return read;
+  return CheckRemoteMaxValueBytes(*layer.remote_max_value_bytes);
+}
+
 absl::Status ReadWorkers(const toml::node& node, ConfigLayer& layer) {
   const auto* number = node.as_integer();
   if (number == nullptr) return WrongType(node, "an integer");
@@ -173,6 +179,7 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"remote_tls_cert", PathKey(&ConfigLayer::remote_tls_cert, base)},
       {"remote_tls_key", PathKey(&ConfigLayer::remote_tls_key, base)},
       {"remote_timeout_ms", ReadRemoteTimeout},
+      {"remote_max_value_bytes", ReadRemoteMaxValueBytes},
       {"remote_signing_key_file", PathKey(&ConfigLayer::remote_signing_key_file, base)},
       {"metrics_listen", StringKey(&ConfigLayer::metrics_listen, CheckMetricsListen)},
       {"admin_token_file", PathKey(&ConfigLayer::admin_token_file, base)},

@@ -128,6 +128,8 @@ void DaemonMetrics::Collect(Sources s) {
     remote("get", "hit", r.hits);
     remote("get", "miss", r.misses);
     remote("get", "corrupt", r.corrupt);
+    remote("get", "oversized", r.oversized);
+    remote("get", "not_reread", r.not_reread);
     remote("get", "failure_shared", r.failures_seen);
     remote("put", "ok", r.stores);
     remote("lease", "acquired", r.leases_acquired);

@@ -57,6 +57,10 @@ std::string ShortFingerprint(const manifest::Resolver& resolver) { return resolv
 
 size_t KernelCount(const manifest::Resolver& resolver) { return resolver.tree().manifest().kernels.size(); }
 
+// What a remote lookup's reply holds besides the value: RESP framing and
+// the failure marker (a status message of at most a few KiB).
+constexpr uint64_t kRemoteReplyOverheadBytes = 64 << 10;
+
 }  // namespace
 
 // Members are destroyed in reverse order: the gRPC server first (no call
@@ -294,6 +298,9 @@ class Server::Impl {
     options.tls_ca = config.remote_tls_ca;
     options.tls_cert = config.remote_tls_cert;
     options.tls_key = config.remote_tls_key;
+    // One lookup reads a value and a (small) failure marker: reading stops
+    // past the value cap, before the value is buffered whole.
+    options.max_reply_bytes = config.remote_max_value_bytes + kRemoteReplyOverheadBytes;
     if (!config.remote_password_file.empty()) {
       absl::StatusOr<std::string> text = cache::ReadWholeFile(config.remote_password_file);
       if (!text.ok())

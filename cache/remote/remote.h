@@ -40,6 +40,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -159,6 +160,11 @@ struct RemoteTierOptions {
   // corrupt: whoever can write the store but lacks the secret cannot make
   // the fleet serve a cubin (a checksum alone stops damage, not forgery).
   std::string signing_key;
+  // A key whose value was refused (too large to read, or without a valid
+  // signature) is not read again for this long: each Fetch of it is a miss
+  // without a round trip. At most refused_keys are remembered.
+  std::chrono::milliseconds refuse_for{std::chrono::minutes(5)};
+  size_t refused_keys = 4096;
 };
 
 // What Fetch found.
@@ -190,6 +196,8 @@ class RemoteTier {
     uint64_t failures_seen = 0;    // kFailed answers
     uint64_t corrupt = 0;          // values that failed verification (never served; damaged ones deleted)
     uint64_t unsigned_values = 0;  // ... of which had no valid signature
+    uint64_t oversized = 0;        // values larger than RemoteOptions::max_reply_bytes: refused unread
+    uint64_t not_reread = 0;       // Fetches not sent: the key's value was refused (oversized, unsigned) recently
     uint64_t stores = 0;           // values written
     uint64_t leases_acquired = 0;
     uint64_t leases_busy = 0;  // AcquireLease found another holder
@@ -246,8 +254,15 @@ class RemoteTier {
   // or wrong. Without a signing key: `value` as it is.
   std::optional<std::string_view> Verified(const std::string& store_key, std::string_view value) const;
 
+  // Remembers that `key`'s value was refused. Requires mu_.
+  void RefuseLocked(const std::string& key);
+  // Whether `key`'s value was refused within refuse_for. Requires mu_.
+  bool RefusedLocked(const std::string& key);
+
   const std::unique_ptr<RemoteBackend> backend_;
   const RemoteTierOptions options_;
+  // Keys whose value was refused, and until when; guarded by mu_.
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> refused_;
 
   mutable std::mutex mu_;
   Stats stats_;                   // guarded by mu_

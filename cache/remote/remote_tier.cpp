@@ -167,13 +167,57 @@ std::optional<std::string_view> RemoteTier::Verified(const std::string& store_ke
   return bytes;
 }
 
+void RemoteTier::RefuseLocked(const std::string& key) {
+  const auto now = Clock::now();
+  if (refused_.size() >= options_.refused_keys) {
+    for (auto it = refused_.begin(); it != refused_.end();) it = it->second <= now ? refused_.erase(it) : std::next(it);
+    if (refused_.size() >= options_.refused_keys) refused_.erase(refused_.begin());
+  }
+  refused_[key] = now + options_.refuse_for;
+}
+
+bool RemoteTier::RefusedLocked(const std::string& key) {
+  auto it = refused_.find(key);
+  if (it == refused_.end()) return false;
+  if (Clock::now() < it->second) return true;
+  refused_.erase(it);
+  return false;
+}
+
 RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline, bool counted) {
   RemoteFetch out;
+  {
+    std::lock_guard lock(mu_);
+    if (RefusedLocked(key)) {
+      ++stats_.not_reread;
+      if (counted) ++stats_.misses;
+      out.kind = RemoteFetch::Kind::kMiss;
+      return out;
+    }
+  }
   const Gate gate = Admit();
   if (gate == Gate::kOpen) return out;  // kUnavailable
   const std::string blob_key = options_.prefix + "blob:" + key;
   const std::string fail_key = options_.prefix + "fail:" + key;
   auto got = backend_->GetMany({blob_key, fail_key}, deadline);
+  if (absl::IsResourceExhausted(got.status())) {
+    // A value past the reply cap: the store answered (it is the value
+    // that is wrong, not the store), and reading stopped at the cap.
+    Record(absl::OkStatus(), "GET", gate);
+    spdlog::warn("remote tier {}: the value of {} is larger than this daemon reads ({}); refused unread for {} s, "
+                 "treated as a miss",
+                 backend_->Describe(), Short(key), std::string(got.status().message()),
+                 std::chrono::duration_cast<std::chrono::seconds>(options_.refuse_for).count());
+    std::lock_guard lock(mu_);
+    ++stats_.oversized;
+    RefuseLocked(key);
+    if (counted) {
+      ++stats_.fetches;
+      ++stats_.misses;
+    }
+    out.kind = RemoteFetch::Kind::kMiss;
+    return out;
+  }
   Record(got.status(), "GET", gate);
   if (!got.ok()) return out;
   auto& value = (*got)[0];
@@ -210,7 +254,10 @@ RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline
     }
     std::lock_guard lock(mu_);
     ++stats_.corrupt;
-    if (!signed_bytes) ++stats_.unsigned_values;
+    if (!signed_bytes) {
+      ++stats_.unsigned_values;
+      RefuseLocked(key);  // left in the store: not read again and again
+    }
   }
   std::optional<std::string_view> failure_text;
   if (failure) failure_text = Verified(fail_key, *failure);

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <fstream>
 #include <thread>
 
 #include "generated_kernels.h"
@@ -267,6 +268,61 @@ TEST_F(FleetTest, ACorruptedValueInRedisIsDetectedNotServedAndReplaced) {
   ASSERT_TRUE(from_redis.ok()) << from_redis.status();
   EXPECT_EQ(from_redis->source(), v1::GetKernelResponse::REMOTE);
   EXPECT_TRUE(from_redis->cubin() == compiled->cubin());
+}
+
+// Resident memory of process `pid` in MiB (VmRSS), 0 when it is gone.
+double RssMiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  }
+  return 0;
+}
+
+TEST_F(FleetTest, HugeValuesPlantedInRedisAreRefusedUnreadAndCostNoMemory) {
+  // A writer of the store plants 40 MiB under the keys three requests ask
+  // for; the daemon reads at most --remote-max-value-bytes of each.
+  const std::vector<v1::GetKernelRequest> requests = {
+      testing::KernelRequest("small.fill", {{"dtype", "fp32"}}), testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
+      testing::KernelRequest("small.scale", {{"clamp", "on"}})};
+  std::vector<std::string> keys;
+  {
+    TempDir solo;
+    TestDaemon d(solo, {"--kernels", testing::SmallKernelsDir().string()});
+    ASSERT_TRUE(d.WaitUntilServing().ok());
+    for (const auto& request : requests) {
+      auto resolved = d.Connect()->GetKernel(request);
+      ASSERT_TRUE(resolved.ok()) << resolved.status();
+      keys.push_back(resolved->key());
+    }
+  }
+  for (const std::string& key : keys) {
+    ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + key, std::string(40 << 20, 'x')}).ok());
+  }
+  Fleet fleet(1, testing::SmallKernelsDir(), redis_->url(), {"--remote-max-value-bytes", "1M"});
+  TestDaemon& daemon = *fleet.daemons[0];
+  ASSERT_TRUE(daemon.Connect()->GetKernel(testing::KernelRequest("small.scale", {{"clamp", "off"}})).ok());
+  const double before = RssMiB(daemon.process().pid());
+  std::vector<std::thread> threads;
+  std::vector<absl::StatusOr<v1::GetKernelResponse>> answers(requests.size(), absl::UnknownError("not run"));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back([&, i] { answers[i] = daemon.Connect("", 60s)->GetKernel(requests[i]); });
+  }
+  for (auto& t : threads) t.join();
+  const double after = RssMiB(daemon.process().pid());
+  for (const auto& answer : answers) {
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->source(), v1::GetKernelResponse::COMPILED);
+  }
+  const v1::StatsResponse stats = daemon.Stats();
+  std::printf("[fleet] 3 x 40 MiB planted: %llu refused unread, RSS %.1f -> %.1f MiB\n",
+              static_cast<unsigned long long>(stats.remote_oversized()), before, after);
+  EXPECT_EQ(stats.remote_oversized(), 3u);
+  EXPECT_EQ(stats.remote_errors(), 0u) << "a value too large is not an outage";
+  EXPECT_LT(after - before, 40.0) << "one planted value read whole would add 40 MiB or more";
+  // Asked again (memory and disk answer now): nothing more is read.
+  for (const auto& request : requests) ASSERT_TRUE(daemon.Connect()->GetKernel(request).ok());
+  EXPECT_EQ(daemon.Stats().remote_oversized(), 3u);
 }
 
 TEST_F(FleetTest, ALeaseLeftByADaemonThatDiedIsTakenOver) {

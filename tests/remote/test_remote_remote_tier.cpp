@@ -208,21 +208,33 @@ TEST_F(RemoteTierTest, WithASigningKeyOnlyValuesSignedWithItAreServed) {
   // yet; this fleet's write-back replaces it.
   EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:blob:" + kOther})->integer, 1);
 
-  // Signed with another key, or signed for another key.
+  // Not read again for a while (each read may be up to the value cap):
+  // the key is a miss without a round trip.
+  EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(reader->stats().unsigned_values, 1u);
+  EXPECT_EQ(reader->stats().not_reread, 1u);
+
+  // Signed with another key, or signed for another key (each seen by a
+  // reader of its own: the first refusal would hide the second).
   RemoteTierOptions other_key;
   other_key.signing_key = "another fleet's secret, 32 bytes";
   Tier(other_key)->Store(Meta(kOther), "other fleet's cubin");
-  EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  auto second = Tier(keyed);
+  EXPECT_EQ(second->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(second->stats().unsigned_values, 1u);
   auto moved = redis_->Command({"GET", "jitd:v1:blob:" + kKey});
   ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kOther, moved->str}).ok());
-  EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
-  EXPECT_EQ(reader->stats().unsigned_values, 3u);
+  auto third = Tier(keyed);
+  EXPECT_EQ(third->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(third->stats().unsigned_values, 1u);
 
   // Failure markers too: an unsigned one is ignored, a signed one shared.
+  ASSERT_TRUE(redis_->Command({"DEL", "jitd:v1:blob:" + kOther}).ok());
   ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:fail:" + kOther, "forged failure"}).ok());
-  EXPECT_EQ(reader->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  auto fourth = Tier(keyed);
+  EXPECT_EQ(fourth->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
   signer->StoreFailure(kOther, "real failure", 10000ms);
-  RemoteFetch failed = reader->Fetch(kOther);
+  RemoteFetch failed = fourth->Fetch(kOther);
   ASSERT_EQ(failed.kind, RemoteFetch::Kind::kFailed);
   EXPECT_EQ(failed.failure, "real failure");
 }
@@ -251,13 +263,39 @@ TEST_F(RemoteTierTest, ALeaseThisOwnerAlreadyHoldsIsAcquired) {
   EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:lease:" + kKey})->integer, 0);
 }
 
-TEST_F(RemoteTierTest, AReplyLargerThanTheLimitFailsTheCallInsteadOfBeingBuffered) {
-  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kKey, std::string(64 << 10, 'x')}).ok());
+TEST_F(RemoteTierTest, AValueLargerThanTheLimitIsRefusedUnreadAndNotReadAgain) {
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kKey, std::string(4 << 20, 'x')}).ok());
   RemoteOptions small;
-  small.max_reply_bytes = 16 << 10;
+  small.max_reply_bytes = 64 << 10;
   auto tier = Tier({}, small);
-  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kUnavailable);
-  EXPECT_EQ(tier->stats().errors, 1u);
+  // A miss, not an outage: the store answered, the value is what is wrong.
+  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  auto s = tier->stats();
+  EXPECT_EQ(s.oversized, 1u);
+  EXPECT_EQ(s.errors, 0u);
+  EXPECT_FALSE(s.circuit_open);
+  // Asked again (every request for the key, every poll of a lease wait):
+  // answered without a round trip, so the 4 MiB are not read again.
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  s = tier->stats();
+  EXPECT_EQ(s.oversized, 1u);
+  EXPECT_EQ(s.not_reread, 5u);
+  // Other keys are read as before.
+  tier->Store(Meta(kOther), "cubin bytes");
+  EXPECT_EQ(tier->Fetch(kOther).kind, RemoteFetch::Kind::kHit);
+}
+
+TEST_F(RemoteTierTest, ARefusedKeyIsReadAgainOnceItsTimeIsUp) {
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + kKey, std::string(256 << 10, 'x')}).ok());
+  RemoteOptions small;
+  small.max_reply_bytes = 64 << 10;
+  RemoteTierOptions options;
+  options.refuse_for = 50ms;
+  auto tier = Tier(options, small);
+  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  tier->Store(Meta(kKey), "cubin bytes");  // this daemon's write-back replaces it
+  EXPECT_EQ(tier->Fetch(kKey).kind, RemoteFetch::Kind::kMiss) << "still refused";
+  EXPECT_TRUE(testing::PollUntil([&] { return tier->Fetch(kKey).kind == RemoteFetch::Kind::kHit; }, 5s));
 }
 
 }  // namespace

@@ -461,6 +461,8 @@ class Stats:
     remote_waits: int
     remote_takeovers: int
     remote_failures_shared: int
+    remote_oversized: int
+    remote_not_reread: int
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
