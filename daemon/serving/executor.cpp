@@ -66,7 +66,11 @@ void Executor::Run() {
     }
     auto first = tasks_.begin();
     if (!stopping_ && first->first.first > Clock::now()) {
-      cv_.wait_until(lock, first->first.first);
+      // A copy, not the key: while this thread waits (the lock released),
+      // another one may run this task and erase it, and wait_until reads
+      // the time again when it wakes.
+      const Clock::time_point due = first->first.first;
+      cv_.wait_until(lock, due);
       continue;
     }
     auto task = std::move(first->second);

@@ -48,6 +48,18 @@ TEST(Executor, ADelayedTaskWaitsItsDelayWithoutHoldingUpOthers) {
   EXPECT_LT(immediate_at, delayed_at) << "one thread, yet the later-posted task ran first";
 }
 
+// Idle threads all wait for the first delayed task's due time; when it
+// comes, one of them runs the task (erasing it from the queue) while the
+// others wake too. Those must not read the due time from the erased task
+// (AddressSanitizer: heap-use-after-free in Executor::Run).
+TEST(Executor, ThreadsWaitingForTheSameDelayedTaskOutliveIt) {
+  Executor executor(4);
+  constexpr int kTasks = 200;
+  std::latch done(kTasks);
+  for (int i = 0; i < kTasks; ++i) executor.PostAfter(std::chrono::milliseconds(1 + i % 5), [&] { done.count_down(); });
+  done.wait();
+}
+
 TEST(Executor, DestructionRunsEveryQueuedTaskDelayedOnesAtOnce) {
   std::atomic<int> ran{0};
   const auto start = Clock::now();
