@@ -17,7 +17,7 @@ build="${1:-$root/build-sanitize}"
 
 targets=(jitd jitctl
   test_cache_cache test_cache_recovery test_cache_eviction test_cache_multiprocess test_cache_blob_format
-  test_serving_kernel_service test_serving_hot_cache
+  test_serving_executor test_serving_kernel_service test_serving_hot_cache
   test_daemon_serve test_daemon_errors test_daemon_hostile test_daemon_lifecycle test_daemon_health test_daemon_metrics
   test_metrics_registry test_metrics_http_server
   test_client_kernels
@@ -35,10 +35,10 @@ export LSAN_OPTIONS="suppressions=$here/sanitizer-suppressions.txt:print_suppres
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # Shorter fault loops than the plain run: the sanitized daemon is slower.
 export JITD_CRASH_KILLS=40 JITD_SOAK_SECONDS=30
-# FleetTest and Daemons/SimultaneousTest are out of this list for now: under the
-# sanitizers their daemons drop the connection mid-request (2026-12-01, not yet
-# diagnosed; they pass in the plain suite). Soak too: its sanitized daemon grew
-# 15% in RSS after the warm-up (the plain suite keeps its check). Put them
-# back once that is fixed.
-regex="^(Cache|Damage/|Recovery|Eviction|Seeded|MultiProcess|BlobFormat|KernelServiceTest|ShortNegativeTtl|HotCache|AdminTokenTest|ServeTest|ErrorsTest|Hostile|Lifecycle|Health|Metrics|MetricsRegistry|MetricsHttpServer|DaemonKernelsTest|FallbackTest|RedisBackendTest|RemoteTierTest|Crash|Corruption|FullDisk)\\."
+# Soak is out of this list for now: its sanitized daemon grew 12-15% in RSS
+# after the warm-up (230 -> 259 MiB in 30 s, also with
+# allocator_release_to_os_interval_ms=500); not yet shown to be jitd's growth
+# or the sanitizer allocator's (the plain suite keeps its check). Put it back
+# once that is explained.
+regex="^(Executor|Cache|Damage/|Recovery|Eviction|Seeded|MultiProcess|BlobFormat|KernelServiceTest|ShortNegativeTtl|HotCache|AdminTokenTest|ServeTest|ErrorsTest|Hostile|Lifecycle|Health|Metrics|MetricsRegistry|MetricsHttpServer|DaemonKernelsTest|FallbackTest|RedisBackendTest|RemoteTierTest|FleetTest|Daemons/SimultaneousTest|Crash|Corruption|FullDisk)\\."
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -R "$regex"
