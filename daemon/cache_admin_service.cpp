@@ -36,6 +36,7 @@ cache::EvictFilter FromProto(const v1::EvictRequest& request) {
   }
   if (request.has_max_bytes()) filter.max_bytes = request.max_bytes();
   filter.dry_run = request.dry_run();
+  filter.include_pinned = request.include_pinned();
   return filter;
 }
 

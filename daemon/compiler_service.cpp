@@ -266,6 +266,17 @@ grpc::Status CompilerService::GetKernelCounted(grpc::ServerContext* context, con
   return grpc::Status::OK;
 }
 
+void CompilerService::PinIfManifest(const manifest::KernelRequest& item, const std::string& key) {
+  // A manifest instantiation (no extra options): bounded by the manifest,
+  // and what a strict server relies on finding after a restart. Ad-hoc
+  // ones (-D options) stay evictable, so they cannot push these out.
+  if (!item.options.empty()) return;
+  if (absl::Status pinned = service_.Pin(key); !pinned.ok()) {
+    // Served but not stored (a full disk): nothing on disk to keep.
+    spdlog::debug("warm-up: {} not pinned: {}", key.substr(0, 12), pinned.ToString());
+  }
+}
+
 grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmRequest* request,
                                    grpc::ServerWriter<v1::WarmProgress>* writer) {
   const InFlightCalls::Scope in_flight(calls_);
@@ -333,6 +344,7 @@ grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmR
     FillSpec(item, progress.mutable_spec());
     if (answer.ok()) {
       progress.set_key(answer->key);
+      PinIfManifest(item, answer->key);
       const bool fresh = answer->origin == serving::Origin::kCompiled;
       progress.set_outcome(fresh ? v1::WarmProgress::COMPILED : v1::WarmProgress::CACHED);
       if (fresh) progress.set_compile_ms(answer->entry->meta.compile_ms);

@@ -9,6 +9,8 @@
 //   Warm         many requests at warm priority (live GetKernel calls go
 //                first), a bounded number at once, one WarmProgress per
 //                finished item; stops when the caller cancels the stream.
+//                The manifest instantiations it warms (no extra options)
+//                are pinned: ad-hoc entries never evict them.
 //   ListKernels  the manifest the service resolves with right now.
 //
 // Thread safety: gRPC calls every method from its own threads, concurrently.
@@ -57,6 +59,8 @@ class CompilerService final : public v1::Compiler::Service {
 
   grpc::Status GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                 v1::GetKernelResponse* response, serving::Origin* origin);
+  // Pins a warmed item's entry when it is a manifest instantiation.
+  void PinIfManifest(const manifest::KernelRequest& item, const std::string& key);
 };
 
 }  // namespace jitd::daemon

@@ -164,7 +164,11 @@ int RunWarm(const CommandLine& command_line) {
         progress.Done("failed", what, why.substr(0, why.find('\n')));
         std::lock_guard lock(failures_mu);
         failures.push_back(Cat(what, ": ", why));
-      } else if (answer->origin == serving::Origin::kCompiled) {
+        continue;
+      }
+      // As the daemon's Warm: a manifest instantiation is kept by the budget.
+      if (r.options.empty()) (void)service.Pin(answer->key);
+      if (answer->origin == serving::Origin::kCompiled) {
         ++compiled;
         progress.Done("compiled", what, Cat(static_cast<int>(answer->entry->meta.compile_ms), " ms"));
       } else {

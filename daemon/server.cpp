@@ -244,6 +244,7 @@ class Server::Impl {
     serving::KernelService::Options options;
     options.hot_cache_bytes = config.hot_cache_bytes;
     options.negative_ttl = config.negative_ttl;
+    options.max_queue = config.max_queue;
     if (!config.metrics_listen.empty()) {
       absl::StatusOr<std::unique_ptr<DaemonMetrics>> made = DaemonMetrics::Create();
       if (!made.ok()) return made.status();

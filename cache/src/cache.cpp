@@ -238,7 +238,7 @@ class Cache::Impl {
     rf.keys = f.keys;
     rf.kernel_glob = f.kernel_glob;
     rf.arch = f.arch;
-    rf.unpinned_only = true;
+    rf.unpinned_only = !f.include_pinned;
     if (f.older_than) {
       if (f.older_than->count() < 0) return absl::InvalidArgumentError("older-than must not be negative");
       // In seconds, compared before any multiplication: an age beyond the

@@ -22,6 +22,8 @@ class EvictVerb final : public Verb {
     sub->add_option("--key", keys_, "This content key (repeatable)")->type_name("KEY");
     sub->add_option("--arch", arch_, "Entries for this arch (\"sm_90\")")->type_name("ARCH");
     sub->add_flag("--dry-run", dry_run_, "Only report what would be evicted");
+    sub->add_flag("--include-pinned", include_pinned_,
+                  "Pinned entries too (warmed manifest instantiations, kept otherwise)");
     sub->footer(
         "Needs the daemon's admin token: read by itself from SOCKET.admin-token (the daemon's user may read it), "
         "or --admin-token-file FILE.");
@@ -47,6 +49,7 @@ class EvictVerb final : public Verb {
     request_.set_arch(arch_);
     for (const std::string& key : keys_) request_.add_keys(key);
     request_.set_dry_run(dry_run_);
+    request_.set_include_pinned(include_pinned_);
     return absl::OkStatus();
   }
 
@@ -73,6 +76,7 @@ class EvictVerb final : public Verb {
   std::vector<std::string> keys_;
   std::string arch_;
   bool dry_run_ = false;
+  bool include_pinned_ = false;
   v1::EvictRequest request_;
 };
 

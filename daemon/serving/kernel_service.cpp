@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "jitd/detail/text.h"
 
 namespace jitd::serving {
@@ -38,8 +40,10 @@ struct KernelService::FlightWork {
   // compiles.
   Clock::time_point give_up;
   std::chrono::milliseconds backoff{0};
-  bool waited = false;  // another daemon held the lease at least once
-  bool leased = false;  // this daemon holds the key's lease
+  bool waited = false;      // another daemon held the lease at least once
+  bool leased = false;      // this daemon holds the key's lease
+  bool prefetch = false;    // a PREFETCH started it (counted in prefetch_flights_)
+  bool fleet_wait = false;  // counted in fleet_waiting_ now
 };
 
 KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache,
@@ -73,6 +77,8 @@ void KernelService::SwapResolver(std::shared_ptr<const manifest::Resolver> resol
 
 void KernelService::Forget(const std::vector<std::string>& keys) { memory_.Forget(keys); }
 
+absl::Status KernelService::Pin(const std::string& key) { return disk_.Pin(key); }
+
 std::shared_ptr<const manifest::Resolver> KernelService::resolver() const {
   std::lock_guard lock(resolver_mu_);
   return resolver_;
@@ -103,6 +109,7 @@ KernelService::Stats KernelService::stats() const {
   s.remote_waits = get(c.remote_waits);
   s.remote_takeovers = get(c.remote_takeovers);
   s.remote_failures_shared = get(c.remote_failures_shared);
+  s.prefetches_refused = get(c.prefetches_refused);
   s.hot = memory_.stats();
   return s;
 }
@@ -179,10 +186,24 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
       Bump(counters_.joined);  // its waiter was counted by Join()
       break;
     case FlightTable::Joined::kLeader: {
+      if (mode == Mode::kPrefetch) {
+        if (absl::Status admitted = AdmitPrefetch(); !admitted.ok()) {
+          // Nothing started: the flight ends at once (a request that
+          // joined it meanwhile gets the same answer), unremembered.
+          Bump(counters_.prefetches_refused);
+          flights_.Finish(joined.flight, {admitted, Origin::kCompiled}, /*remember=*/false, {});
+          begun.now = admitted;
+          return begun;
+        }
+      }
       Bump(counters_.in_flight);
       if (mode == Mode::kPrefetch) Bump(counters_.prefetches);
       auto work = std::make_shared<FlightWork>();
       work->flight = joined.flight;
+      if (mode == Mode::kPrefetch) {
+        work->prefetch = true;
+        prefetch_flights_.fetch_add(1);
+      }
       work->resolved = *std::move(resolved);
       work->priority = context.priority;
       StartFlight(std::move(work));
@@ -315,6 +336,14 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
     return;
   }
   if (!work->waited) {
+    // A wait on the fleet is a queued compile too: it counts against
+    // max_queue like one waiting for a worker.
+    if (absl::Status admitted = AdmitFleetWait(*work); !admitted.ok()) {
+      FinishFlight(std::move(work), {admitted, Origin::kCompiled}, /*compiled_here=*/false);
+      return;
+    }
+    fleet_waiting_.fetch_add(1);
+    work->fleet_wait = true;
     work->waited = true;
     Bump(counters_.remote_waits);
   }
@@ -342,7 +371,41 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
   executor_.PostAfter(delay, [this, work = std::move(work)]() mutable { AskFleet(std::move(work)); });
 }
 
+absl::Status KernelService::AdmitPrefetch() const {
+  if (options_.max_queue == 0) return absl::OkStatus();
+  const size_t share = std::max<size_t>(1, options_.max_queue / 2);
+  if (const size_t prefetching = prefetch_flights_.load(); prefetching >= share) {
+    return absl::ResourceExhaustedError(
+        Cat("PREFETCH refused: ", prefetching, " prefetched compiles are queued or running, the most this daemon "
+            "takes (half of --max-queue ", options_.max_queue,
+            "; the rest is kept for requests that wait for their kernel); ask again later, or with COMPILE"));
+  }
+  const size_t waiting = pool_->Stats().queue_depth + fleet_waiting_.load();
+  if (waiting >= options_.max_queue) {
+    return absl::ResourceExhaustedError(Cat("PREFETCH refused: the compile queue is full (", waiting,
+                                            " compiles waiting, --max-queue ", options_.max_queue, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KernelService::AdmitFleetWait(const FlightWork& work) {
+  if (options_.max_queue == 0) return absl::OkStatus();
+  const size_t waiting = pool_->Stats().queue_depth + fleet_waiting_.load();
+  if (waiting < options_.max_queue) return absl::OkStatus();
+  return absl::ResourceExhaustedError(Cat("compile queue is full (", waiting,
+                                          " compiles waiting for a worker or for another daemon's compile, "
+                                          "--max-queue ",
+                                          options_.max_queue, "); not waiting for ", work.resolved.kernel));
+}
+
+void KernelService::StopFleetWait(FlightWork& work) {
+  if (!work.fleet_wait) return;
+  work.fleet_wait = false;
+  fleet_waiting_.fetch_sub(1);
+}
+
 void KernelService::Compile(std::shared_ptr<FlightWork> work) {
+  StopFleetWait(*work);  // now queued for a worker, counted by the pool
   Bump(counters_.compiles);
   const auto started = Clock::now();
   compiler::CompileJob job = work->resolved.job;
@@ -404,6 +467,8 @@ void KernelService::FinishFlight(std::shared_ptr<FlightWork> work, FlightResult 
   const bool failed_here = compiled_here && !outcome.ok();
   // Counted before the callers wake: whoever reads the stats after its
   // answer finds this flight in them.
+  StopFleetWait(*work);
+  if (work->prefetch) prefetch_flights_.fetch_sub(1);
   counters_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   // Only compiles run here: a failure shared by another daemon or a wait
   // that was cancelled is not a compile of this daemon's.

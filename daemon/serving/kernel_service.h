@@ -98,6 +98,12 @@ class KernelService {
     // a few round trips a second.
     std::chrono::milliseconds remote_poll_min{5};
     std::chrono::milliseconds remote_poll_max{200};
+    // Compiles that may wait at once, for a worker (the pool's queue) or
+    // for another daemon's compile of the key (its lease): a flight that
+    // would wait beyond is answered RESOURCE_EXHAUSTED. PREFETCH-started
+    // flights may take at most half of it, so a flood of them never
+    // refuses a request that waits for its kernel. 0 = no bound here.
+    size_t max_queue = 0;
     // Called after each compile a worker ran (not for answers from the
     // remote tier): "ok", "failed" (NVRTC rejected the program) or "error",
     // and its wall time, queueing included. For metrics; must be cheap.
@@ -122,6 +128,7 @@ class KernelService {
     uint64_t remote_waits = 0;      // flights that waited on another daemon's lease
     uint64_t remote_takeovers = 0;  // ... and then compiled it here: the lease lapsed or was released without a cubin
     uint64_t remote_failures_shared = 0;  // flights answered with another daemon's compile failure
+    uint64_t prefetches_refused = 0;      // PREFETCHes answered RESOURCE_EXHAUSTED (max_queue)
     HotCache::Stats hot;
   };
 
@@ -151,6 +158,11 @@ class KernelService {
   // its compile is cancelled. `done` still runs (with CANCELLED, say).
   void Withdraw(Flight& flight);
 
+  // Pins `key`'s entry on disk: the byte budget never evicts it (an
+  // explicit Evict with include_pinned may). For what a warm-up put there:
+  // ad-hoc entries (-D churn) must not push warmed ones out.
+  absl::Status Pin(const std::string& key);
+
   // Resolves only (key, canonical params), without looking anything up.
   absl::StatusOr<manifest::ResolvedKernel> Resolve(const manifest::KernelRequest& request) const;
 
@@ -172,8 +184,18 @@ class KernelService {
   struct Counters {
     std::atomic<uint64_t> requests{0}, memory_hits{0}, disk_hits{0}, compiles{0}, compile_failures{0},
         compile_errors{0}, joined{0}, negative_hits{0}, cached_only_misses{0}, prefetches{0}, abandoned{0},
-        in_flight{0}, remote_hits{0}, remote_waits{0}, remote_takeovers{0}, remote_failures_shared{0};
+        in_flight{0}, remote_hits{0}, remote_waits{0}, remote_takeovers{0}, remote_failures_shared{0},
+        prefetches_refused{0};
   };
+
+  // Whether a PREFETCH may start a flight now (Options::max_queue): OK or
+  // RESOURCE_EXHAUSTED saying which bound it met.
+  absl::Status AdmitPrefetch() const;
+  // Whether one more flight may wait on another daemon's lease now.
+  absl::Status AdmitFleetWait(const FlightWork& work);
+  // A flight that stops waiting (compiles now, or finishes) leaves the
+  // count of fleet waits.
+  void StopFleetWait(FlightWork& work);
 
   // What a request is before it waits: answered now, or a flight to wait
   // on (joined or led) with the answer to fill from its result.
@@ -216,6 +238,8 @@ class KernelService {
   std::condition_variable active_cv_;
   size_t active_ = 0;                  // guarded by active_mu_
   std::atomic<bool> stopping_{false};  // set by the destructor: fleet waits end
+  std::atomic<size_t> fleet_waiting_{0};     // flights waiting on another daemon's lease now
+  std::atomic<size_t> prefetch_flights_{0};  // flights a PREFETCH started, not finished
 
   // Declared last, destroyed first: its threads run the steps above.
   Executor executor_;

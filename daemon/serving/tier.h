@@ -98,6 +98,7 @@ class DiskTier final : public Tier {
   std::shared_ptr<const cache::Entry> Fill(std::shared_ptr<const cache::Entry> entry) override;
   void RecordUse(const std::string& key) override { cache_->RecordUse(key); }
   void Forget(const std::vector<std::string>&) override {}  // the remote tier removes nothing the disk holds
+  absl::Status Pin(const std::string& key) { return cache_->Pin(key, true); }
   // What cache::Cache reports through SetRemovalListener.
   void OnRemoved(RemovalHandler removed) override;
   uint64_t store_failures() const { return store_failures_.load(std::memory_order_relaxed); }

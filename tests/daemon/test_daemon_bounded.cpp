@@ -17,6 +17,7 @@
 
 #include "cgroup.h"
 #include "kernel_fixtures.h"
+#include "poll_until.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -55,8 +56,11 @@ v1::WarmRequest DistinctFills(int count, const std::string& tag) {
 class Bounded : public ::testing::Test {
  protected:
   void Start(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"--kernels", SmallKernelsDir().string(), "--workers", "2"};
+    std::vector<std::string> args = {"--kernels", SmallKernelsDir().string()};
+    if (std::find(extra.begin(), extra.end(), "--workers") == extra.end()) args.insert(args.end(), {"--workers", "2"});
     args.insert(args.end(), extra.begin(), extra.end());
+    client_.reset();
+    daemon_.reset();  // a restart: the old one lets go of the socket and the cache first
     daemon_ = std::make_unique<TestDaemon>(dir_, args);
     ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
     client_ = daemon_->Connect("", kCallTimeout);
@@ -145,6 +149,83 @@ TEST_F(Bounded, TheCacheItMakesIsItsUsersAlone) {
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) check(entry.path());
   EXPECT_TRUE(open_to_others.empty()) << ::testing::PrintToString(open_to_others);
   EXPECT_GE(files, 3u);  // a blob, the index, the lock at least
+}
+
+// A PREFETCH of small.block_sum (the CUB kernel, about a second a compile)
+// under its own -D macro: a distinct key that stays queued a while.
+v1::GetKernelRequest ChurnPrefetch(int i) {
+  v1::GetKernelRequest request = KernelRequest("small.block_sum", {{"threads", "256"}}, v1::GetKernelRequest::PREFETCH);
+  request.add_options("-DCHURN_" + std::to_string(i));
+  return request;
+}
+
+TEST_F(Bounded, APrefetchFloodIsRefusedAndNeverRefusesARequestThatWaits) {
+  Start({"--workers", "1", "--max-queue", "4"});
+  // Half of --max-queue (2) is what prefetches may hold; the rest answer
+  // RESOURCE_EXHAUSTED at once (a refused PREFETCH once answered OK).
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    absl::StatusOr<v1::GetKernelResponse> answer = client_->GetKernel(ChurnPrefetch(i));
+    if (answer.ok()) {
+      ++accepted;
+      continue;
+    }
+    ++refused;
+    EXPECT_EQ(answer.status().code(), absl::StatusCode::kResourceExhausted) << answer.status();
+    EXPECT_THAT(std::string(answer.status().message()), ::testing::HasSubstr("PREFETCH refused"));
+  }
+  EXPECT_EQ(accepted, 2);
+  EXPECT_EQ(refused, 4);
+  // Another client's real request still gets in and is answered.
+  absl::StatusOr<v1::GetKernelResponse> honest = client_->GetKernel(KernelRequest("small.fill", {{"dtype", "fp32"}}));
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  EXPECT_EQ(honest->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_EQ(daemon_->Stats().prefetches_refused(), 4u);
+}
+
+TEST_F(Bounded, AChurnOfAdHocKeysNeverEvictsWhatAWarmUpPut) {
+  // A budget of a few small cubins; the warmed four must survive forty
+  // ad-hoc -D keys and a restart, as a strict server (CACHED_ONLY) needs.
+  Start({"--max-cache-bytes", "48K"});
+  v1::WarmRequest warm;
+  for (const char* dtype : {"fp32", "fp64"}) {
+    v1::KernelSpec* spec = warm.add_specs();
+    spec->set_kernel("small.fill");
+    (*spec->mutable_params())["dtype"] = dtype;
+  }
+  for (const char* clamp : {"off", "on"}) {
+    v1::KernelSpec* spec = warm.add_specs();
+    spec->set_kernel("small.scale");
+    (*spec->mutable_params())["clamp"] = clamp;
+  }
+  ASSERT_TRUE(Warm(warm).ok());
+  EXPECT_EQ(daemon_->Stats().pinned_entries(), 4u);
+  for (int i = 0; i < 40; ++i) {
+    v1::GetKernelRequest junk = KernelRequest("small.fill", {{"dtype", "fp32"}});
+    junk.add_options("-DJUNK_" + std::to_string(i));
+    ASSERT_TRUE(client_->GetKernel(junk).ok()) << i;
+  }
+  // The budget held: ad-hoc entries went, pinned ones stayed.
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon_->Stats().bytes() <= (48u << 10); }, testing::kProcessTimeout))
+      << daemon_->Stats().DebugString();
+  EXPECT_EQ(daemon_->Stats().pinned_entries(), 4u);
+  Start({"--max-cache-bytes", "48K"});  // a restart: the memory tier is empty
+  for (const v1::KernelSpec& spec : warm.specs()) {
+    v1::GetKernelRequest request = KernelRequest(spec.kernel(), {spec.params().begin(), spec.params().end()},
+                                                 v1::GetKernelRequest::CACHED_ONLY);
+    absl::StatusOr<v1::GetKernelResponse> kept = client_->GetKernel(request);
+    EXPECT_TRUE(kept.ok()) << spec.ShortDebugString() << ": " << kept.status();
+  }
+  // An operator may still remove them, on purpose.
+  std::unique_ptr<Client> admin = daemon_->Connect(*ReadSocketAdminToken(daemon_->socket_path()), kCallTimeout);
+  v1::EvictRequest evict;
+  evict.set_kernel_glob("small.*");
+  ASSERT_TRUE(admin->Evict(evict).ok());  // the ad-hoc entries left
+  EXPECT_EQ(daemon_->Stats().entries(), 4u);
+  EXPECT_EQ(daemon_->Stats().pinned_entries(), 4u) << "pinned entries are kept by default";
+  evict.set_include_pinned(true);
+  EXPECT_EQ(admin->Evict(evict)->evicted_entries(), 4u);
+  EXPECT_EQ(daemon_->Stats().entries(), 0u);
 }
 
 }  // namespace

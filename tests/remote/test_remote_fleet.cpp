@@ -325,6 +325,45 @@ TEST_F(FleetTest, HugeValuesPlantedInRedisAreRefusedUnreadAndCostNoMemory) {
   EXPECT_EQ(daemon.Stats().remote_oversized(), 3u);
 }
 
+TEST_F(FleetTest, WaitsOnOtherDaemonsLeasesCountAgainstTheQueue) {
+  // Three keys whose leases another daemon holds (and keeps, for a minute):
+  // with --max-queue 2, two requests wait on them; the third is refused at
+  // once instead of holding a third wait.
+  const std::vector<v1::GetKernelRequest> requests = {
+      testing::KernelRequest("small.fill", {{"dtype", "fp32"}}), testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
+      testing::KernelRequest("small.scale", {{"clamp", "on"}})};
+  std::vector<std::string> keys;
+  {
+    TempDir solo;
+    TestDaemon d(solo, {"--kernels", testing::SmallKernelsDir().string()});
+    ASSERT_TRUE(d.WaitUntilServing().ok());
+    for (const auto& request : requests) {
+      auto resolved = d.Connect()->GetKernel(request);
+      ASSERT_TRUE(resolved.ok()) << resolved.status();
+      keys.push_back(resolved->key());
+    }
+  }
+  for (const std::string& key : keys) {
+    ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:lease:" + key, "busy-node:1:00", "PX", "60000"}).ok());
+  }
+  Fleet fleet(1, testing::SmallKernelsDir(), redis_->url(), {"--max-queue", "2"});
+  TestDaemon& daemon = *fleet.daemons[0];
+  std::vector<std::thread> waiting;
+  for (size_t i = 0; i < 2; ++i) {
+    waiting.emplace_back([&, i] {
+      auto answer = daemon.Connect("", 3s)->GetKernel(requests[i]);
+      EXPECT_EQ(answer.status().code(), absl::StatusCode::kDeadlineExceeded) << answer.status();
+    });
+  }
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon.Stats().remote_waits() == 2; }, 10s));
+  auto refused = daemon.Connect("", 10s)->GetKernel(requests[2]);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("waiting for a worker or for another daemon's compile"),
+            std::string::npos)
+      << refused.status();
+  for (auto& t : waiting) t.join();
+}
+
 TEST_F(FleetTest, ALeaseLeftByADaemonThatDiedIsTakenOver) {
   const auto request = testing::KernelRequest("small.fill", {{"dtype", "fp64"}});
   std::string key;

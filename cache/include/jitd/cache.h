@@ -139,6 +139,8 @@ struct EvictFilter {
   // holds at most this many bytes.
   std::optional<uint64_t> max_bytes{};
   bool dry_run = false;
+  // Pinned entries match too (else they are never evicted).
+  bool include_pinned = false;
 };
 
 struct EvictResult {

@@ -484,16 +484,19 @@ class Client:
 
     def evict(self, *, keys: Sequence[str] = (), kernel_glob: str = "", arch: str = "",
               older_than: Union[int, float, str, Any, None] = None, max_bytes: Union[int, str, None] = None,
-              dry_run: bool = False, timeout: Optional[float] = None) -> EvictResult:
+              dry_run: bool = False, include_pinned: bool = False,
+              timeout: Optional[float] = None) -> EvictResult:
         """Removes cache entries matching every filter given (at least one):
         exact ``keys``, a ``kernel_glob``, an exact ``arch``, unused for
         ``older_than`` (seconds, a timedelta, or "7d"), or least recently
         used first until the cache holds ``max_bytes`` (int or "10G").
-        ``dry_run`` reports what would go. Pinned entries never go.
+        ``dry_run`` reports what would go. Pinned entries (the manifest's
+        instantiations a warm-up compiled) go only with ``include_pinned``.
 
         Needs the admin token when the daemon has one
         (:class:`jitd.PermissionDenied` otherwise)."""
-        request = cache_admin_pb2.EvictRequest(keys=list(keys), kernel_glob=kernel_glob, arch=arch, dry_run=dry_run)
+        request = cache_admin_pb2.EvictRequest(keys=list(keys), kernel_glob=kernel_glob, arch=arch, dry_run=dry_run,
+                                               include_pinned=include_pinned)
         if older_than is not None:
             request.older_than_s = _units.parse_duration(older_than)
         if max_bytes is not None:

@@ -463,6 +463,7 @@ class Stats:
     remote_failures_shared: int
     remote_oversized: int
     remote_not_reread: int
+    prefetches_refused: int
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
