@@ -161,6 +161,7 @@ struct MetricsHttpServer::Connection {
   std::string in;
   std::string out;
   size_t sent = 0;
+  Clock::time_point accepted;
   Clock::time_point deadline;
 };
 
@@ -365,6 +366,34 @@ void MetricsHttpServer::Run() {
       return send_output(c, now);
     }
   };
+  // The best-effort answer to a client dropped before its request head came.
+  auto tell_too_slow = [](int fd) {
+    static const std::string slow = TextResponse(408, "Request Timeout", "408 the request took too long\n");
+    (void)send(fd, slow.data(), slow.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  };
+  // Makes a place for a newcomer when all are taken: drops (408) the
+  // connection that has been sending its request head the longest, so that
+  // slow clients cannot keep a scrape out. Only conns[0, settled), the
+  // connections accepted before this accept pass, qualify: each newcomer is
+  // read at least once before it can be dropped in turn. False when none
+  // qualifies (all are writing or lingering: real work), and nothing changes.
+  auto make_room = [&](size_t& settled) {
+    size_t oldest = settled;
+    for (size_t i = 0; i < settled; ++i) {
+      if (conns[i]->state == Connection::State::kReading &&
+          (oldest == settled || conns[i]->accepted < conns[oldest]->accepted)) {
+        oldest = i;
+      }
+    }
+    if (oldest == settled) return false;
+    tell_too_slow(conns[oldest]->fd);
+    close(conns[oldest]->fd);
+    conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(oldest));
+    --settled;
+    slow_clients_dropped_.fetch_add(1, std::memory_order_relaxed);
+    spdlog::debug("metrics: dropped a client still sending its request head to make room for a new one");
+    return true;
+  };
   auto refuse = [&](int fd) {
     static const std::string busy =
         TextResponse(503, "Service Unavailable", "503 too many connections to the metrics endpoint\n");
@@ -372,6 +401,7 @@ void MetricsHttpServer::Run() {
     close(fd);
   };
   auto accept_all = [&](Clock::time_point now) {
+    size_t settled = conns.size();
     for (int i = 0; i < 64; ++i) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -384,12 +414,13 @@ void MetricsHttpServer::Run() {
         accept_paused_until = now + kAcceptBackoff;
         return;
       }
-      if (conns.size() >= max_connections) {
+      if (conns.size() >= max_connections && !make_room(settled)) {
         refuse(fd);
         continue;
       }
       auto c = std::make_unique<Connection>();
       c->fd = fd;
+      c->accepted = now;
       c->deadline = now + timeout;
       conns.push_back(std::move(c));
     }
@@ -439,8 +470,7 @@ void MetricsHttpServer::Run() {
       if (keep && now >= c.deadline) {
         keep = false;
         if (c.state == Connection::State::kReading) {
-          static const std::string slow = TextResponse(408, "Request Timeout", "408 the request took too long\n");
-          (void)send(c.fd, slow.data(), slow.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          tell_too_slow(c.fd);
           spdlog::debug("metrics: dropped a client that sent no complete request in {} ms", timeout.count());
         } else if (c.state == Connection::State::kWriting) {
           spdlog::debug("metrics: dropped a client that did not take its response in {} ms", timeout.count());

@@ -7,7 +7,9 @@
 // hostile client never holds it up; each client has `client_timeout` to
 // send its request head and again to take the response, and is dropped
 // after that (a slowloris client that dribbles bytes is dropped at the same
-// time as one that sends nothing).
+// time as one that sends nothing). Nor can slow clients keep a scrape out by
+// taking every place (max_connections): a newcomer takes the place of the
+// client that has been sending its request head the longest.
 //
 // Answers:
 //   GET|HEAD /metrics  200, Content-Type "text/plain; version=0.0.4;
@@ -21,8 +23,12 @@
 //                      version other than 1.0 and 1.1
 //   head too large     431 when the request line and headers pass
 //                      max_request_head_bytes
-//   too slow           408 (best effort) and closed, see client_timeout
-//   too many clients   503 and closed, see max_connections
+//   too slow           408 (best effort) and closed, see client_timeout;
+//                      also to the oldest unfinished request when its place
+//                      goes to a newcomer, see max_connections
+//   too many clients   503 and closed when every place is taken by a
+//                      response being written or lingering, see
+//                      max_connections
 //   render throws      500
 // A query string is ignored (/metrics?x=1 is /metrics).
 #pragma once
@@ -55,8 +61,12 @@ class MetricsHttpServer {
     // head, and this long again to take the whole response; it is dropped
     // when either runs out.
     std::chrono::milliseconds client_timeout{5000};
-    // Connections served at once (reading, writing or closing); one more is
-    // accepted only to be answered 503 and closed at once. At least 1.
+    // Connections served at once (reading, writing or closing); at least 1.
+    // When every place is taken, a newcomer takes the place of the one that
+    // has been sending its request head the longest, which is answered 408
+    // and closed as on its timeout (never one accepted together with the
+    // newcomer, before the server could read it); only when none is still
+    // sending its head is the newcomer answered 503 and closed at once.
     size_t max_connections = 16;
     // The request line and headers, terminating blank line included; more is
     // answered 431.
@@ -89,6 +99,11 @@ class MetricsHttpServer {
   // Connections being served now (not counting ones refused with 503).
   size_t connections() const { return connections_.load(std::memory_order_relaxed); }
 
+  // Connections dropped (408) to make room for a newcomer while they were
+  // still sending their request head, see max_connections; not counting
+  // those dropped when their client_timeout ran out.
+  uint64_t slow_clients_dropped() const { return slow_clients_dropped_.load(std::memory_order_relaxed); }
+
   // The Content-Type of GET /metrics.
   static constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -104,6 +119,7 @@ class MetricsHttpServer {
   bool started_ = false;
   std::thread thread_;
   std::atomic<size_t> connections_{0};
+  std::atomic<uint64_t> slow_clients_dropped_{0};
 };
 
 }  // namespace jitd::metrics

@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -37,12 +38,15 @@ std::string Join(std::string_view a, std::string_view b) {
   return s;
 }
 
-// A connected client socket, closed on destruction.
+// A connected client socket, closed on destruction. `receive_buffer`, when
+// not 0, is its SO_RCVBUF (set before it connects, so that it bounds the
+// window): a client that does not read then holds the server up in writing.
 class Client {
  public:
-  Client(uint16_t port, int family = AF_INET) {
+  explicit Client(uint16_t port, int family = AF_INET, int receive_buffer = 0) {
     fd_ = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) return;
+    if (receive_buffer != 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
     int rc;
     if (family == AF_INET6) {
       sockaddr_in6 addr{};
@@ -438,15 +442,28 @@ TEST(MetricsHttpServer, SlowClientsDoNotHoldUpOthers) {
   EXPECT_EQ(late.body, kBody);
 }
 
+// A body far larger than what the socket buffers of a client that does not
+// read can take: the server is still writing it until the client goes.
+std::string LargeBody() { return std::string(16 << 20, 'x'); }
+constexpr int kSmallReceiveBuffer = 4096;
+
+// Every place is taken by real work (responses being written to clients that
+// do not read them): a newcomer is answered 503, and served once one goes.
 TEST(MetricsHttpServer, ConnectionsOverTheBoundAre503) {
   MetricsHttpServer::Options o = Opts();
   o.max_connections = 2;
   o.client_timeout = milliseconds(60000);
+  const std::string big = LargeBody();
+  o.render = [&big] { return big; };
   auto server = Started(std::move(o));
-  auto a = std::make_unique<Client>(server->port());
-  Client b(server->port());
+  auto a = std::make_unique<Client>(server->port(), AF_INET, kSmallReceiveBuffer);
+  Client b(server->port(), AF_INET, kSmallReceiveBuffer);
   ASSERT_TRUE(a->connected() && b.connected());
-  ASSERT_TRUE(WaitFor([&] { return server->connections() == 2; }));
+  ASSERT_TRUE(a->Send(Get("/metrics")) && b.Send(Get("/metrics")));
+  // Their responses have begun: the server writes to both.
+  ASSERT_TRUE(a->WaitReadable(Clock::now() + milliseconds(5000)));
+  ASSERT_TRUE(b.WaitReadable(Clock::now() + milliseconds(5000)));
+  EXPECT_EQ(server->connections(), 2u);
   {
     // Refused as soon as it is accepted, before it sends anything.
     Client c(server->port());
@@ -457,9 +474,133 @@ TEST(MetricsHttpServer, ConnectionsOverTheBoundAre503) {
     EXPECT_TRUE(closed);
   }
   EXPECT_EQ(server->connections(), 2u);
-  a.reset();  // frees a place
+  a.reset();  // frees a place (its unread response is reset)
   ASSERT_TRUE(WaitFor([&] { return server->connections() == 1; }));
-  EXPECT_EQ(Exchange(server->port(), Get("/metrics")).status, 200);
+  EXPECT_EQ(Exchange(server->port(), Get("/")).status, 200);
+}
+
+// When every place is taken, a newcomer takes the place of the connection
+// that has been sending its request head the longest, which is answered 408;
+// one whose response is being written keeps its place.
+TEST(MetricsHttpServer, ANewcomerTakesThePlaceOfTheOldestUnfinishedRequest) {
+  MetricsHttpServer::Options o = Opts();
+  o.max_connections = 3;
+  o.client_timeout = milliseconds(60000);
+  const std::string big = LargeBody();
+  o.render = [&big] { return big; };
+  auto server = Started(std::move(o));
+  Client busy(server->port(), AF_INET, kSmallReceiveBuffer);  // the oldest, but writing
+  ASSERT_TRUE(busy.connected() && busy.Send(Get("/metrics")));
+  ASSERT_TRUE(busy.WaitReadable(Clock::now() + milliseconds(5000)));
+  Client older(server->port());
+  ASSERT_TRUE(older.connected() && older.Send("GET / HTTP/1.1\r\nHo"));
+  ASSERT_TRUE(WaitFor([&] { return server->connections() == 2; }));
+  Client newer(server->port());
+  ASSERT_TRUE(newer.connected() && newer.Send("GET / HTTP/1.1\r\nHo"));
+  ASSERT_TRUE(WaitFor([&] { return server->connections() == 3; }));
+
+  const Reply r = Exchange(server->port(), Get("/"));
+  EXPECT_EQ(r.status, 200) << r.status_line;
+  bool closed = false;
+  const Reply dropped = Parse(older.ReadAll(milliseconds(5000), &closed), closed);
+  EXPECT_EQ(dropped.status_line, "HTTP/1.1 408 Request Timeout");
+  EXPECT_TRUE(closed);
+  // The newer one keeps its place and is served when it finishes.
+  ASSERT_TRUE(newer.Send("st: x\r\n\r\n"));
+  const Reply late = Parse(newer.ReadAll(milliseconds(5000), &closed), closed);
+  EXPECT_EQ(late.status, 200) << late.status_line;
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(server->slow_clients_dropped(), 1u);
+}
+
+// Issue 15, item 8: more slow clients than places, each holding a partial
+// request head and coming back as soon as it is dropped. Every scrape is
+// still answered at once.
+TEST(MetricsHttpServer, SlowlorisClientsHoldingEveryPlaceNeverBlockAScrape) {
+  constexpr int kSlowClients = 20;
+  constexpr int kScrapes = 20;
+  MetricsHttpServer::Options o = Opts();
+  o.max_connections = 16;
+  o.client_timeout = milliseconds(60000);
+  auto server = Started(std::move(o));
+  const uint16_t port = server->port();
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> opened{0};  // connections the slow clients opened
+  std::atomic<int> closed{0};  // of them, ones they saw closed by the server (408 or 503)
+  // One thread plays every slow client: each sends "GET /met", waits (poll)
+  // for the server to close its connection and opens another at once. It
+  // stops when told to, or after 30 s whatever happens.
+  std::thread attack([&] {
+    std::vector<std::unique_ptr<Client>> slow(kSlowClients);
+    std::vector<pollfd> fds(kSlowClients);
+    char buf[4096];
+    const Clock::time_point give_up = Clock::now() + milliseconds(30000);
+    while (!stop.load() && Clock::now() < give_up) {
+      for (int i = 0; i < kSlowClients; ++i) {
+        if (slow[i] == nullptr || !slow[i]->connected()) {
+          slow[i] = std::make_unique<Client>(port);
+          if (slow[i]->connected()) {
+            ++opened;
+            (void)slow[i]->Send("GET /met");  // when this fails the close shows below
+          }
+        }
+        fds[i] = {slow[i]->fd(), POLLIN, 0};
+      }
+      if (poll(fds.data(), fds.size(), 100) <= 0) continue;
+      for (int i = 0; i < kSlowClients; ++i) {
+        if (fds[i].revents == 0) continue;
+        const ssize_t n = recv(slow[i]->fd(), buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) continue;  // the answer before the close
+        ++closed;
+        slow[i]->Close();  // reopened on the next round
+      }
+    }
+  });
+  struct JoinOnExit {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~JoinOnExit() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+  } join_attack{stop, attack};
+
+  ASSERT_TRUE(WaitFor([&] { return opened.load() >= kSlowClients; }));
+  const int closed_before = closed.load();
+  const uint64_t dropped_before = server->slow_clients_dropped();
+  int answered = 0;
+  int made_room = 0;  // scrapes during which a slow client was dropped to make room
+  Clock::duration slowest{};
+  for (int i = 0; i < kScrapes; ++i) {
+    // Every place is taken: by the slow clients (and, for a moment, by the
+    // last scrape's connection, until the server sees it closed).
+    EXPECT_TRUE(WaitFor([&] { return server->connections() == 16; })) << "before scrape " << i;
+    const uint64_t dropped = server->slow_clients_dropped();
+    const Clock::time_point start = Clock::now();
+    const Reply r = Exchange(port, Get("/metrics"));
+    const Clock::duration took = Clock::now() - start;
+    if (server->slow_clients_dropped() > dropped) ++made_room;
+    slowest = std::max(slowest, took);
+    EXPECT_EQ(r.status, 200) << "scrape " << i << ": " << r.status_line;
+    EXPECT_EQ(r.body, kBody) << "scrape " << i;
+    EXPECT_LT(took, milliseconds(1000)) << "scrape " << i;
+    if (r.status == 200 && r.body == kBody && took < milliseconds(1000)) ++answered;
+  }
+  const uint64_t dropped_during = server->slow_clients_dropped() - dropped_before;
+  const int closed_during = closed.load() - closed_before;
+  stop = true;
+  attack.join();
+  std::printf(
+      "[slowloris] %d of %d scrapes answered 200, slowest %.1f ms; the server dropped %llu slow connections "
+      "(%llu while scraping, during %d of the %d scrapes); the slow clients opened %d, saw %d closed (%d while "
+      "scraping)\n",
+      answered, kScrapes, std::chrono::duration<double, std::milli>(slowest).count(),
+      static_cast<unsigned long long>(server->slow_clients_dropped()), static_cast<unsigned long long>(dropped_during),
+      made_room, kScrapes, opened.load(), closed.load(), closed_during);
+  EXPECT_EQ(answered, kScrapes);
+  EXPECT_GT(made_room, 0);  // the scrapes did find every place taken by slow clients
+  EXPECT_TRUE(WaitFor([&] { return server->connections() == 0; }));
 }
 
 TEST(MetricsHttpServer, StopReturnsPromptlyWithAnIdleClientConnected) {
