@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,9 @@ struct ServeFlags {
   bool insecure_tcp = false;
   std::string socket_group;
   int64_t max_calls_per_peer = -1;
+  int64_t max_connections = -1;
+  int64_t max_connections_per_peer = -1;
+  std::string listen_probe_interval;
 };
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags) {
@@ -137,8 +141,22 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
       ->type_name("FILE");
   app.add_option("--max-calls-per-peer", flags.max_calls_per_peer,
                  absl::StrCat("GetKernel and Warm calls one client may have in flight; 0 = no bound (default: ",
-                              kDefaultMaxCallsPerPeer, "; on a Unix socket every client counts as one peer)"))
+                              kDefaultMaxCallsPerPeer, "; a peer is a user on the Unix sockets, an address over TCP)"))
       ->type_name("N");
+  app.add_option("--max-connections", flags.max_connections,
+                 "Connections open at once on the Unix sockets; one more is told why and closed; 0 = no bound "
+                 "(default: the file descriptor limit less a reserve, at most 4096)")
+      ->type_name("N");
+  app.add_option("--max-connections-per-peer", flags.max_connections_per_peer,
+                 "Connections one user (uid) may hold open on the Unix sockets; 0 = no bound (default: half of "
+                 "--max-connections)")
+      ->type_name("N");
+  app.add_option("--listen-probe-interval", flags.listen_probe_interval,
+                 absl::StrCat("How often jitd checks that its listeners still accept (three unanswered probes in a "
+                              "row: exit ",
+                              kExitListenerDeaf, ", for the supervisor to restart it); 0 = off (default: ",
+                              kDefaultListenProbeInterval.count(), "s)"))
+      ->type_name("SECONDS");
   app.add_option("--socket-group", flags.socket_group,
                  "Group of the Unix sockets (mode 0660): its members may call jitd (default: the daemon's group)")
       ->type_name("GROUP");
@@ -237,6 +255,22 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
       return std::nullopt;
     }
     layer.max_calls_per_peer = static_cast<uint64_t>(flags.max_calls_per_peer);
+  }
+  for (const auto& [name, value, field] :
+       {std::tuple{"--max-connections", flags.max_connections, &ConfigLayer::max_connections},
+        std::tuple{"--max-connections-per-peer", flags.max_connections_per_peer,
+                   &ConfigLayer::max_connections_per_peer}}) {
+    if (!given(name)) continue;
+    if (value < 0) {
+      Check(absl::InvalidArgumentError("must be 0 (no bound) or a positive count"), name);
+      return std::nullopt;
+    }
+    layer.*field = static_cast<uint64_t>(value);
+  }
+  if (given("--listen-probe-interval")) {
+    absl::StatusOr<std::chrono::seconds> interval = ParseDuration(flags.listen_probe_interval);
+    if (!Check(interval.status(), "--listen-probe-interval")) return std::nullopt;
+    layer.listen_probe_interval = *interval;
   }
   if (given("--socket-group")) {
     if (!Check(CheckGroupName(flags.socket_group), "--socket-group")) return std::nullopt;

@@ -242,7 +242,7 @@ grpc::Status CompilerService::GetKernelCounted(grpc::ServerContext* context, con
                                                v1::GetKernelResponse* response, serving::Origin* origin) {
   const InFlightCalls::Scope in_flight(calls_);
   PeerLimit::Slot slot;
-  if (absl::Status admitted = peers_.Acquire(context->peer(), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
+  if (absl::Status admitted = peers_.Acquire(PeerOf(*context), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
   const auto started = Steady::now();
   absl::StatusOr<serving::Mode> mode = ModeOf(request->mode());
   if (!mode.ok()) return ToGrpcStatus(mode.status());
@@ -266,6 +266,10 @@ grpc::Status CompilerService::GetKernelCounted(grpc::ServerContext* context, con
   return grpc::Status::OK;
 }
 
+std::string CompilerService::PeerOf(const grpc::ServerContext& context) const {
+  return options_.peer_of ? options_.peer_of(context.peer()) : context.peer();
+}
+
 void CompilerService::PinIfManifest(const manifest::KernelRequest& item, const std::string& key) {
   // A manifest instantiation (no extra options): bounded by the manifest,
   // and what a strict server relies on finding after a restart. Ad-hoc
@@ -281,7 +285,7 @@ grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmR
                                    grpc::ServerWriter<v1::WarmProgress>* writer) {
   const InFlightCalls::Scope in_flight(calls_);
   PeerLimit::Slot slot;
-  if (absl::Status admitted = peers_.Acquire(context->peer(), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
+  if (absl::Status admitted = peers_.Acquire(PeerOf(*context), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
   const auto started = Steady::now();
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
   absl::StatusOr<WarmPlan> plan = WarmPlan::Make(*request, *resolver);
@@ -289,7 +293,7 @@ grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmR
   const size_t total = plan->size();
   const size_t asked = request->concurrency() > 0 ? request->concurrency() : options_.workers;
   const size_t concurrency = std::clamp<size_t>(asked, 1, std::max<size_t>(1, std::min(kMaxWarmConcurrency, total)));
-  spdlog::info("warm-up: {} instantiations, {} at a time (caller {})", total, concurrency, context->peer());
+  spdlog::info("warm-up: {} instantiations, {} at a time (caller {})", total, concurrency, PeerOf(*context));
 
   // This thread (gRPC's, for the call) keeps `concurrency` items submitted
   // and writes their progress as they finish: no thread per item or call.

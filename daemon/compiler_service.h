@@ -16,6 +16,8 @@
 // Thread safety: gRPC calls every method from its own threads, concurrently.
 #pragma once
 
+#include <functional>
+
 #include <cstddef>
 
 #include "daemon_metrics.h"
@@ -36,6 +38,9 @@ class CompilerService final : public v1::Compiler::Service {
     bool log_hits = false;
     // GetKernel and Warm calls one peer may have in flight; 0 = no bound.
     size_t max_calls_per_peer = 0;
+    // Who a gRPC peer name stands for ("fd:N" of a Unix connection: its
+    // user, see unix_acceptor.h); unset = the name itself.
+    std::function<std::string(const std::string&)> peer_of;
     // Where GetKernel outcomes and latencies are counted; null = nowhere.
     DaemonMetrics* metrics = nullptr;
   };
@@ -59,6 +64,7 @@ class CompilerService final : public v1::Compiler::Service {
 
   grpc::Status GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                 v1::GetKernelResponse* response, serving::Origin* origin);
+  std::string PeerOf(const grpc::ServerContext& context) const;
   // Pins a warmed item's entry when it is a manifest instantiation.
   void PinIfManifest(const manifest::KernelRequest& item, const std::string& key);
 };

@@ -88,6 +88,9 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.insecure_tcp, flags.insecure_tcp);
   Overlay(merged.socket_group, flags.socket_group);
   Overlay(merged.max_calls_per_peer, flags.max_calls_per_peer);
+  Overlay(merged.max_connections, flags.max_connections);
+  Overlay(merged.max_connections_per_peer, flags.max_connections_per_peer);
+  Overlay(merged.listen_probe_interval, flags.listen_probe_interval);
 
   DaemonConfig config;
   config.listen = merged.listen.value_or(std::vector<std::string>{});
@@ -119,6 +122,9 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.insecure_tcp = merged.insecure_tcp.value_or(false);
   config.socket_group = merged.socket_group.value_or("");
   config.max_calls_per_peer = merged.max_calls_per_peer.value_or(kDefaultMaxCallsPerPeer);
+  config.max_connections = merged.max_connections;
+  config.max_connections_per_peer = merged.max_connections_per_peer;
+  config.listen_probe_interval = merged.listen_probe_interval.value_or(kDefaultListenProbeInterval);
   return config;
 }
 

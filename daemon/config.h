@@ -48,6 +48,9 @@ struct ConfigLayer {
   std::optional<bool> insecure_tcp;
   std::optional<std::string> socket_group;
   std::optional<uint64_t> max_calls_per_peer;
+  std::optional<uint64_t> max_connections;
+  std::optional<uint64_t> max_connections_per_peer;
+  std::optional<std::chrono::seconds> listen_probe_interval;
 };
 
 // The settings the daemon runs with, every field decided.
@@ -111,6 +114,15 @@ struct DaemonConfig {
   std::string socket_group;
   // GetKernel and Warm calls one peer may have in flight (peer_limit.h).
   uint64_t max_calls_per_peer = 0;
+  // Connections open at once on the Unix sockets, and for one uid
+  // (unix_acceptor.h); 0 = no bound. Unset: decided at start from the file
+  // descriptor limit (fd_limit.h), and half of that for one uid.
+  std::optional<uint64_t> max_connections;
+  std::optional<uint64_t> max_connections_per_peer;
+  // How often the daemon checks that its listeners still accept
+  // (listener_probe.h); one that stops is an exit with kExitListenerDeaf.
+  // 0 = never.
+  std::chrono::seconds listen_probe_interval{0};
 };
 
 // 10 GiB: cubins are 10 KiB to a few MiB, so this holds every instantiation
@@ -121,10 +133,17 @@ inline constexpr uint64_t kDefaultMaxCacheBytes = uint64_t{10} << 30;
 // queue is minutes of work for a few workers, so a caller beyond it is
 // better told at once (RESOURCE_EXHAUSTED) than left to time out.
 inline constexpr uint64_t kDefaultMaxQueue = 256;
-// Calls one peer may have in flight. On a Unix socket all clients are one
-// peer, so this is a bound on the whole socket: far above what a host's
-// inference servers send at once, far below what exhausts threads.
+// Calls one peer may have in flight. On the Unix sockets a peer is a user
+// (uid), so all ranks of one inference server share it: far above what a
+// host's inference servers send at once, far below what exhausts threads.
 inline constexpr uint64_t kDefaultMaxCallsPerPeer = 1024;
+// 10 s between listener probes: a deaf daemon is restarted within about
+// half a minute (three probes), at the cost of one connection per address
+// every 10 s.
+inline constexpr std::chrono::seconds kDefaultListenProbeInterval{10};
+// The exit status of a daemon whose listener stopped accepting: EX_TEMPFAIL
+// (sysexits.h), a failure a restart is expected to cure.
+inline constexpr int kExitListenerDeaf = 75;
 // 256 MiB of hot cubins: every instantiation of the shipped kernels for a
 // few archs many times over, a small share of a serving host's memory.
 inline constexpr uint64_t kDefaultHotCacheBytes = uint64_t{256} << 20;

@@ -125,6 +125,32 @@ absl::Status ReadMaxCallsPerPeer(const toml::node& node, ConfigLayer& layer) {
   return absl::OkStatus();
 }
 
+// A count, 0 meaning no bound.
+KeyReader CountKey(std::optional<uint64_t> ConfigLayer::*field) {
+  return [field](const toml::node& node, ConfigLayer& layer) -> absl::Status {
+    const auto* number = node.as_integer();
+    if (number == nullptr || number->get() < 0) return WrongType(node, "0 (no bound) or a positive integer");
+    layer.*field = static_cast<uint64_t>(number->get());
+    return absl::OkStatus();
+  };
+}
+
+absl::Status ReadListenProbeInterval(const toml::node& node, ConfigLayer& layer) {
+  int64_t seconds = 0;
+  if (const auto* number = node.as_integer()) {
+    seconds = number->get();
+  } else if (node.is_string()) {
+    absl::StatusOr<std::chrono::seconds> duration = ParseDuration(node.as_string()->get());
+    if (!duration.ok()) return duration.status();
+    seconds = duration->count();
+  } else {
+    return WrongType(node, "an integer number of seconds or a duration like \"10s\"");
+  }
+  if (seconds < 0) return absl::InvalidArgumentError("must be 0 (off) or a positive duration");
+  layer.listen_probe_interval = std::chrono::seconds(seconds);
+  return absl::OkStatus();
+}
+
 // Seconds as an integer, or a duration string ("30s", "2m").
 absl::Status ReadNegativeTtl(const toml::node& node, ConfigLayer& layer) {
   int64_t seconds = 0;
@@ -185,6 +211,9 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"admin_token_file", PathKey(&ConfigLayer::admin_token_file, base)},
       {"max_queue", ReadMaxQueue},
       {"max_calls_per_peer", ReadMaxCallsPerPeer},
+      {"max_connections", CountKey(&ConfigLayer::max_connections)},
+      {"max_connections_per_peer", CountKey(&ConfigLayer::max_connections_per_peer)},
+      {"listen_probe_interval", ReadListenProbeInterval},
       {"hot_cache_bytes", ByteSizeKey(&ConfigLayer::hot_cache_bytes)},
       {"negative_ttl", ReadNegativeTtl},
       {"log_hits", BoolKey(&ConfigLayer::log_hits)},

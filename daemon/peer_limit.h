@@ -1,8 +1,7 @@
 // A bound on the calls one peer has in flight at once, so that one client
 // (a runaway retry loop, a misbehaving rank) cannot take every thread of
-// the server. A peer is what gRPC names it: HOST:PORT of a TCP client; for
-// a Unix socket gRPC gives every client the socket's own name, so there the
-// bound is per socket.
+// the server. A peer is HOST:PORT of a TCP client (gRPC's name) and the
+// user (uid) of a Unix socket client (unix_acceptor.h's PeerOf).
 #pragma once
 
 #include <cstddef>

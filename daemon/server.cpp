@@ -6,7 +6,9 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
+#include <grpcpp/server_posix.h>
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "compile_stack.h"
 #include "compiler_service.h"
 #include "daemon_metrics.h"
+#include "fd_limit.h"
 #include "health_service.h"
 #include "http_server.h"
 #include "in_flight_calls.h"
@@ -30,9 +33,11 @@
 #include "jitd/detail/text.h"
 #include "kernel_service.h"
 #include "listen_address.h"
+#include "listener_probe.h"
 #include "memory_trim.h"
 #include "serving_stats.h"
 #include "tcp_credentials.h"
+#include "unix_acceptor.h"
 #include "unix_socket_claim.h"
 
 namespace jitd::daemon {
@@ -103,6 +108,11 @@ class Server::Impl {
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   MemoryTrimmer trimmer;
   std::vector<std::unique_ptr<UnixSocketClaim>> claims;
+  // Accepts on the Unix sockets and hands connections to gRPC; made before
+  // the services (which ask it who a peer is), started once gRPC runs.
+  std::unique_ptr<UnixAcceptor> acceptor;
+  std::unique_ptr<ListenerProbe> probe;
+  std::atomic<bool> listener_deaf{false};
   // Without --admin-token-file: the token made at start, and its files.
   std::string generated_token;
   std::unique_ptr<AdminTokenFiles> token_files;
@@ -112,7 +122,24 @@ class Server::Impl {
 
   ~Impl() {
     StopToolkitListener();
+    probe.reset();
+    if (acceptor != nullptr) acceptor->Stop();
     if (grpc_server != nullptr && !shut_down) grpc_server->Shutdown();
+  }
+
+  // Raises the descriptor limit and sizes the connection bounds below it.
+  void SizeConnections() {
+    const FileLimit limit = RaiseFileLimit();
+    UnixAcceptor::Options options;
+    options.max_connections = config.max_connections.value_or(AutoMaxConnections(limit.now));
+    options.max_per_peer =
+        config.max_connections_per_peer.value_or(std::max<uint64_t>(1, options.max_connections / 2));
+    if (options.max_connections == 0 && !config.max_connections_per_peer) options.max_per_peer = 0;
+    spdlog::info("connections: at most {} open, {} per user (file descriptor limit {}{})",
+                 options.max_connections == 0 ? std::string("unbounded") : std::to_string(options.max_connections),
+                 options.max_per_peer == 0 ? std::string("unbounded") : std::to_string(options.max_per_peer),
+                 limit.now, limit.now != limit.before ? Cat(", raised from ", limit.before) : std::string());
+    acceptor = std::make_unique<UnixAcceptor>(options);
   }
 
   manifest::Toolchain CurrentToolchain() const {
@@ -262,6 +289,9 @@ class Server::Impl {
                                           CompilerService::Options{.workers = config.workers,
                                                                    .log_hits = config.log_hits,
                                                                    .max_calls_per_peer = config.max_calls_per_peer,
+                                                                   .peer_of = [a = acceptor.get()](const std::string& p) {
+                                                                     return a->PeerOf(p);
+                                                                   },
                                                                    .metrics = metrics.get()});
     return StartMetrics();
   }
@@ -371,6 +401,7 @@ class Server::Impl {
           spdlog::info("removed the stale socket {} (no process was accepting on it)", address->unix_path.string());
         }
         claims.push_back(*std::move(claim));
+        if (absl::Status bound = acceptor->Listen(address->unix_path); !bound.ok()) return bound;
       }
       listen.push_back(*std::move(address));
     }
@@ -403,12 +434,13 @@ class Server::Impl {
     grpc::ServerBuilder builder;
     builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
     builder.SetMaxSendMessageSize(kMaxSendMessageBytes);
+    // TCP addresses are gRPC's to accept on; the Unix sockets are the
+    // acceptor's, which hands each connection over (unix_acceptor.h says why).
     std::vector<int> ports(listen.size(), 0);
     for (size_t i = 0; i < listen.size(); ++i) {
-      builder.AddListeningPort(
-          listen[i].GrpcTarget(),
-          listen[i].kind == ListenAddress::Kind::kUnix ? grpc::InsecureServerCredentials() : tcp_credentials,
-          &ports[i]);
+      if (listen[i].kind == ListenAddress::Kind::kTcp) {
+        builder.AddListeningPort(listen[i].GrpcTarget(), tcp_credentials, &ports[i]);
+      }
     }
     builder.RegisterService(admin.get());
     builder.RegisterService(compiler.get());
@@ -438,7 +470,32 @@ class Server::Impl {
         }
       }
     }
+    if (absl::Status started = acceptor->Start([server = grpc_server.get()](int fd) {
+          grpc::AddInsecureChannelFromFd(server, fd);
+        });
+        !started.ok()) {
+      return started;
+    }
+    StartProbe();
     return absl::OkStatus();
+  }
+
+  // With --listen-probe-interval: a listener that stops accepting ends the
+  // daemon (SIGTERM to itself: main drains, then exits kExitListenerDeaf).
+  void StartProbe() {
+    if (config.listen_probe_interval.count() == 0) return;
+    ListenerProbe::Options options;
+    options.addresses = addresses;
+    options.interval = config.listen_probe_interval;
+    options.on_deaf = [this](const std::string& address, const std::string& why) {
+      spdlog::error(
+          "{} has stopped accepting connections ({}; {} probes in a row unanswered): exiting with status {} so "
+          "that the supervisor restarts jitd",
+          address, why, 3, kExitListenerDeaf);
+      listener_deaf = true;
+      ::kill(::getpid(), SIGTERM);
+    };
+    probe = std::make_unique<ListenerProbe>(std::move(options));
   }
 };
 
@@ -448,6 +505,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config
   impl->config = config;
   if (absl::Status valid = impl->CheckConfig(); !valid.ok()) return valid;
   if (absl::Status loaded = impl->LoadAdminToken(); !loaded.ok()) return loaded;
+  impl->SizeConnections();
   if (absl::Status opened = impl->OpenCache(); !opened.ok()) return opened;
   if (absl::Status serving = impl->StartServing(); !serving.ok()) return serving;
   ServingStatsSources sources{impl->service.get(), impl->stack.pool.get(), config.max_queue, config.kernels_dir,
@@ -461,6 +519,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config
 }
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+bool Server::listener_deaf() const { return impl_->listener_deaf.load(); }
 Server::~Server() = default;
 
 const std::vector<std::string>& Server::addresses() const { return impl_->addresses; }
@@ -502,6 +562,9 @@ absl::Status Server::ReloadKernels() {
 absl::Status Server::Shutdown(std::chrono::milliseconds drain) {
   if (impl_->shut_down) return absl::OkStatus();
   impl_->shut_down = true;
+  // No new connection from here on; those open are gRPC's to end.
+  impl_->probe.reset();
+  impl_->acceptor->Stop();
   // NOT_SERVING first, so load balancers and readiness probes stop sending
   // work while the calls in flight finish.
   impl_->health->Shutdown();

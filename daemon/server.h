@@ -59,6 +59,10 @@ class Server {
   // flush error, if any.
   absl::Status Shutdown(std::chrono::milliseconds drain);
 
+  // Whether the listener probe found a listener that stopped accepting
+  // and asked the process to stop (main then exits kExitListenerDeaf).
+  bool listener_deaf() const;
+
   class Impl;
 
  private:

@@ -21,9 +21,11 @@ std::vector<std::string> TestDaemon::DefaultArgs(const TempDir& dir) {
 }
 
 TestDaemon::TestDaemon(const TempDir& dir, const std::vector<std::string>& extra_args,
-                       const std::map<std::string, std::string>& env)
+                       const std::map<std::string, std::string>& env, const std::vector<std::string>& launcher)
     : dir_(dir.path()), socket_path_(dir / "jitd.sock"), cache_dir_(dir / "cache") {
-  std::vector<std::string> args = DefaultArgs(dir);
+  std::vector<std::string> args = launcher;
+  const std::vector<std::string> defaults = DefaultArgs(dir);
+  args.insert(args.end(), defaults.begin(), defaults.end());
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   process_ = std::make_unique<Process>(args, dir / "jitd.log", env);
 }

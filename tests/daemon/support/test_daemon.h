@@ -29,8 +29,12 @@ class TestDaemon {
   // Starts `jitd serve --listen unix:DIR/jitd.sock --cache-dir DIR/cache`
   // plus `extra_args` (later flags win over these defaults only where
   // jitd lets them: --listen adds, the others replace).
+  // `launcher`, when given, runs first and execs jitd with its arguments
+  // (e.g. {"/usr/bin/prlimit", "--nofile=128:128", "--"}): the process is
+  // still jitd's, by pid.
   explicit TestDaemon(const TempDir& dir, const std::vector<std::string>& extra_args = {},
-                      const std::map<std::string, std::string>& env = {});
+                      const std::map<std::string, std::string>& env = {},
+                      const std::vector<std::string>& launcher = {});
   // Stops the daemon as an operator would (SIGTERM), so that it removes
   // what it made (socket, worker scratch directory); SIGKILL if it hangs.
   ~TestDaemon();

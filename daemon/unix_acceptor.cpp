@@ -1,0 +1,298 @@
+#include "unix_acceptor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "jitd/detail/text.h"
+
+namespace jitd::daemon {
+namespace {
+
+using text::Cat;
+
+// How often closed connections are noticed when nothing else happens.
+constexpr int kSweepIntervalMs = 1000;
+// How long accepting pauses when descriptors are out and no reserve is left.
+constexpr int kNoFdsPauseMs = 100;
+
+// The server's connection preface (an empty SETTINGS frame) and a GOAWAY
+// with ENHANCE_YOUR_CALM and `why` as its debug data: what a gRPC client
+// shows as the reason its connection ended.
+std::string GoAway(const std::string& why) {
+  const std::string debug = why.substr(0, 1024);
+  std::string frames;
+  frames += std::string("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);  // SETTINGS, no settings
+  const size_t length = 8 + debug.size();
+  frames += static_cast<char>((length >> 16) & 0xff);
+  frames += static_cast<char>((length >> 8) & 0xff);
+  frames += static_cast<char>(length & 0xff);
+  frames += std::string("\x07\x00\x00\x00\x00\x00", 6);          // GOAWAY, no flags, stream 0
+  frames += std::string("\x00\x00\x00\x00\x00\x00\x00\x0b", 8);  // last stream 0, ENHANCE_YOUR_CALM
+  frames += debug;
+  return frames;
+}
+
+void TellAndClose(int fd, const std::string& why) {
+  const std::string frames = GoAway(why);
+  (void)send(fd, frames.data(), frames.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(fd);
+}
+
+std::string DescriptorLimit() {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return "unknown";
+  return std::to_string(limit.rlim_cur);
+}
+
+}  // namespace
+
+UnixAcceptor::UnixAcceptor(Options options) : options_(std::move(options)) {}
+
+UnixAcceptor::~UnixAcceptor() { Stop(); }
+
+absl::Status UnixAcceptor::Listen(const std::filesystem::path& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string text = path.string();
+  if (text.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        Cat("the socket path ", text, " is ", text.size(), " bytes; a Unix socket path has at most ",
+            sizeof(addr.sun_path) - 1));
+  }
+  std::memcpy(addr.sun_path, text.c_str(), text.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(Cat("cannot listen on unix:", text, ": socket: ", std::strerror(errno)));
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, SOMAXCONN) != 0) {
+    const int err = errno;
+    close(fd);
+    return absl::UnavailableError(Cat("cannot listen on unix:", text, ": ", std::strerror(err)));
+  }
+  listen_fds_.push_back(fd);
+  paths_.push_back(path);
+  return absl::OkStatus();
+}
+
+absl::Status UnixAcceptor::Start(std::function<void(int fd)> hand_off) {
+  hand_off_ = std::move(hand_off);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return absl::InternalError(Cat("eventfd: ", std::strerror(errno)));
+  reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void UnixAcceptor::Stop() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    while (write(wake_fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+  }
+  for (int fd : listen_fds_) close(fd);
+  listen_fds_.clear();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (reserve_fd_ >= 0) close(reserve_fd_);
+  wake_fd_ = reserve_fd_ = -1;
+}
+
+std::string UnixAcceptor::PeerOf(const std::string& grpc_peer) const {
+  if (grpc_peer.rfind("fd:", 0) != 0) return grpc_peer;
+  int fd = -1;
+  try {
+    fd = std::stoi(grpc_peer.substr(3));
+  } catch (const std::exception&) {
+    return grpc_peer;
+  }
+  std::lock_guard lock(mu_);
+  const auto it = open_.find(fd);
+  if (it == open_.end()) return grpc_peer;
+  return Cat("uid:", it->second.uid);
+}
+
+UnixAcceptor::Stats UnixAcceptor::stats() const {
+  std::lock_guard lock(mu_);
+  Stats s = stats_;
+  s.open = open_.size();
+  return s;
+}
+
+void UnixAcceptor::Run() {
+  std::vector<pollfd> fds;
+  int pause_ms = 0;
+  while (true) {
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    for (int fd : listen_fds_) fds.push_back({pause_ms > 0 ? -1 : fd, POLLIN, 0});
+    const int ready = poll(fds.data(), fds.size(), pause_ms > 0 ? pause_ms : kSweepIntervalMs);
+    if (ready < 0 && errno != EINTR) {
+      spdlog::error("the Unix socket acceptor's poll failed: {}; no new connections are accepted",
+                    std::strerror(errno));
+      return;
+    }
+    if (fds[0].revents != 0) return;  // Stop()
+    pause_ms = 0;
+    {
+      std::lock_guard lock(mu_);
+      SweepLocked();
+    }
+    if (ready <= 0) continue;
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      AcceptReady(fds[i].fd);
+      if (out_of_fds_ && reserve_fd_ < 0) pause_ms = kNoFdsPauseMs;
+    }
+  }
+}
+
+void UnixAcceptor::AcceptReady(int listen_fd) {
+  for (int i = 0; i < 64; ++i) {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) OnNoDescriptors(listen_fd, err);
+      return;  // EAGAIN: nothing more waits
+    }
+    if (out_of_fds_) {
+      out_of_fds_ = false;
+      spdlog::info("file descriptors are available again: accepting connections");
+    }
+    if (reserve_fd_ < 0) reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) cred.uid = static_cast<uid_t>(-1);
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      close(fd);
+      continue;
+    }
+    Refusal refusal;
+    {
+      std::lock_guard lock(mu_);
+      refusal = CheckLocked(cred.uid);
+      if (refusal == Refusal::kNone) {
+        // A descriptor number gRPC closed and the kernel gave again: the
+        // sweep had not seen it go yet.
+        if (const auto old = open_.find(fd); old != open_.end()) {
+          if (--per_peer_[old->second.uid] == 0) per_peer_.erase(old->second.uid);
+          open_.erase(old);
+        }
+        open_[fd] = Open{st.st_ino, cred.uid};
+        ++per_peer_[cred.uid];
+        ++stats_.accepted;
+      } else if (refusal == Refusal::kTotal) {
+        ++stats_.refused_total;
+      } else {
+        ++stats_.refused_peer;
+      }
+    }
+    NoteRefusal(refusal, cred.uid);
+    if (refusal != Refusal::kNone) {
+      TellAndClose(fd, RefusalText(refusal));
+      continue;
+    }
+    hand_off_(fd);
+  }
+}
+
+void UnixAcceptor::OnNoDescriptors(int listen_fd, int err) {
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.refused_no_fds;
+  }
+  if (!out_of_fds_) {
+    out_of_fds_ = true;
+    std::lock_guard lock(mu_);
+    spdlog::warn(
+        "out of file descriptors ({}; {} connections open, the limit is {} descriptors): new connections are "
+        "closed at once until some are freed",
+        std::strerror(err), open_.size(), DescriptorLimit());
+  }
+  // The waiting client is told and let go, so that the listener does not
+  // stay readable with nobody able to take it.
+  if (reserve_fd_ < 0) return;
+  close(reserve_fd_);
+  reserve_fd_ = -1;
+  const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0) {
+    TellAndClose(fd, Cat("jitd is out of file descriptors (limit ", DescriptorLimit(), "); retry shortly"));
+  }
+  reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+void UnixAcceptor::SweepLocked() {
+  for (auto it = open_.begin(); it != open_.end();) {
+    struct stat st {};
+    if (fstat(it->first, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == it->second.inode) {
+      ++it;
+      continue;
+    }
+    if (--per_peer_[it->second.uid] == 0) per_peer_.erase(it->second.uid);
+    it = open_.erase(it);
+  }
+}
+
+UnixAcceptor::Refusal UnixAcceptor::CheckLocked(uid_t uid) {
+  auto over = [&] {
+    if (options_.max_connections != 0 && open_.size() >= options_.max_connections) return Refusal::kTotal;
+    if (options_.max_per_peer != 0) {
+      const auto it = per_peer_.find(uid);
+      if (it != per_peer_.end() && it->second >= options_.max_per_peer) return Refusal::kPeer;
+    }
+    return Refusal::kNone;
+  };
+  if (over() == Refusal::kNone) return Refusal::kNone;
+  SweepLocked();  // before refusing: some may have closed since the last sweep
+  return over();
+}
+
+void UnixAcceptor::NoteRefusal(Refusal refusal, uid_t uid) {
+  size_t open = 0;
+  {
+    std::lock_guard lock(mu_);
+    open = open_.size();
+  }
+  if (refusal == Refusal::kNone) {
+    if (over_total_) {
+      over_total_ = false;
+      spdlog::info("connections: {} open, under --max-connections again: accepting", open);
+    }
+    if (auto it = over_peer_.find(uid); it != over_peer_.end()) {
+      over_peer_.erase(it);
+      spdlog::info("connections: uid {} is under its bound again", uid);
+    }
+    return;
+  }
+  if (refusal == Refusal::kTotal && !over_total_) {
+    over_total_ = true;
+    spdlog::warn("connections: {} open, the most {} {} allows: new connections are closed at once", open,
+                 options_.max_connections_flag, options_.max_connections);
+  }
+  if (refusal == Refusal::kPeer && !over_peer_[uid]) {
+    over_peer_[uid] = true;
+    spdlog::warn("connections: uid {} holds {}, the most {} {} allows: its new connections are closed at once", uid,
+                 options_.max_per_peer, options_.max_per_peer_flag, options_.max_per_peer);
+  }
+}
+
+std::string UnixAcceptor::RefusalText(Refusal refusal) const {
+  if (refusal == Refusal::kTotal) {
+    return Cat("jitd has ", options_.max_connections, " connections open, the most ", options_.max_connections_flag,
+               " allows; retry when some have closed");
+  }
+  return Cat("this user holds ", options_.max_per_peer, " connections to jitd, the most ",
+             options_.max_per_peer_flag, " allows; close some (one channel per process is enough)");
+}
+
+}  // namespace jitd::daemon

@@ -1,0 +1,210 @@
+// Connection floods against the real daemon: bounds on the Unix sockets
+// told to the refused client, a descriptor limit (prlimit) that never
+// leaves the daemon deaf, and the listener probe that ends a daemon whose
+// TCP listener stopped accepting, for its supervisor to restart.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "jitd/client.h"
+#include "kernel_fixtures.h"
+#include "poll_until.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using testing::KernelRequest;
+using testing::TempDir;
+using testing::TestDaemon;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+// Raw connections that send nothing, as a flooding client holds them.
+class Flood {
+ public:
+  ~Flood() { Release(); }
+  // Opens `n` connections to a Unix socket; returns how many connected.
+  size_t Unix(const std::filesystem::path& path, size_t n) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    return Open(n, AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  }
+  size_t Tcp(uint16_t port, size_t n) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return Open(n, AF_INET, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  }
+  void Release() {
+    for (int fd : fds_) close(fd);
+    fds_.clear();
+  }
+
+ private:
+  size_t Open(size_t n, int family, const sockaddr* addr, socklen_t len) {
+    size_t connected = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) break;
+      if (connect(fd, addr, len) != 0) {
+        close(fd);
+        continue;
+      }
+      fds_.push_back(fd);
+      ++connected;
+    }
+    return connected;
+  }
+  std::vector<int> fds_;
+};
+
+std::vector<std::string> Small(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--kernels", testing::SmallKernelsDir().string(), "--workers", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Connections, AFloodOverTheBoundIsToldWhyAndAClientAlreadyConnectedIsServed) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--max-connections", "8", "--max-connections-per-peer", "8"}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  // The honest client connects first; its one connection is never touched.
+  std::unique_ptr<Client> honest = daemon.Connect("", 30s);
+  ASSERT_TRUE(honest->GetKernel(KernelRequest("small.fill", {{"dtype", "fp32"}})).ok());
+
+  Flood flood;
+  ASSERT_EQ(flood.Unix(daemon.socket_path(), 40), 40u);  // the kernel's backlog takes them all
+  ASSERT_TRUE(testing::PollUntil(
+      [&] { return daemon.process().Output().find("new connections are closed at once") != std::string::npos; },
+      10s));
+  // A new client is told which bound it met, not "is the daemon running?".
+  const testing::ProcessResult refused = daemon.Jitctl({"stats"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.output, HasSubstr("the daemon refused the connection: jitd has 8 connections open, the most "
+                                        "--max-connections allows"));
+  for (int i = 0; i < 5; ++i) {
+    auto answer = honest->GetKernel(KernelRequest("small.fill", {{"dtype", "fp32"}}));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+  }
+  flood.Release();
+  // Once the flood has gone, new clients get in again.
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon.Jitctl({"health"}).exit_code == 0; }, 10s))
+      << daemon.process().Output();
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("under --max-connections again: accepting"));
+  EXPECT_EQ(Count(daemon.process().Output(), "new connections are closed at once"), 1u)
+      << "one line per episode, not one per refused connection";
+}
+
+TEST(Connections, OneUserCannotHoldMoreThanItsShare) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--max-connections", "64", "--max-connections-per-peer", "4"}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  Flood flood;
+  ASSERT_EQ(flood.Unix(daemon.socket_path(), 4), 4u);
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon.Jitctl({"health"}).exit_code != 0; }, 10s));
+  const testing::ProcessResult refused = daemon.Jitctl({"health"});
+  EXPECT_THAT(refused.output, HasSubstr("this user holds 4 connections to jitd, the most --max-connections-per-peer "
+                                        "allows"));
+  EXPECT_THAT(daemon.process().Output(), ::testing::ContainsRegex("uid [0-9]+ holds 4"));
+  flood.Release();
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon.Jitctl({"health"}).exit_code == 0; }, 10s));
+}
+
+// The descriptor limit is lowered under the daemon (prlimit, no root
+// needed), and the bound raised above it, so that the flood really runs it
+// out of descriptors: gRPC's own listener never accepted again after that.
+TEST(Connections, RunningOutOfDescriptorsNeverLeavesItDeaf) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--max-connections", "1000"}), {}, {"/usr/bin/prlimit", "--nofile=128:128", "--"});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  Flood flood;
+  EXPECT_GE(flood.Unix(daemon.socket_path(), 200), 128u);
+  ASSERT_TRUE(testing::PollUntil(
+      [&] { return daemon.process().Output().find("out of file descriptors") != std::string::npos; }, 10s))
+      << daemon.process().Output();
+  const testing::ProcessResult during = daemon.Jitctl({"health"});
+  EXPECT_NE(during.exit_code, 0);
+  EXPECT_THAT(during.output, HasSubstr("out of file descriptors (limit 128)"));
+  flood.Release();
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon.Jitctl({"health"}).exit_code == 0; }, 10s))
+      << daemon.process().Output();
+  auto answer = daemon.Connect("", 30s)->GetKernel(KernelRequest("small.fill", {{"dtype", "fp64"}}));
+  EXPECT_TRUE(answer.ok()) << answer.status();
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("file descriptors are available again"));
+}
+
+TEST(Connections, TheDefaultBoundKeepsAReserveBelowTheDescriptorLimit) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small({}), {}, {"/usr/bin/prlimit", "--nofile=256:256", "--"});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("connections: at most 192 open, 96 per user (file descriptor "
+                                                   "limit 256)"));
+  Flood flood;
+  flood.Unix(daemon.socket_path(), 400);
+  ASSERT_TRUE(testing::PollUntil(
+      [&] { return daemon.process().Output().find("new connections are closed at once") != std::string::npos; },
+      10s));
+  EXPECT_THAT(daemon.process().Output(), ::testing::Not(HasSubstr("out of file descriptors")))
+      << "the bound is met before the limit";
+  flood.Release();
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon.Jitctl({"health"}).exit_code == 0; }, 10s));
+}
+
+TEST(Connections, ATcpListenerThatStopsAcceptingEndsTheDaemonForItsSupervisor) {
+  // gRPC's TCP listener stops accepting for good after one EMFILE; the
+  // probe notices and the daemon exits 75 (EX_TEMPFAIL) for a restart.
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--listen", "127.0.0.1:0", "--insecure-tcp", "--listen-probe-interval", "1"}), {},
+                    {"/usr/bin/prlimit", "--nofile=100:100", "--"});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  std::smatch port;
+  const std::string log = daemon.process().Output();
+  ASSERT_TRUE(std::regex_search(log, port, std::regex("serving on .*127\\.0\\.0\\.1:([0-9]+)"))) << log;
+  Flood flood;
+  flood.Tcp(static_cast<uint16_t>(std::stoi(port[1])), 150);
+  ASSERT_TRUE(testing::PollUntil(
+      [&] { return daemon.process().Output().find("Failed accept4") != std::string::npos; }, 10s))
+      << daemon.process().Output();
+  flood.Release();
+  const std::optional<int> exit_code = daemon.process().WaitForExit(30s);
+  ASSERT_TRUE(exit_code.has_value()) << daemon.process().Output();
+  EXPECT_EQ(*exit_code, 75) << daemon.process().Output();
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("has stopped accepting connections"));
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("exiting with status 75 so that the supervisor restarts jitd"));
+}
+
+TEST(Connections, TheProbeLeavesAHealthyDaemonAlone) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--listen", "127.0.0.1:0", "--insecure-tcp", "--listen-probe-interval", "1"}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  // Several probes of both addresses: none fails, the daemon stays up.
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FALSE(daemon.process().WaitForExit(1s).has_value());
+  }
+  EXPECT_THAT(daemon.process().Output(), ::testing::Not(HasSubstr("listener probe")));
+  EXPECT_EQ(daemon.Jitctl({"health"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace jitd
