@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "grpc_status.h"
+#include "jitd/detail/text.h"
 
 namespace jitd::daemon {
 namespace {
@@ -126,6 +127,15 @@ grpc::Status CacheAdminService::Verify(grpc::ServerContext* context, const v1::V
       return ToGrpcStatus(allowed);
     }
   }
+  const bool admin = !auth_.required() || auth_.Authorize(*context, "Verify").ok();
+  if (absl::Status admitted = AdmitVerify(admin); !admitted.ok()) return ToGrpcStatus(admitted);
+  struct Done {
+    CacheAdminService* self;
+    ~Done() {
+      std::lock_guard lock(self->verify_mu_);
+      self->verify_running_ = false;
+    }
+  } done{this};
   absl::StatusOr<cache::VerifyReport> report = cache_.Verify(request->repair());
   if (!report.ok()) return ToGrpcStatus(report.status());
   response->set_checked(report->checked);
@@ -137,6 +147,26 @@ grpc::Status CacheAdminService::Verify(grpc::ServerContext* context, const v1::V
   for (const std::string& problem : report->problems) response->add_problems(problem);
   response->set_index_integrity(report->index_integrity);
   return grpc::Status::OK;
+}
+
+absl::Status CacheAdminService::AdmitVerify(bool admin) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(verify_mu_);
+  if (verify_running_) {
+    return absl::ResourceExhaustedError(
+        "a verify is running already (it re-reads every blob; one runs at a time): retry when it has finished");
+  }
+  if (!admin) {
+    if (last_open_verify_ && now - *last_open_verify_ < kOpenVerifyInterval) {
+      const auto wait = std::chrono::ceil<std::chrono::seconds>(kOpenVerifyInterval - (now - *last_open_verify_));
+      return absl::ResourceExhaustedError(text::Cat(
+          "a verify ran less than ", kOpenVerifyInterval.count(), " s ago; without the admin token one may run per ",
+          kOpenVerifyInterval.count(), " s: retry in ", wait.count(), " s, or send the admin token"));
+    }
+    last_open_verify_ = now;
+  }
+  verify_running_ = true;
+  return absl::OkStatus();
 }
 
 }  // namespace jitd::daemon

@@ -3,6 +3,10 @@
 // Stats adds what the serving side reports (see serving_stats.h).
 #pragma once
 
+#include <optional>
+
+#include <mutex>
+
 #include <chrono>
 #include <functional>
 
@@ -37,7 +41,10 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
   // the RPC is the one that removes entries.
   grpc::Status Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                      v1::EvictResponse* response) override;
-  // Needs the admin token only with repair.
+  // Needs the admin token only with repair. It re-reads every blob, so it
+  // is bounded whoever asks: one at a time (another is RESOURCE_EXHAUSTED
+  // while it runs), and without the admin token at most one per
+  // kOpenVerifyInterval (RESOURCE_EXHAUSTED saying when the next may run).
   grpc::Status Verify(grpc::ServerContext* context, const v1::VerifyRequest* request,
                       v1::VerifyResponse* response) override;
 
@@ -48,6 +55,15 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
   const std::chrono::steady_clock::time_point started_;
   const ServingStats serving_stats_;
   const EvictedHook on_evicted_;
+
+  // A minute between verifies of callers without the admin token: enough
+  // for a monitor, far from keeping the disk busy re-reading every blob.
+  static constexpr std::chrono::seconds kOpenVerifyInterval{60};
+  // Admits one Verify, or says why not.
+  absl::Status AdmitVerify(bool admin);
+  std::mutex verify_mu_;
+  bool verify_running_ = false;                            // guarded by verify_mu_
+  std::optional<std::chrono::steady_clock::time_point> last_open_verify_;  // guarded by verify_mu_
 };
 
 }  // namespace jitd::daemon

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <latch>
 #include <thread>
 #include <vector>
 
@@ -226,6 +227,34 @@ TEST_F(Bounded, AChurnOfAdHocKeysNeverEvictsWhatAWarmUpPut) {
   evict.set_include_pinned(true);
   EXPECT_EQ(admin->Evict(evict)->evicted_entries(), 4u);
   EXPECT_EQ(daemon_->Stats().entries(), 0u);
+}
+
+}  // namespace
+}  // namespace jitd
+
+namespace jitd {
+namespace {
+
+TEST_F(Bounded, AFullVerifyWithoutTheTokenRunsOncePerMinute) {
+  // Verify re-reads every blob: open to every client, so bounded for them.
+  Start();
+  ASSERT_TRUE(client_->GetKernel(KernelRequest("small.fill", {{"dtype", "fp32"}})).ok());
+  ClientOptions options;
+  options.endpoint = daemon_->endpoint();
+  options.read_socket_admin_token = false;  // a member of the socket's group, not the daemon's user
+  options.call_timeout = kCallTimeout;
+  std::unique_ptr<Client> member = *Client::Connect(options);
+  absl::StatusOr<v1::VerifyResponse> first = member->Verify(v1::VerifyRequest());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->checked(), 1u);
+  absl::StatusOr<v1::VerifyResponse> again = member->Verify(v1::VerifyRequest());
+  ASSERT_EQ(again.status().code(), absl::StatusCode::kResourceExhausted) << again.status();
+  EXPECT_THAT(std::string(again.status().message()),
+              ::testing::ContainsRegex("without the admin token one may run per 60 s: retry in [0-9]+ s"));
+  // The operator is not held to it.
+  std::unique_ptr<Client> admin = daemon_->Connect(*ReadSocketAdminToken(daemon_->socket_path()), kCallTimeout);
+  EXPECT_TRUE(admin->Verify(v1::VerifyRequest()).ok());
+  EXPECT_TRUE(admin->Verify(v1::VerifyRequest()).ok());
 }
 
 }  // namespace
