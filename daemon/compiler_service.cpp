@@ -47,8 +47,10 @@ Steady::time_point SteadyDeadline(const grpc::ServerContext& context) {
   return Steady::now() + std::chrono::duration_cast<Steady::duration>(left);
 }
 
-serving::CallContext CallContextOf(grpc::ServerContext& context, compiler::Priority priority) {
+serving::CallContext CallContextOf(grpc::ServerContext& context, compiler::Priority priority,
+                                   std::string peer = "") {
   serving::CallContext call;
+  call.peer = std::move(peer);
   call.deadline = SteadyDeadline(context);
   call.cancelled = [&context] { return context.IsCancelled(); };
   call.priority = priority;
@@ -253,7 +255,7 @@ grpc::Status CompilerService::GetKernelCounted(grpc::ServerContext* context, con
   const manifest::KernelRequest kernel_request =
       ToKernelRequest(request->kernel(), request->params(), request->arch(), request->options());
   absl::StatusOr<serving::KernelAnswer> answer =
-      service_.Get(kernel_request, *mode, CallContextOf(*context, compiler::Priority::kLive));
+      service_.Get(kernel_request, *mode, CallContextOf(*context, compiler::Priority::kLive, PeerOf(*context)));
   if (!answer.ok()) return ToGrpcStatus(answer.status());
   FillResponse(*answer, request->delivery() == v1::GetKernelRequest::PATH, response);
   *origin = answer->origin;

@@ -272,6 +272,10 @@ class Server::Impl {
     options.hot_cache_bytes = config.hot_cache_bytes;
     options.negative_ttl = config.negative_ttl;
     options.max_queue = config.max_queue;
+    // One client may start the workers' worth of compiles and half the
+    // queue: the other half stays for everyone else. A queue of fewer than
+    // 4 has no half worth keeping.
+    options.max_compiles_per_peer = config.max_queue >= 4 ? config.workers + config.max_queue / 2 : 0;
     if (!config.metrics_listen.empty()) {
       absl::StatusOr<std::unique_ptr<DaemonMetrics>> made = DaemonMetrics::Create();
       if (!made.ok()) return made.status();

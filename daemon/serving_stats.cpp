@@ -37,6 +37,7 @@ void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* resp
   response->set_kernels_dir(sources.kernels_dir.string());
 
   response->set_prefetches_refused(s.prefetches_refused);
+  response->set_peer_compiles_refused(s.peer_compiles_refused);
   response->set_remote_waits(s.remote_waits);
   response->set_remote_takeovers(s.remote_takeovers);
   response->set_remote_failures_shared(s.remote_failures_shared);

@@ -45,9 +45,11 @@ std::string Compiles(const v1::StatsResponse& stats) {
 }
 
 std::string Workers(const v1::StatsResponse& stats) {
-  return absl::StrFormat("%d (%d busy, %d queued of at most %d, %d crashed, %d restarted)", stats.workers(),
-                         stats.busy_workers(), stats.queue_depth(), stats.max_queue(), stats.worker_crashes(),
-                         stats.worker_restarts());
+  return absl::StrFormat(
+      "%d (%d busy, %d queued of at most %d, %d crashed, %d restarted; refused: %d prefetches, %d compiles over a "
+      "client's share)",
+      stats.workers(), stats.busy_workers(), stats.queue_depth(), stats.max_queue(), stats.worker_crashes(),
+      stats.worker_restarts(), stats.prefetches_refused(), stats.peer_compiles_refused());
 }
 
 std::string Remote(const v1::StatsResponse& stats) {

@@ -44,6 +44,7 @@ struct KernelService::FlightWork {
   bool leased = false;      // this daemon holds the key's lease
   bool prefetch = false;    // a PREFETCH started it (counted in prefetch_flights_)
   bool fleet_wait = false;  // counted in fleet_waiting_ now
+  std::string peer;         // counted in flights_by_peer_ (when not empty)
 };
 
 KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache,
@@ -110,6 +111,7 @@ KernelService::Stats KernelService::stats() const {
   s.remote_takeovers = get(c.remote_takeovers);
   s.remote_failures_shared = get(c.remote_failures_shared);
   s.prefetches_refused = get(c.prefetches_refused);
+  s.peer_compiles_refused = get(c.peer_compiles_refused);
   s.hot = memory_.stats();
   return s;
 }
@@ -186,15 +188,19 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
       Bump(counters_.joined);  // its waiter was counted by Join()
       break;
     case FlightTable::Joined::kLeader: {
-      if (mode == Mode::kPrefetch) {
-        if (absl::Status admitted = AdmitPrefetch(); !admitted.ok()) {
-          // Nothing started: the flight ends at once (a request that
-          // joined it meanwhile gets the same answer), unremembered.
-          Bump(counters_.prefetches_refused);
-          flights_.Finish(joined.flight, {admitted, Origin::kCompiled}, /*remember=*/false, {});
-          begun.now = admitted;
-          return begun;
-        }
+      absl::Status admitted = mode == Mode::kPrefetch ? AdmitPrefetch() : absl::OkStatus();
+      if (!admitted.ok()) {
+        Bump(counters_.prefetches_refused);
+      } else if (admitted = AdmitPeer(context.peer); !admitted.ok()) {
+        Bump(counters_.peer_compiles_refused);
+        if (mode == Mode::kPrefetch) Bump(counters_.prefetches_refused);
+      }
+      if (!admitted.ok()) {
+        // Nothing started: the flight ends at once (a request that joined
+        // it meanwhile gets the same answer), unremembered.
+        flights_.Finish(joined.flight, {admitted, Origin::kCompiled}, /*remember=*/false, {});
+        begun.now = admitted;
+        return begun;
       }
       Bump(counters_.in_flight);
       if (mode == Mode::kPrefetch) Bump(counters_.prefetches);
@@ -206,6 +212,7 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
       }
       work->resolved = *std::move(resolved);
       work->priority = context.priority;
+      if (options_.max_compiles_per_peer != 0) work->peer = context.peer;
       StartFlight(std::move(work));
       break;
     }
@@ -388,6 +395,26 @@ absl::Status KernelService::AdmitPrefetch() const {
   return absl::OkStatus();
 }
 
+absl::Status KernelService::AdmitPeer(const std::string& peer) {
+  if (options_.max_compiles_per_peer == 0 || peer.empty()) return absl::OkStatus();
+  std::lock_guard lock(peers_mu_);
+  size_t& n = flights_by_peer_[peer];
+  if (n >= options_.max_compiles_per_peer) {
+    return absl::ResourceExhaustedError(
+        Cat(peer, " has ", n, " new compiles queued or running, the most one client may start at once (",
+            options_.max_compiles_per_peer, ": the workers and half of --max-queue); retry when some have finished"));
+  }
+  ++n;
+  return absl::OkStatus();
+}
+
+void KernelService::ReleasePeer(const std::string& peer) {
+  if (peer.empty()) return;
+  std::lock_guard lock(peers_mu_);
+  auto it = flights_by_peer_.find(peer);
+  if (it != flights_by_peer_.end() && --it->second == 0) flights_by_peer_.erase(it);
+}
+
 absl::Status KernelService::AdmitFleetWait(const FlightWork& work) {
   if (options_.max_queue == 0) return absl::OkStatus();
   const size_t waiting = pool_->Stats().queue_depth + fleet_waiting_.load();
@@ -469,6 +496,7 @@ void KernelService::FinishFlight(std::shared_ptr<FlightWork> work, FlightResult 
   // answer finds this flight in them.
   StopFleetWait(*work);
   if (work->prefetch) prefetch_flights_.fetch_sub(1);
+  ReleasePeer(work->peer);
   counters_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   // Only compiles run here: a failure shared by another daemon or a wait
   // that was cancelled is not a compile of this daemon's.

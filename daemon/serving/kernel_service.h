@@ -39,6 +39,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -63,6 +64,9 @@ struct CallContext {
   // Polled while waiting; true once the caller has gone away.
   std::function<bool()> cancelled;
   compiler::Priority priority = compiler::Priority::kLive;
+  // Who asks ("uid:1000", a TCP client's address), for the per-peer quota
+  // on new compiles (Options::max_compiles_per_peer); empty = not counted.
+  std::string peer;
 };
 
 struct KernelAnswer {
@@ -104,6 +108,12 @@ class KernelService {
     // flights may take at most half of it, so a flood of them never
     // refuses a request that waits for its kernel. 0 = no bound here.
     size_t max_queue = 0;
+    // Flights one peer (CallContext::peer) may have started and not yet
+    // finished: compiles queued or running, and waits on other daemons'
+    // leases. One more it would start is answered RESOURCE_EXHAUSTED; a
+    // request that joins a flight already running is never refused by it.
+    // 0 = no bound.
+    size_t max_compiles_per_peer = 0;
     // Called after each compile a worker ran (not for answers from the
     // remote tier): "ok", "failed" (NVRTC rejected the program) or "error",
     // and its wall time, queueing included. For metrics; must be cheap.
@@ -129,6 +139,7 @@ class KernelService {
     uint64_t remote_takeovers = 0;  // ... and then compiled it here: the lease lapsed or was released without a cubin
     uint64_t remote_failures_shared = 0;  // flights answered with another daemon's compile failure
     uint64_t prefetches_refused = 0;      // PREFETCHes answered RESOURCE_EXHAUSTED (max_queue)
+    uint64_t peer_compiles_refused = 0;   // new compiles refused by max_compiles_per_peer
     HotCache::Stats hot;
   };
 
@@ -185,12 +196,15 @@ class KernelService {
     std::atomic<uint64_t> requests{0}, memory_hits{0}, disk_hits{0}, compiles{0}, compile_failures{0},
         compile_errors{0}, joined{0}, negative_hits{0}, cached_only_misses{0}, prefetches{0}, abandoned{0},
         in_flight{0}, remote_hits{0}, remote_waits{0}, remote_takeovers{0}, remote_failures_shared{0},
-        prefetches_refused{0};
+        prefetches_refused{0}, peer_compiles_refused{0};
   };
 
   // Whether a PREFETCH may start a flight now (Options::max_queue): OK or
   // RESOURCE_EXHAUSTED saying which bound it met.
   absl::Status AdmitPrefetch() const;
+  // Counts a flight `peer` starts, or says why it may not.
+  absl::Status AdmitPeer(const std::string& peer);
+  void ReleasePeer(const std::string& peer);
   // Whether one more flight may wait on another daemon's lease now.
   absl::Status AdmitFleetWait(const FlightWork& work);
   // A flight that stops waiting (compiles now, or finishes) leaves the
@@ -240,6 +254,8 @@ class KernelService {
   std::atomic<bool> stopping_{false};  // set by the destructor: fleet waits end
   std::atomic<size_t> fleet_waiting_{0};     // flights waiting on another daemon's lease now
   std::atomic<size_t> prefetch_flights_{0};  // flights a PREFETCH started, not finished
+  std::mutex peers_mu_;
+  std::map<std::string, size_t> flights_by_peer_;  // guarded by peers_mu_
 
   // Declared last, destroyed first: its threads run the steps above.
   Executor executor_;

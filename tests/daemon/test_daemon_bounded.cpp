@@ -259,3 +259,40 @@ TEST_F(Bounded, AFullVerifyWithoutTheTokenRunsOncePerMinute) {
 
 }  // namespace
 }  // namespace jitd
+
+namespace jitd {
+namespace {
+
+TEST_F(Bounded, OneClientMayStartTheWorkersAndHalfTheQueueNoMore) {
+  // --workers 1 --max-queue 4: one client may have 1 + 2 new compiles
+  // queued or running; the queue's other half stays for other clients.
+  Start({"--workers", "1", "--max-queue", "4"});
+  const std::vector<std::string> threads = {"128", "256", "512", "1024"};
+  std::vector<absl::Status> answers(threads.size());
+  std::latch start(static_cast<std::ptrdiff_t>(threads.size()));
+  std::vector<std::thread> callers;
+  for (size_t i = 0; i < threads.size(); ++i) {
+    callers.emplace_back([&, i] {
+      std::unique_ptr<Client> client = daemon_->Connect("", kCallTimeout);
+      start.arrive_and_wait();
+      answers[i] = client->GetKernel(KernelRequest("small.block_sum", {{"threads", threads[i]}})).status();
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  size_t refused = 0;
+  for (const absl::Status& answer : answers) {
+    if (answer.ok()) continue;
+    ++refused;
+    EXPECT_EQ(answer.code(), absl::StatusCode::kResourceExhausted) << answer;
+    EXPECT_THAT(std::string(answer.message()),
+                ::testing::ContainsRegex("uid:[0-9]+ has 3 new compiles queued or running, the most one client may "
+                                         "start at once \\(3: the workers and half of --max-queue\\)"));
+  }
+  EXPECT_EQ(refused, 1u);
+  const v1::StatsResponse stats = daemon_->Stats();
+  EXPECT_EQ(stats.peer_compiles_refused(), 1u);
+  EXPECT_EQ(stats.compile_failures(), 0u);
+}
+
+}  // namespace
+}  // namespace jitd

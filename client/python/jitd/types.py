@@ -464,6 +464,7 @@ class Stats:
     remote_oversized: int
     remote_not_reread: int
     prefetches_refused: int
+    peer_compiles_refused: int
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
