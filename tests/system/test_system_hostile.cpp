@@ -1,0 +1,352 @@
+// The hostile soak: attack clients against one daemon that serves an
+// honest client, for a bounded time. Attacks, all at once:
+//   warm bombs       Warm calls of 200,000 specs (refused, naming the cap)
+//   -D churn         GetKernel of ad-hoc -DCHURN_i keys (compiles, evictions)
+//   PREFETCH floods  PREFETCHes of new -DPF_i keys (refused past their share)
+//   connection flood 150 raw connections held, dropped, opened again
+//   slowloris        20 slow clients holding partial heads on /metrics
+//   Redis writer     huge (8 MiB) and unsigned values planted under the keys
+//                    the churn asked for, which it asks for again later
+// What must hold: the honest client (warmed kernels, their hits) succeeds
+// on every call, within the p99 bound below; every /metrics scrape answers
+// 200 within 1 s; the daemon's threads and RSS stay bounded; it never
+// crashes; `verify` is clean at the end. The figures are printed.
+//
+// JITD_HOSTILE_SECONDS sets the duration (default 20, as CI runs it; an
+// hour is JITD_HOSTILE_SECONDS=3600).
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernel_fixtures.h"
+#include "poll_until.h"
+#include "redis_server.h"
+#include "scrape.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::KernelRequest;
+using testing::TempDir;
+using testing::TestDaemon;
+using namespace std::chrono_literals;
+
+// The honest client's bound: a warmed kernel answered from memory or disk
+// while the host's two cores compile the attackers' churn.
+constexpr double kHonestP99Ms = 250;
+constexpr int kMaxThreads = 200;
+constexpr double kMaxRssMiB = 400;
+
+struct ProcStatus {
+  int threads = 0;
+  double rss_mib = 0;
+};
+
+ProcStatus ReadStatus(int pid) {
+  ProcStatus s;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) s.threads = std::stoi(line.substr(8));
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_mib = std::stod(line.substr(6)) / 1024.0;
+  }
+  return s;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+int RawConnect(const std::filesystem::path& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int TcpConnect(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Counts outcomes by name, thread-safe.
+class Tally {
+ public:
+  void Add(const std::string& what, const absl::Status& status) {
+    std::lock_guard lock(mu_);
+    ++counts_[what + " " + (status.ok() ? std::string("ok") : absl::StatusCodeToString(status.code()))];
+  }
+  void Add(const std::string& what) {
+    std::lock_guard lock(mu_);
+    ++counts_[what];
+  }
+  std::map<std::string, uint64_t> counts() const {
+    std::lock_guard lock(mu_);
+    return counts_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, uint64_t> counts_;
+};
+
+TEST(Hostile, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
+  if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server is not installed (deploy/install-deps.sh)";
+  const char* env = std::getenv("JITD_HOSTILE_SECONDS");
+  const int seconds = env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 20;
+  TempDir dir;
+  testing::RedisServer redis(dir / "redis");
+  {
+    std::ofstream key(dir / "fleet.key");
+    key << "0123456789abcdef0123456789abcdef\n";
+  }
+  TestDaemon daemon(dir, {"--kernels", testing::SmallKernelsDir().string(), "--workers", "2", "--max-queue", "8",
+                          "--max-cache-bytes", "256K", "--hot-cache-bytes", "64K", "--metrics-listen",
+                          "127.0.0.1:0", "--remote", redis.url(), "--remote-signing-key-file",
+                          (dir / "fleet.key").string(), "--remote-max-value-bytes", "1M", "--max-connections", "96"});
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  const std::optional<int> metrics_port = testing::MetricsPort(daemon);
+  ASSERT_TRUE(metrics_port.has_value());
+
+  // The honest client warms what it serves (pinned), then asks for it.
+  std::unique_ptr<Client> honest = daemon.Connect("", 30s);
+  const std::vector<v1::GetKernelRequest> served = {KernelRequest("small.fill", {{"dtype", "fp32"}}),
+                                                    KernelRequest("small.fill", {{"dtype", "fp64"}}),
+                                                    KernelRequest("small.scale", {{"clamp", "off"}}),
+                                                    KernelRequest("small.scale", {{"clamp", "on"}})};
+  v1::WarmRequest warm;
+  for (const auto& request : served) {
+    v1::KernelSpec* spec = warm.add_specs();
+    spec->set_kernel(request.kernel());
+    *spec->mutable_params() = request.params();
+  }
+  ASSERT_TRUE(honest->Warm(warm, nullptr).ok());
+
+  // The -D churn's requests, and their keys: a CACHED_ONLY miss names the
+  // key it looked for, so the Redis writer can plant under each before the
+  // churn asks for it.
+  auto churn_request = [](int t, int i) {
+    v1::GetKernelRequest request = KernelRequest("small.fill", {{"dtype", "fp32"}});
+    request.add_options("-DCHURN_" + std::to_string(t) + "_" + std::to_string(i));
+    return request;
+  };
+  constexpr int kChurnKeys = 60;
+  std::vector<std::string> churn_keys;
+  for (int t = 0; t < 2; ++t) {
+    for (int i = 0; i < kChurnKeys; ++i) {
+      v1::GetKernelRequest request = churn_request(t, i);
+      request.set_mode(v1::GetKernelRequest::CACHED_ONLY);
+      const absl::Status miss = honest->GetKernel(request).status();
+      std::smatch key;
+      const std::string message(miss.message());
+      ASSERT_TRUE(std::regex_search(message, key, std::regex("\\(key ([0-9a-f]{64})\\)"))) << miss;
+      churn_keys.push_back(key[1]);
+    }
+  }
+  const std::string huge(8 << 20, 'x');
+  for (size_t i = 0; i < churn_keys.size(); ++i) {
+    ASSERT_TRUE(redis.Command({"SET", "jitd:v1:blob:" + churn_keys[i], i % 2 == 0 ? huge : "an unsigned value"}).ok());
+  }
+
+  std::atomic<bool> stop{false};
+  Tally tally;
+  std::vector<std::thread> threads;
+
+  // Warm bombs: one over gRPC's request size, one over the arch cap (a
+  // 240 KB Warm once expanded to 10^9 items).
+  threads.emplace_back([&] {
+    std::unique_ptr<Client> c = daemon.Connect("", 30s);
+    v1::WarmRequest too_big, too_wide;
+    for (int i = 0; i < 200'000; ++i) too_big.add_specs()->set_kernel("small.fill");
+    for (int i = 0; i < 2'000; ++i) too_wide.add_specs()->set_kernel("small.fill");
+    for (int a = 0; a < 20'000; ++a) too_wide.add_archs("sm_" + std::to_string(1000 + a));
+    while (!stop) {
+      tally.Add("warm bomb (200,000 specs)", c->Warm(too_big, nullptr).status());
+      tally.Add("warm bomb (2,000 specs x 20,000 archs)", c->Warm(too_wide, nullptr).status());
+    }
+  });
+  // -D churn: new keys, each planted in Redis (huge or unsigned) first.
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      std::unique_ptr<Client> c = daemon.Connect("", 60s);
+      for (int i = 0; !stop; ++i) tally.Add("-D churn", c->GetKernel(churn_request(t, i % kChurnKeys)).status());
+    });
+  }
+  // PREFETCH flood.
+  threads.emplace_back([&] {
+    std::unique_ptr<Client> c = daemon.Connect("", 30s);
+    for (int i = 0; !stop; ++i) {
+      v1::GetKernelRequest request =
+          KernelRequest("small.block_sum", {{"threads", "256"}}, v1::GetKernelRequest::PREFETCH);
+      request.add_options("-DPF_" + std::to_string(i));
+      tally.Add("prefetch", c->GetKernel(request).status());
+    }
+  });
+  // Connection flood.
+  threads.emplace_back([&] {
+    while (!stop) {
+      std::vector<int> fds;
+      for (int i = 0; i < 150; ++i) {
+        if (const int fd = RawConnect(daemon.socket_path()); fd >= 0) fds.push_back(fd);
+      }
+      tally.Add("flood rounds");
+      for (int i = 0; i < 20 && !stop; ++i) std::this_thread::sleep_for(10ms);  // held a while
+      for (int fd : fds) close(fd);
+    }
+  });
+  // Slowloris on /metrics: 20 partial heads, re-opened when dropped.
+  threads.emplace_back([&] {
+    std::vector<int> slow;
+    while (!stop) {
+      while (slow.size() < 20) {
+        const int fd = TcpConnect(*metrics_port);
+        if (fd < 0) break;
+        (void)send(fd, "GET /met", 8, MSG_NOSIGNAL);
+        slow.push_back(fd);
+      }
+      std::vector<pollfd> fds;
+      for (int fd : slow) fds.push_back({fd, POLLIN, 0});
+      if (poll(fds.data(), fds.size(), 50) > 0) {
+        for (const pollfd& p : fds) {
+          if (p.revents == 0) continue;
+          close(p.fd);
+          slow.erase(std::find(slow.begin(), slow.end(), p.fd));
+          tally.Add("slowloris dropped by the daemon");
+        }
+      }
+    }
+    for (int fd : slow) close(fd);
+  });
+  // The Redis writer goes on planting over what the daemon writes back.
+  threads.emplace_back([&] {
+    std::mt19937 rng(5);
+    while (!stop) {
+      const size_t i = rng() % churn_keys.size();
+      const bool big = i % 2 == 0;
+      (void)redis.Command({"SET", "jitd:v1:blob:" + churn_keys[i], big ? huge : std::string("an unsigned value")});
+      tally.Add(big ? "redis: huge values planted" : "redis: unsigned values planted");
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+
+  // The honest client and the monitor, on this thread's clock.
+  std::vector<double> honest_ms, scrape_ms;
+  uint64_t honest_failed = 0, scrape_failed = 0;
+  std::string first_failure;
+  int max_threads = 0;
+  double max_rss = 0;
+  const int pid = daemon.process().pid();
+  std::mt19937 rng(1);
+  const auto end = Clock::now() + std::chrono::seconds(seconds);
+  auto next_scrape = Clock::now();
+  while (Clock::now() < end) {
+    const v1::GetKernelRequest& request = served[rng() % served.size()];
+    const auto started = Clock::now();
+    absl::StatusOr<v1::GetKernelResponse> answer = honest->GetKernel(request);
+    honest_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - started).count());
+    if (!answer.ok()) {
+      if (honest_failed++ == 0) first_failure = answer.status().ToString();
+    }
+    if (Clock::now() >= next_scrape) {
+      next_scrape = Clock::now() + 500ms;
+      const auto scrape_started = Clock::now();
+      const std::string response = testing::HttpGet(*metrics_port);
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - scrape_started).count();
+      scrape_ms.push_back(ms);
+      if (response.rfind("HTTP/1.1 200", 0) != 0 || ms > 1000) ++scrape_failed;
+      const ProcStatus status = ReadStatus(pid);
+      max_threads = std::max(max_threads, status.threads);
+      max_rss = std::max(max_rss, status.rss_mib);
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+
+  std::printf("[hostile] %d s: honest client %zu calls, %llu failed, p50 %.2f ms, p99 %.2f ms (bound %.0f ms)\n",
+              seconds, honest_ms.size(), static_cast<unsigned long long>(honest_failed),
+              Percentile(honest_ms, 0.5), Percentile(honest_ms, 0.99), kHonestP99Ms);
+  std::printf("[hostile] /metrics: %zu scrapes, %llu not 200 within 1 s, slowest %.1f ms\n", scrape_ms.size(),
+              static_cast<unsigned long long>(scrape_failed), Percentile(scrape_ms, 1.0));
+  std::printf("[hostile] daemon: at most %d threads (bound %d), RSS at most %.1f MiB (bound %.0f)\n", max_threads,
+              kMaxThreads, max_rss, kMaxRssMiB);
+  for (const auto& [what, n] : tally.counts()) {
+    std::printf("[hostile]   %-36s %llu\n", what.c_str(), static_cast<unsigned long long>(n));
+  }
+  ASSERT_FALSE(daemon.process().Exited()) << daemon.process().Output();
+  const v1::StatsResponse stats = daemon.Stats();
+  std::printf("[hostile] stats: %llu compiles, %llu evictions, %u pinned entries, %llu prefetches refused, "
+              "%llu remote values oversized, %llu remote corrupt\n",
+              static_cast<unsigned long long>(stats.compiles()), static_cast<unsigned long long>(stats.evictions()),
+              static_cast<unsigned>(stats.pinned_entries()),
+              static_cast<unsigned long long>(stats.prefetches_refused()),
+              static_cast<unsigned long long>(stats.remote_oversized()),
+              static_cast<unsigned long long>(stats.remote_corrupt()));
+
+  EXPECT_EQ(honest_failed, 0u) << "first: " << first_failure;
+  EXPECT_LE(Percentile(honest_ms, 0.99), kHonestP99Ms);
+  EXPECT_EQ(scrape_failed, 0u);
+  EXPECT_LE(max_threads, kMaxThreads);
+  EXPECT_LE(max_rss, kMaxRssMiB);
+  EXPECT_EQ(stats.pinned_entries(), served.size()) << "the warmed entries survive the churn";
+  const auto counts = tally.counts();
+  auto count = [&](const std::string& what) { return counts.count(what) ? counts.at(what) : 0; };
+  EXPECT_GT(count("warm bomb (2,000 specs x 20,000 archs) INVALID_ARGUMENT"), 0u);
+  EXPECT_GT(count("warm bomb (200,000 specs) RESOURCE_EXHAUSTED"), 0u);
+  EXPECT_GT(stats.remote_oversized(), 0u) << "huge values were refused unread";
+  EXPECT_GT(stats.remote_corrupt(), 0u) << "unsigned values were refused";
+  EXPECT_GT(count("-D churn ok"), 0u);
+  for (const auto& [what, n] : counts) {
+    EXPECT_EQ(what.find("UNKNOWN"), std::string::npos) << what << ": " << n;
+    EXPECT_EQ(what.find("INTERNAL"), std::string::npos) << what << ": " << n;
+  }
+
+  // The cache is clean, and every warmed kernel is still there.
+  std::unique_ptr<Client> admin = daemon.Connect(*ReadSocketAdminToken(daemon.socket_path()), 120s);
+  absl::StatusOr<v1::VerifyResponse> verified = admin->Verify(v1::VerifyRequest());
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_EQ(verified->corrupt(), 0u);
+  EXPECT_EQ(verified->missing_blobs(), 0u);
+  for (v1::GetKernelRequest request : served) {
+    request.set_mode(v1::GetKernelRequest::CACHED_ONLY);
+    EXPECT_TRUE(honest->GetKernel(request).ok()) << request.ShortDebugString();
+  }
+}
+
+}  // namespace
+}  // namespace jitd
