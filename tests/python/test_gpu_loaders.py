@@ -2,7 +2,7 @@
 daemon serving kernels/, loaded with CuPy, with the CUDA driver through
 ctypes (jitd.driver), with cuda-python, and launched on torch tensors
 (jitd.torch), each checked bit for bit against a CPU reference written from
-KERNELS.md's formula (and against eager PyTorch, which it equals); and the
+docs/KERNELS.md's formula (and against eager PyTorch, which it equals); and the
 examples of client/python/README.md, run as written.
 
 Skipped without a CUDA driver and device. On the GPU host
@@ -35,7 +35,7 @@ SHAPES = [(1, 17, 64), (2, 1024, 3072), (1, 4608, 3072)]
 BLOCK = 256
 
 
-# --- The CPU reference (KERNELS.md) -------------------------------------------------------
+# --- The CPU reference (docs/KERNELS.md) --------------------------------------------------
 # out[b,l,d] = R( R( x[b,l,d] * R(1 + scale[b,d]) ) + shift[b,d] ), fp32 arithmetic,
 # R = round to the dtype, nearest even. Values travel as their 16-bit patterns.
 
