@@ -11,7 +11,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-gpu}
 bundle=${JITD_GPU_BUNDLE:-$root/.gpu/bundle}
-tool=${GPU_BUNDLE_TOOL:-$root/../shared/tools/gpu-bundle}
+tool=${GPU_BUNDLE_TOOL:-$root/tools/gpu-bundle}
 [ -x "$tool" ] || { echo "bundle.sh: $tool not found (set GPU_BUNDLE_TOOL)" >&2; exit 2; }
 
 if [ ! -f "$build/CMakeCache.txt" ]; then

@@ -3,7 +3,7 @@
 # tests/gpu/python_run.sh needs on the GPU host, inside .gpu/bundle (ignored
 # by git; JITD_GPU_BUNDLE for another place):
 #   bin/jitd, bin/jitctl and lib/   jitd with the libraries a GPU host lacks
-#                                   (../shared/tools/gpu-bundle), added to
+#                                   (tools/gpu-bundle), added to
 #                                   what tests/gpu/bundle.sh put there, if any;
 #   python/jitd                     the Python package with its generated
 #                                   stubs, installed with --target: the host's
@@ -18,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-gpu}
 bundle=${JITD_GPU_BUNDLE:-$root/.gpu/bundle}
-tool=${GPU_BUNDLE_TOOL:-$root/../shared/tools/gpu-bundle}
+tool=${GPU_BUNDLE_TOOL:-$root/tools/gpu-bundle}
 python=${JITD_PYTHON:-/usr/bin/python3}
 [ -x "$tool" ] || { echo "python_bundle.sh: $tool not found (set GPU_BUNDLE_TOOL)" >&2; exit 2; }
 
