@@ -1,11 +1,14 @@
 // jitctl: talks to a running jitd daemon. One verb per invocation; each
 // verb lives in its own verb_*.cpp.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "jitd/client.h"
+#include "jitd/detail/text.h"
 #include "verb.h"
 
 namespace {
@@ -19,6 +22,55 @@ int Fail(std::string_view verb, const absl::Status& status, int exit_code) {
   std::cerr << "jitctl: " << verb << ": " << absl::StatusCodeToString(status.code()) << ": " << status.message()
             << '\n';
   return exit_code;
+}
+
+// The options that take a value, so that their values are not read as
+// the verb.
+bool TakesValue(const CLI::App& app, std::string_view arg) {
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->get_expected_min() == 0) continue;  // a flag
+    for (const std::string& name : option->get_lnames()) {
+      if (arg == "--" + name) return true;
+    }
+    for (const std::string& name : option->get_snames()) {
+      if (arg == "-" + name) return true;
+    }
+  }
+  return false;
+}
+
+// The verb a command line names: its first word that is not a global
+// option or an option's value; empty when there is none.
+std::string VerbOf(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") return i + 1 < argc ? argv[i + 1] : "";
+    if (arg.size() > 1 && arg[0] == '-') {
+      if (arg.find('=') == std::string_view::npos && TakesValue(app, arg)) ++i;
+      continue;
+    }
+    return std::string(arg);
+  }
+  return "";
+}
+
+// "; did you mean X?" or "".
+std::string Suggest(std::string_view word, const std::vector<std::string>& known) {
+  const std::vector<std::string> close = jitd::text::CloseMatches(word, known, 2);
+  if (close.empty()) return "";
+  return absl::StrCat("; did you mean ", jitd::text::Join(close, " or "), "?");
+}
+
+// Every long option of the app and of `sub`, as "--name".
+std::vector<std::string> LongOptions(const CLI::App& app, const CLI::App* sub) {
+  std::vector<std::string> names;
+  for (const CLI::App* a : {&app, sub}) {
+    if (a == nullptr) continue;
+    for (const CLI::Option* option : a->get_options()) {
+      for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+    }
+  }
+  return names;
 }
 
 }  // namespace
@@ -54,6 +106,9 @@ int main(int argc, char** argv) {
       ->type_name("DURATION");
   app.set_version_flag("--version", JITD_VERSION);
   app.require_subcommand(1);
+  // Global options may follow the verb too (`jitctl stats --json`): the
+  // verbs inherit this and hand what they do not know to the app.
+  app.fallthrough();
   app.footer(
       "Exit status: 0 success, 1 the daemon answered an error, 2 usage error.\n"
       "Run `jitctl VERB --help` for a verb's options.");
@@ -62,8 +117,30 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, jitd::jitctl::Verb*>> subcommands;
   for (const auto& verb : verbs) subcommands.emplace_back(verb->Register(app), verb.get());
 
+  std::vector<std::string> verb_names;
+  for (const auto& [sub, verb] : subcommands) verb_names.push_back(sub->get_name());
+  if (const std::string word = VerbOf(app, argc, argv);
+      !word.empty() && std::find(verb_names.begin(), verb_names.end(), word) == verb_names.end()) {
+    std::cerr << "jitctl: unknown verb '" << word << "'" << Suggest(word, verb_names) << " (verbs: "
+              << jitd::text::Join(verb_names, ", ") << "; `jitctl --help` says what each does)\n";
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& error) {
+    // An option nobody knows: name the close ones.
+    const CLI::App* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front();
+    std::cerr << "jitctl: " << error.what();
+    // CLI11 lists them after the colon: "... not expected: --jsn --x".
+    const std::string what = error.what();
+    std::vector<std::string> extras = absl::StrSplit(what.substr(what.find(':') + 1), ' ', absl::SkipEmpty());
+    for (const std::string& extra : extras) {
+      if (extra.rfind("--", 0) != 0) continue;
+      const std::string flag = extra.substr(0, extra.find('='));
+      std::cerr << "\njitctl: unknown option " << flag << Suggest(flag, LongOptions(app, sub));
+    }
+    std::cerr << "\nRun `jitctl " << (sub != nullptr ? sub->get_name() + " " : std::string()) << "--help` for the options.\n";
+    return kExitUsage;
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);
     return code == 0 ? 0 : kExitUsage;

@@ -171,19 +171,6 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   return k;
 }
 
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 }  // namespace
 
 absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::string& origin) {
@@ -229,18 +216,9 @@ const KernelDef* Manifest::Find(std::string_view name) const {
 }
 
 std::vector<std::string> Manifest::CloseMatches(std::string_view name, size_t n) const {
-  std::vector<std::pair<size_t, std::string>> scored;
-  for (const auto& k : kernels) {
-    size_t d = EditDistance(name, k.name);
-    // A name that contains the query (or the reverse) is close whatever its
-    // length: "rmsnorm" should find "norm.rmsnorm".
-    if (k.name.find(name) != std::string::npos || (!name.empty() && name.find(k.name) != std::string::npos)) d = 0;
-    if (d <= std::max<size_t>(3, k.name.size() / 3)) scored.emplace_back(d, k.name);
-  }
-  std::sort(scored.begin(), scored.end());
-  std::vector<std::string> out;
-  for (size_t i = 0; i < scored.size() && i < n; ++i) out.push_back(scored[i].second);
-  return out;
+  std::vector<std::string> names;
+  for (const auto& k : kernels) names.push_back(k.name);
+  return text::CloseMatches(name, names, n);
 }
 
 std::vector<std::map<std::string, std::string>> Manifest::Instantiations(const KernelDef& kernel) {

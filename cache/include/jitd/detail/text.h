@@ -3,9 +3,12 @@
 // take std::string_view; Cat does, along with numbers.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -42,6 +45,42 @@ std::string Join(const Container& parts, std::string_view sep) {
     first = false;
     AppendPiece(out, p);
   }
+  return out;
+}
+
+// Levenshtein distance: insertions, deletions and substitutions.
+inline size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// The rule behind every "did you mean" of jitd (kernel names, verbs, flags,
+// config keys): up to `n` of `candidates` close to `name`, closest first.
+// Close is within a third of the candidate's length (at least 3 edits), or
+// containing the name or contained in it ("rmsnorm" finds "norm.rmsnorm").
+template <typename Candidates>
+std::vector<std::string> CloseMatches(std::string_view name, const Candidates& candidates, size_t n = 3) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& c : candidates) {
+    const std::string_view candidate(c);
+    size_t d = EditDistance(name, candidate);
+    if (candidate.find(name) != std::string_view::npos ||
+        (!name.empty() && name.find(candidate) != std::string_view::npos)) {
+      d = 0;
+    }
+    if (d <= std::max<size_t>(3, candidate.size() / 3)) scored.emplace_back(d, std::string(candidate));
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < scored.size() && i < n; ++i) out.push_back(scored[i].second);
   return out;
 }
 
