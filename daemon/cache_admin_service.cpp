@@ -7,6 +7,7 @@
 
 #include "grpc_status.h"
 #include "jitd/detail/text.h"
+#include "manifest.h"
 
 namespace jitd::daemon {
 namespace {
@@ -82,6 +83,11 @@ grpc::Status CacheAdminService::ListEntries(grpc::ServerContext*, const v1::List
   // Listed without the limit so that `total` counts every match; the index
   // rows are small (no blob is read), so this costs little even for large
   // caches.
+  if (!request->arch().empty()) {
+    if (absl::StatusOr<manifest::ArchName> arch = manifest::ParseArchName(request->arch()); !arch.ok()) {
+      return ToGrpcStatus(arch.status());
+    }
+  }
   cache::ListFilter filter;
   filter.kernel_glob = request->kernel_glob();
   filter.arch = request->arch();
@@ -98,6 +104,11 @@ grpc::Status CacheAdminService::Evict(grpc::ServerContext* context, const v1::Ev
   const InFlightCalls::Scope in_flight(calls_);
   if (absl::Status allowed = auth_.Authorize(*context, "Evict"); !allowed.ok()) {
     return ToGrpcStatus(allowed);
+  }
+  if (!request->arch().empty()) {
+    if (absl::StatusOr<manifest::ArchName> arch = manifest::ParseArchName(request->arch()); !arch.ok()) {
+      return ToGrpcStatus(arch.status());
+    }
   }
   absl::StatusOr<cache::EvictResult> result = cache_.Evict(FromProto(*request));
   if (!result.ok()) return ToGrpcStatus(result.status());

@@ -132,6 +132,16 @@ struct Toolchain {
   static absl::StatusOr<Toolchain> FromIdentity(const compiler::ToolkitIdentity& identity);
 };
 
+// An arch name's parts: sm_90a is {90, 'a'}.
+struct ArchName {
+  int number = 0;
+  char suffix = 0;  // 0, 'a' or 'f'
+};
+// The spelling alone (sm_XX, sm_XXa, sm_XXf; no leading zero), whatever the
+// toolchain supports: for filters over entries of any toolchain.
+// INVALID_ARGUMENT saying what is wrong and how to write it.
+absl::StatusOr<ArchName> ParseArchName(std::string_view arch);
+
 // Checks an arch name ("sm_90", "sm_90a", "sm_100f") against the toolchain.
 // INVALID_ARGUMENT lists what is supported.
 absl::Status ValidateArch(std::string_view arch, const Toolchain& toolchain);

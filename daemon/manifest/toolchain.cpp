@@ -58,30 +58,48 @@ absl::StatusOr<Toolchain> Toolchain::FromIdentity(const compiler::ToolkitIdentit
   return t;
 }
 
-absl::Status ValidateArch(std::string_view arch, const Toolchain& t) {
-  auto bad = [&](std::string_view why) {
-    return absl::InvalidArgumentError(Cat("arch '", arch, "' ", why, "; ", SupportedSummary(t)));
-  };
-  if (arch.size() > 16)
+namespace {
+
+// The spelling rule, its refusals ending in `hint`.
+absl::StatusOr<ArchName> ParseArchSpelling(std::string_view arch, std::string_view hint) {
+  auto bad = [&](std::string_view why) { return absl::InvalidArgumentError(Cat("arch '", arch, "' ", why, hint)); };
+  if (arch.size() > 16) {
     return absl::InvalidArgumentError(Cat("arch name of ", arch.size(), " characters is not an arch"));
+  }
   if (arch.substr(0, 3) != "sm_") return bad("is not of the form sm_XX, sm_XXa or sm_XXf");
   std::string_view rest = arch.substr(3);
-  char suffix = 0;
+  ArchName name;
   if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
-    suffix = rest.back();
+    name.suffix = rest.back();
     rest.remove_suffix(1);
   }
-  int number = 0;
-  auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), number);
+  auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), name.number);
   if (rest.empty() || ec != std::errc() || end != rest.data() + rest.size()) {
     return bad("is not of the form sm_XX, sm_XXa or sm_XXf");
   }
   // sm_090 would pass as 90 here and reach NVRTC as "sm_090", which it
   // rejects (then remembered as the kernel's failure): one spelling only.
-  if (rest.front() == '0') return bad(Cat("has a leading zero (write sm_", number, ")"));
-  if (std::find(t.archs.begin(), t.archs.end(), number) == t.archs.end()) return bad("is not supported");
-  if (suffix == 'a' && number < kFirstArchSpecific) return bad("has no architecture-specific ('a') variant");
-  if (suffix == 'f' && number < kFirstFamilySpecific) return bad("has no family-specific ('f') variant");
+  if (rest.front() == '0') return bad(Cat("has a leading zero (write sm_", name.number, ")"));
+  if (name.number < 10) return bad("has one digit; an arch has two or three (sm_90, sm_100)");
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<ArchName> ParseArchName(std::string_view arch) {
+  return ParseArchSpelling(arch, " (write sm_90, sm_90a or sm_100f)");
+}
+
+absl::Status ValidateArch(std::string_view arch, const Toolchain& t) {
+  const std::string hint = Cat("; ", SupportedSummary(t));
+  absl::StatusOr<ArchName> name = ParseArchSpelling(arch, hint);
+  if (!name.ok()) return name.status();
+  auto bad = [&](std::string_view why) { return absl::InvalidArgumentError(Cat("arch '", arch, "' ", why, hint)); };
+  if (std::find(t.archs.begin(), t.archs.end(), name->number) == t.archs.end()) return bad("is not supported");
+  if (name->suffix == 'a' && name->number < kFirstArchSpecific) {
+    return bad("has no architecture-specific ('a') variant");
+  }
+  if (name->suffix == 'f' && name->number < kFirstFamilySpecific) return bad("has no family-specific ('f') variant");
   return absl::OkStatus();
 }
 
