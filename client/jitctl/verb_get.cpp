@@ -85,7 +85,16 @@ class GetVerb final : public Verb {
       if (absl::Status written = WriteFile(output_path_, answer.cubin); !written.ok()) return written;
     }
     if (output.json) {
-      output.out << ToJson(ToResponse(answer));
+      // What was asked for (kernel, params) beside what came back; the
+      // cubin's bytes go to -o, not into the document (cubin_size says
+      // how many there are).
+      std::string params = "{";
+      for (const auto& [name, value] : spec_.params) {
+        if (params.size() > 1) params += ',';
+        params += JsonString(name) + ":" + JsonString(value);
+      }
+      params += '}';
+      output.out << ToJson(ToResponse(answer), {{"kernel", JsonString(kernel_)}, {"params", params}}, {"cubin"});
       return 0;
     }
     if (answer.source == v1::GetKernelResponse::NONE) {

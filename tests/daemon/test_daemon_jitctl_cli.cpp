@@ -1,0 +1,144 @@
+// jitctl as scripts and people meet it, against a real daemon: every
+// verb's --json parsed by a real JSON parser (google.protobuf.Value) and
+// its numbers checked to be JSON numbers; global flags before or after the
+// verb; "did you mean" for a mistyped verb or option.
+#include <gmock/gmock.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "jitd/client.h"
+#include "kernel_fixtures.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using google::protobuf::Value;
+using ::testing::HasSubstr;
+using testing::ProcessResult;
+using testing::TempDir;
+using testing::TestDaemon;
+
+// The document a run printed, parsed; fails the test when it is not JSON.
+Value Parse(const ProcessResult& run) {
+  Value value;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(run.output, &value);
+  EXPECT_TRUE(parsed.ok()) << parsed.ToString() << "\n" << run.output;
+  return value;
+}
+
+const Value& Field(const Value& object, const std::string& name) {
+  static const Value kMissing;
+  const auto& fields = object.struct_value().fields();
+  const auto it = fields.find(name);
+  EXPECT_NE(it, fields.end()) << "no \"" << name << "\" in " << object.ShortDebugString();
+  return it == fields.end() ? kMissing : it->second;
+}
+
+void ExpectNumber(const Value& object, const std::string& name) {
+  EXPECT_EQ(Field(object, name).kind_case(), Value::kNumberValue)
+      << "\"" << name << "\" is not a JSON number in " << object.ShortDebugString();
+}
+
+class JitctlCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<TestDaemon>(
+        dir_, std::vector<std::string>{"--kernels", testing::SmallKernelsDir().string(), "--workers", "1"});
+    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
+  }
+  ProcessResult Jitctl(const std::vector<std::string>& args) {
+    ProcessResult run = daemon_->Jitctl(args);
+    EXPECT_NE(run.exit_code, -1) << "timed out: jitctl " << ::testing::PrintToString(args);
+    return run;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<TestDaemon> daemon_;
+};
+
+TEST_F(JitctlCli, EveryVerbsJsonIsOneDocumentWhoseNumbersAreNumbers) {
+  const Value got = Parse(Jitctl({"--json", "get", "small.fill", "-p", "dtype=fp32"}));
+  EXPECT_EQ(Field(got, "kernel").string_value(), "small.fill");
+  EXPECT_EQ(Field(Field(got, "params"), "dtype").string_value(), "fp32");
+  EXPECT_EQ(got.struct_value().fields().count("cubin"), 0u) << "the cubin's bytes go to -o, not into the document";
+  ExpectNumber(got, "cubin_size");
+  ExpectNumber(got, "compile_ms");
+  EXPECT_GT(Field(got, "cubin_size").number_value(), 0);
+
+  const Value stats = Parse(Jitctl({"--json", "stats"}));
+  for (const char* name : {"entries", "bytes", "max_bytes", "hits", "misses", "workers", "compiles", "uptime_s"}) {
+    ExpectNumber(stats, name);
+  }
+  EXPECT_EQ(Field(stats, "entries").number_value() + 1, 2) << "usable in arithmetic, as jq '.entries + 1' is";
+
+  const Value ls = Parse(Jitctl({"--json", "ls"}));
+  ExpectNumber(ls, "total");
+  ASSERT_EQ(Field(ls, "entries").list_value().values_size(), 1);
+  const Value& entry = Field(ls, "entries").list_value().values(0);
+  for (const char* name : {"size_bytes", "created_unix_ms", "last_used_unix_ms", "hits", "compile_ms"}) {
+    ExpectNumber(entry, name);
+  }
+  EXPECT_EQ(Field(entry, "pinned").kind_case(), Value::kBoolValue);
+
+  const Value kernels = Parse(Jitctl({"--json", "kernels"}));
+  EXPECT_GT(Field(kernels, "kernels").list_value().values_size(), 0);
+
+  const Value verify = Parse(Jitctl({"--json", "verify"}));
+  ExpectNumber(verify, "checked");
+  ExpectNumber(verify, "corrupt");
+
+  const Value evict = Parse(Jitctl({"--json", "evict", "--dry-run", "--kernel", "small.*"}));
+  ExpectNumber(evict, "evicted_entries");
+  ExpectNumber(evict, "remaining_bytes");
+
+  const Value warm = Parse(Jitctl({"--json", "warm", "--all"}));
+  for (const char* name : {"total", "compiled", "cached", "failed", "elapsed_ms"}) ExpectNumber(warm, name);
+  EXPECT_EQ(Field(warm, "progress").kind_case(), Value::kListValue);
+
+  const Value health = Parse(Jitctl({"--json", "health"}));
+  EXPECT_EQ(Field(health, "status").string_value(), "SERVING");
+}
+
+TEST_F(JitctlCli, GlobalFlagsWorkBeforeOrAfterTheVerb) {
+  const ProcessResult after = Jitctl({"stats", "--json"});
+  ASSERT_EQ(after.exit_code, 0) << after.output;
+  ExpectNumber(Parse(after), "entries");
+  const ProcessResult timeout_after = Jitctl({"ls", "--timeout", "5s", "--json"});
+  ASSERT_EQ(timeout_after.exit_code, 0) << timeout_after.output;
+  ExpectNumber(Parse(timeout_after), "total");
+}
+
+TEST_F(JitctlCli, AMistypedVerbOrOptionGetsDidYouMean) {
+  const ProcessResult verb = Jitctl({"stat"});
+  EXPECT_EQ(verb.exit_code, 2);
+  EXPECT_THAT(verb.output, HasSubstr("unknown verb 'stat'; did you mean stats"));
+  EXPECT_THAT(verb.output, HasSubstr("verbs: get, kernels, warm, ls, stats, evict, verify, health"));
+  const ProcessResult option = Jitctl({"stats", "--jsn"});
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_THAT(option.output, HasSubstr("unknown option --jsn; did you mean --json?"));
+  const ProcessResult verb_option = Jitctl({"evict", "--dryrun", "--kernel", "x"});
+  EXPECT_EQ(verb_option.exit_code, 2);
+  EXPECT_THAT(verb_option.output, HasSubstr("did you mean --dry-run?"));
+}
+
+TEST_F(JitctlCli, AnArchFilterThatCannotBeAnArchIsRefusedNotSilentlyEmpty) {
+  ASSERT_EQ(Jitctl({"get", "small.fill", "-p", "dtype=fp32"}).exit_code, 0);
+  const ProcessResult ls = Jitctl({"ls", "--arch", "sm90"});
+  EXPECT_EQ(ls.exit_code, 1);
+  EXPECT_THAT(ls.output, HasSubstr("INVALID_ARGUMENT: arch 'sm90' is not of the form sm_XX, sm_XXa or sm_XXf"));
+  const ProcessResult evict = Jitctl({"evict", "--arch", "sm_9", "--dry-run"});
+  EXPECT_EQ(evict.exit_code, 1);
+  EXPECT_THAT(evict.output, HasSubstr("arch 'sm_9' has one digit; an arch has two or three"));
+  // A well-spelled arch no entry has is an empty answer, as it should be.
+  const ProcessResult other = Jitctl({"--json", "ls", "--arch", "sm_100a"});
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_EQ(Field(Parse(other), "total").number_value(), 0);
+}
+
+}  // namespace
+}  // namespace jitd
