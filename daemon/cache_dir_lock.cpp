@@ -24,10 +24,16 @@ std::string ReadHolder(const std::filesystem::path& file) {
   text << in.rdbuf();
   std::string holder = text.str();
   while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-  for (char& c : holder) {
-    if (c == '\n') c = ',';
+  // One line per fact in the file, ", " between them in a message.
+  std::string joined;
+  for (const char c : holder) {
+    if (c == '\n') {
+      joined += ", ";
+    } else {
+      joined += c;
+    }
   }
-  return holder.empty() ? "a process that has not written its pid yet" : holder;
+  return joined.empty() ? "a process that has not written its pid yet" : joined;
 }
 
 }  // namespace

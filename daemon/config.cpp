@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -43,7 +44,12 @@ std::filesystem::path DefaultCacheDir() {
   if (std::string cache_home = EnvOrEmpty("XDG_CACHE_HOME"); !cache_home.empty()) {
     return std::filesystem::path(cache_home) / "jitd";
   }
+  // $HOME, else the password database's home, as the default socket's
+  // rule (client/src/endpoint.cpp): both then agree where HOME is unset.
   std::string home = EnvOrEmpty("HOME");
+  if (home.empty()) {
+    if (const passwd* entry = getpwuid(getuid()); entry != nullptr && entry->pw_dir != nullptr) home = entry->pw_dir;
+  }
   if (home.empty()) home = "/tmp";
   return std::filesystem::path(home) / ".cache" / "jitd";
 }

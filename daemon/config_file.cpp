@@ -1,5 +1,7 @@
 #include "config_file.h"
 
+#include "jitd/detail/text.h"
+
 #include <toml++/toml.h>
 
 #include <functional>
@@ -259,8 +261,11 @@ absl::StatusOr<ConfigLayer> ReadConfigFile(const std::filesystem::path& path) {
     if (reader == readers.end()) {
       std::vector<std::string> known;
       for (const auto& [known_key, unused] : readers) known.push_back(known_key);
-      return absl::InvalidArgumentError(
-          absl::StrCat(line, ": unknown key '", key_name, "' (known keys: ", absl::StrJoin(known, ", "), ")"));
+      const std::vector<std::string> close = jitd::text::CloseMatches(key_name, known, 2);
+      return absl::InvalidArgumentError(absl::StrCat(
+          line, ": unknown key '", key_name, "'",
+          close.empty() ? std::string() : absl::StrCat("; did you mean ", absl::StrJoin(close, " or "), "?"),
+          " (known keys: ", absl::StrJoin(known, ", "), ")"));
     }
     if (absl::Status read = reader->second(value, layer); !read.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(line, ": key '", key_name, "': ", read.message()));

@@ -37,13 +37,13 @@ int Serve(const CommandLine& command_line) {
     file = *std::move(read);
   }
   const jitd::daemon::DaemonConfig config = jitd::daemon::ResolveConfig(file, command_line.flags);
-  spdlog::info("jitd {} starting: listen {}, kernels {}, cache {}, budget {}, {} workers, arch {}", JITD_VERSION,
+  spdlog::info("jitd {} starting: listen {}, kernels {}, cache {}, budget {}, {} worker{}, arch {}", JITD_VERSION,
                fmt::join(config.listen, " "), config.kernels_dir.string(), config.cache_dir.string(),
                config.max_cache_bytes == 0
                    ? std::string("unbounded")
                    : fmt::format("{:.1f} GiB ({} bytes)", static_cast<double>(config.max_cache_bytes) / (1 << 30),
                                  config.max_cache_bytes),
-               config.workers, config.arch);
+               config.workers, config.workers == 1 ? "" : "s", config.arch);
 
   absl::StatusOr<std::unique_ptr<jitd::daemon::Server>> server = jitd::daemon::Server::Start(config);
   if (!server.ok()) {

@@ -108,6 +108,14 @@ TEST_F(ConfigFileTest, UnknownKeyIsRejectedNamingFileLineAndKey) {
   EXPECT_THAT(std::string(layer.status().message()), HasSubstr("max_cache_bytes"));  // the hint
 }
 
+TEST_F(ConfigFileTest, AMistypedKeyGetsDidYouMean) {
+  const auto path = Write("max_cache_byte = \"10G\"\n");
+  absl::StatusOr<ConfigLayer> layer = ReadConfigFile(path);
+  ASSERT_EQ(layer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(layer.status().message()),
+              HasSubstr("unknown key 'max_cache_byte'; did you mean max_cache_bytes"));
+}
+
 TEST_F(ConfigFileTest, WrongTypeIsRejectedNamingKeyAndBothTypes) {
   const auto path = Write("workers = \"eight\"\n");
   absl::StatusOr<ConfigLayer> layer = ReadConfigFile(path);
