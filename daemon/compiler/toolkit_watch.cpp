@@ -1,10 +1,16 @@
 #include "toolkit_watch.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 #include <link.h>
 #include <nvrtc.h>
 #include <openssl/evp.h>
 
+#include <map>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -105,12 +111,141 @@ std::string ToolkitIdentity::Describe() const {
          nvrtc_library_fingerprint.substr(0, 12);
 }
 
+// inotify over the toolkit's directories and library files, and the mount
+// table: Changed() says whether anything happened there since its last
+// call. An event is queued by the kernel within the write, rename or
+// unlink that causes it, so a change NVRTC could have read is always
+// queued by the time the compile's answer reaches Check().
+class ToolkitWatch::Notifier {
+ public:
+  // Null when inotify cannot be set up (no instance left, the watch limit).
+  static std::shared_ptr<Notifier> Make(const fs::path& include_dir, const std::vector<fs::path>& libraries) {
+    auto n = std::shared_ptr<Notifier>(new Notifier());
+    n->fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (n->fd_ < 0) return nullptr;
+    constexpr uint32_t kContent = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE |
+                                  IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
+    constexpr uint32_t kEntries = IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF;
+    // `only`: the one entry of that directory that matters (the next
+    // component of a path through it); empty: every event counts.
+    auto watch = [&](const fs::path& p, uint32_t mask, const std::string& only = "") {
+      const int wd = inotify_add_watch(n->fd_, p.c_str(), mask);
+      if (wd < 0) return false;
+      if (only.empty()) {
+        n->only_.erase(wd);
+        n->everything_.insert(wd);
+      } else if (n->everything_.count(wd) == 0) {
+        n->only_[wd].insert(only);
+      }
+      return true;
+    };
+    std::error_code ec;
+    if (!watch(include_dir, kContent)) return nullptr;
+    for (auto it = fs::recursive_directory_iterator(include_dir, fs::directory_options::follow_directory_symlink, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->is_directory(ec) && !watch(it->path(), kContent)) return nullptr;
+    }
+    if (ec) return nullptr;
+    // The directories above, as written and as resolved: a link on the way
+    // (/usr/local/cuda) repointed at another toolkit.
+    for (const fs::path& start : {include_dir, fs::weakly_canonical(include_dir, ec)}) {
+      fs::path below = start;
+      for (fs::path up = start.parent_path(); !up.empty() && below != up; below = up, up = up.parent_path()) {
+        if (!watch(up, kEntries, below.filename().string())) return nullptr;
+      }
+    }
+    for (const fs::path& library : libraries) {
+      if (!watch(library, kContent) || !watch(library.parent_path(), kEntries, library.filename().string())) {
+        return nullptr;
+      }
+      const fs::path real = fs::weakly_canonical(library, ec);
+      if (!ec && !watch(real.parent_path(), kEntries, real.filename().string())) return nullptr;
+    }
+    n->mounts_fd_ = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (n->mounts_fd_ < 0) return nullptr;
+    n->DrainMounts();
+    return n;
+  }
+
+  ~Notifier() {
+    if (fd_ >= 0) close(fd_);
+    if (mounts_fd_ >= 0) close(mounts_fd_);
+  }
+
+  // Whether an event came since the last call (and forgets them).
+  bool Changed() {
+    bool changed = false;
+    alignas(inotify_event) char buffer[16384];
+    while (true) {
+      const ssize_t n = read(fd_, buffer, sizeof(buffer));
+      if (n > 0) {
+        for (ssize_t at = 0; at < n;) {
+          const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
+          at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+          if (Matters(*event)) changed = true;
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;  // EAGAIN: the queue is empty
+    }
+    pollfd mounts{mounts_fd_, POLLPRI, 0};
+    if (poll(&mounts, 1, 0) > 0 && (mounts.revents & (POLLPRI | POLLERR)) != 0) {
+      changed = true;
+      DrainMounts();
+    }
+    return changed;
+  }
+
+ private:
+  Notifier() = default;
+  bool Matters(const inotify_event& event) const {
+    if ((event.mask & (IN_Q_OVERFLOW | IN_IGNORED)) != 0 || everything_.count(event.wd) > 0) return true;
+    const auto only = only_.find(event.wd);
+    if (only == only_.end()) return true;
+    // An event on the directory itself (moved, deleted) or on the entry
+    // that matters.
+    return event.len == 0 || only->second.count(event.name) > 0;
+  }
+  // Reading the mount table to its end re-arms its POLLPRI.
+  void DrainMounts() {
+    char buffer[8192];
+    lseek(mounts_fd_, 0, SEEK_SET);
+    while (read(mounts_fd_, buffer, sizeof(buffer)) > 0) {
+    }
+  }
+  int fd_ = -1;
+  int mounts_fd_ = -1;
+  std::set<int> everything_;                      // watches whose every event counts
+  std::map<int, std::set<std::string>> only_;     // watches where only these entries count
+};
+
+ToolkitWatch::ToolkitWatch(Options options) : options_(std::move(options)) {}
+
 absl::StatusOr<std::shared_ptr<ToolkitWatch>> ToolkitWatch::Start(Options options) {
   std::shared_ptr<ToolkitWatch> watch(new ToolkitWatch(std::move(options)));
   std::lock_guard lock(watch->mu_);
   if (absl::Status s = watch->Fingerprint(); !s.ok()) return s;
   watch->last_ = Observation{watch->epoch_, watch->identity_.fingerprint};
   return watch;
+}
+
+std::uint64_t ToolkitWatch::stat_passes() const {
+  std::lock_guard lock(mu_);
+  return stat_passes_;
+}
+
+bool ToolkitWatch::notified() const {
+  std::lock_guard lock(mu_);
+  return notifier_ != nullptr;
+}
+
+bool ToolkitWatch::PassNeeded() {
+  const Clock::time_point now = Clock::now();
+  if (notifier_ == nullptr || options_.full_pass_every.count() <= 0 || !last_.ok()) return true;
+  // Drained whatever the answer: what it held is seen by this pass.
+  const bool changed = notifier_->Changed();
+  return changed || now - last_full_pass_ >= options_.full_pass_every;
 }
 
 absl::StatusOr<std::string> ToolkitWatch::Metadata(bool* recent) const {
@@ -130,6 +265,17 @@ absl::Status ToolkitWatch::Fingerprint() {
   // Bounded: a toolkit being rewritten for minutes is fingerprinted as it
   // is then, and the next change is noticed by the next Check.
   for (int attempt = 0; attempt < 30; ++attempt) {
+    // Watching first: whatever changes from here on is queued, so nothing
+    // between this pass and the next Check() goes unseen.
+    if (options_.full_pass_every.count() > 0) {
+      absl::StatusOr<std::vector<fs::path>> libraries = NvrtcLibraryFiles();
+      notifier_ = libraries.ok() ? Notifier::Make(options_.include_dir, *libraries) : nullptr;
+      if (notifier_ == nullptr) {
+        spdlog::debug("toolkit watch: no inotify watch on {}; a stat pass runs at every check",
+                      options_.include_dir.string());
+      }
+    }
+    last_full_pass_ = Clock::now();
     bool recent = false;
     absl::StatusOr<std::string> before = Metadata(&recent);
     if (!before.ok()) return before.status();
@@ -158,6 +304,9 @@ absl::StatusOr<ToolkitWatch::Observation> ToolkitWatch::Check() {
   // must see.
   if (last_check_started_ >= called) return last_;
   last_check_started_ = Clock::now();
+  if (!PassNeeded()) return last_;
+  last_full_pass_ = last_check_started_;
+  ++stat_passes_;
   absl::StatusOr<std::string> now = Metadata(nullptr);
   if (now.ok() && *now == metadata_) {
     last_ = Observation{epoch_, identity_.fingerprint};

@@ -6,8 +6,12 @@
 //   ToolkitIdentity  what they are: content fingerprints, computed once
 //                    (and remembered on disk against the files' metadata).
 //   ToolkitWatch     notices when they change: Check() stats every header
-//                    and library file (~2k files, a few ms) and compares
-//                    with the metadata the identity was computed from.
+//                    and library file (~2k files, ~10 ms) and compares
+//                    with the metadata the identity was computed from,
+//                    when inotify (or the mount table) says something may
+//                    have changed since the last pass, or that pass is
+//                    older than Options::full_pass_every; otherwise it
+//                    costs a read of an empty inotify queue (microseconds).
 //
 // WorkerPool reads Last() right before it sends a job to a worker and calls
 // Check() when the answer arrives (see WorkerPool::Options::toolkit): a job
@@ -77,6 +81,15 @@ class ToolkitWatch {
     // long: timestamps are coarse (a clock tick), and a second write within
     // the tick of the first could otherwise leave the metadata unchanged.
     std::chrono::nanoseconds settle = std::chrono::seconds(2);
+    // inotify watches every header directory, the directories above the
+    // include directory (a /usr/local/cuda link repointed), the library
+    // files and their directories; /proc/self/mountinfo tells of mounts
+    // (a bind mount over a header changes no file inotify sees). Without
+    // an event, Check() skips the stat pass, but never for longer than
+    // this (what neither can see: a network file system changed from
+    // another host). Zero: a stat pass at every Check(), as without
+    // inotify (the fallback when it cannot be set up).
+    std::chrono::nanoseconds full_pass_every = std::chrono::seconds(30);
   };
 
   // Computes the identity (waiting for a toolkit that changed within
@@ -90,7 +103,8 @@ class ToolkitWatch {
     std::string fingerprint;  // ToolkitIdentity::fingerprint now
   };
 
-  // Stats the headers and libraries. Unchanged: the current observation.
+  // Stats the headers and libraries (skipped when nothing may have changed:
+  // see Options::full_pass_every). Unchanged: the current observation.
   // Changed: logs one line "toolkit changed: ...", waits for the files to
   // settle, computes the new identity, bumps the epoch and calls every
   // listener, all before it returns (and before any other Check returns
@@ -106,6 +120,10 @@ class ToolkitWatch {
   // The identity now (after the last change Check() noticed).
   ToolkitIdentity identity() const;
   std::uint64_t epoch() const;
+  // Stat passes run so far (at Start and by Check), for tests and benches.
+  std::uint64_t stat_passes() const;
+  // Whether inotify watches the toolkit (else every Check() is a pass).
+  bool notified() const;
 
   // Called as fn(now, before) inside Check() after a change, in the order
   // added, under the watch's lock: it must not call Check(). Returns an id
@@ -116,15 +134,23 @@ class ToolkitWatch {
   void RemoveListener(std::uint64_t id);
 
  private:
-  explicit ToolkitWatch(Options options) : options_(std::move(options)) {}
+  explicit ToolkitWatch(Options options);
   // The metadata digest of the headers and libraries (requires mu_).
   absl::StatusOr<std::string> Metadata(bool* recent) const;
   // Waits until the toolkit is still, then computes identity and metadata
   // (requires mu_).
   absl::Status Fingerprint();
 
+  // inotify and the mount table: what makes a stat pass needed.
+  class Notifier;
+  // Whether a stat pass may find a change now (requires mu_).
+  bool PassNeeded();
+
   const Options options_;
   mutable std::mutex mu_;
+  std::shared_ptr<Notifier> notifier_;  // null: a stat pass every Check()
+  std::chrono::steady_clock::time_point last_full_pass_{};
+  std::uint64_t stat_passes_ = 0;
   ToolkitIdentity identity_;
   std::string metadata_;  // of the files identity_ was computed from
   std::uint64_t epoch_ = 0;

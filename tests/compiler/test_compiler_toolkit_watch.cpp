@@ -117,6 +117,47 @@ TEST_F(ToolkitWatchTest, AChangedHeaderIsNoticedOnceWithANewFingerprint) {
   EXPECT_EQ(fourth->fingerprint, old);
 }
 
+TEST_F(ToolkitWatchTest, WithNothingChangedAChecksCostsNoStatPassAndAChangeIsStillSeenAtOnce) {
+  auto watch = Watch();
+  ASSERT_TRUE(watch->notified()) << "inotify is available here";
+  // The watch's own start (the memo directory it made beside the headers)
+  // may leave one event: the first Check takes it.
+  ASSERT_TRUE(watch->Check().ok());
+  const uint64_t passes = watch->stat_passes();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(watch->Check().ok());
+  EXPECT_EQ(watch->stat_passes(), passes) << "no event, no pass";
+  // A write is queued by the kernel within the write: the very next Check
+  // makes a pass and sees it (no wait, no poll).
+  Write(include() / "cccl/cub.cuh", "// cub, edited\n");
+  auto changed = watch->Check();
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(changed->epoch, 1u);
+  EXPECT_GT(watch->stat_passes(), passes);
+  // So are a new header in a new directory (watched once the change is
+  // seen) and a rename over a header, as a package upgrade does.
+  fs::create_directories(include() / "cccl/new");
+  Write(include() / "cccl/new/x.h", "// x\n");
+  EXPECT_EQ(watch->Check()->epoch, 2u);
+  Write(include() / "cccl/new/x.h", "// x, edited\n");
+  EXPECT_EQ(watch->Check()->epoch, 3u);
+  Write(dir_ / "replacement.h", "// fp16, new\n");
+  fs::rename(dir_ / "replacement.h", include() / "cuda_fp16.h");
+  EXPECT_EQ(watch->Check()->epoch, 4u);
+}
+
+TEST_F(ToolkitWatchTest, WithoutInotifyEveryCheckIsAStatPass) {
+  ToolkitWatch::Options options;
+  options.include_dir = include();
+  options.settle = 0ns;
+  options.full_pass_every = 0ns;
+  auto watch = ToolkitWatch::Start(options);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  EXPECT_FALSE((*watch)->notified());
+  const uint64_t passes = (*watch)->stat_passes();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*watch)->Check().ok());
+  EXPECT_EQ((*watch)->stat_passes(), passes + 3);
+}
+
 TEST_F(ToolkitWatchTest, AJobKeyedUnderAnotherToolkitIsRefusedNotCompiled) {
   auto watch = Watch();
   WorkerPool& pool = StartPool(watch);
