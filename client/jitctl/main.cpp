@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   // verbs inherit this and hand what they do not know to the app.
   app.fallthrough();
   app.footer(
-      "Exit status: 0 success, 1 the daemon answered an error, 2 usage error.\n"
+      "Exit status: 0 success, 1 the daemon answered an error or could not be reached, or a local step failed (get "
+      "-o), 2 usage error.\n"
       "Run `jitctl VERB --help` for a verb's options.");
 
   std::vector<std::unique_ptr<jitd::jitctl::Verb>> verbs = jitd::jitctl::MakeVerbs();

@@ -1,5 +1,9 @@
 // `jitctl get`: one kernel instantiation as a cubin, optionally saved.
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
@@ -12,12 +16,16 @@
 namespace jitd::jitctl {
 namespace {
 
-absl::Status WriteFile(const std::string& path, const std::string& bytes) {
+// "" when written, else why not (errno's words): a local failure, which
+// the caller reports as such, not as an answer of the daemon.
+std::string WriteFile(const std::string& path, const std::string& bytes) {
+  errno = 0;
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) return errno != 0 ? std::strerror(errno) : "cannot open it";
   file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   file.close();
-  if (!file) return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  if (!file) return errno != 0 ? std::strerror(errno) : "the write failed";
+  return "";
 }
 
 // The answer as --json prints it: GetKernelResponse's fields, the cubin's
@@ -70,6 +78,12 @@ class GetVerb final : public Verb {
     }
     spec_.arch = arch_;
     spec_.options = options_;
+    std::error_code ec;
+    if (!output_path_.empty() && std::filesystem::is_directory(output_path_, ec)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("-o ", output_path_, " is a directory; name the file to write (-o ", output_path_,
+                       "/kernel.cubin)"));
+    }
     if (mode_ == "cached-only") mode_value_ = v1::GetKernelRequest::CACHED_ONLY;
     if (mode_ == "prefetch") mode_value_ = v1::GetKernelRequest::PREFETCH;
     return absl::OkStatus();
@@ -82,7 +96,11 @@ class GetVerb final : public Verb {
     if (!binary.ok()) return binary.status();
     const KernelBinary& answer = **binary;
     if (!output_path_.empty() && answer.source != v1::GetKernelResponse::NONE) {
-      if (absl::Status written = WriteFile(output_path_, answer.cubin); !written.ok()) return written;
+      if (const std::string why = WriteFile(output_path_, answer.cubin); !why.empty()) {
+        std::cerr << "jitctl: get: the daemon answered, but the cubin cannot be written to " << output_path_ << ": "
+                  << why << "\n";
+        return 1;
+      }
     }
     if (output.json) {
       // What was asked for (kernel, params) beside what came back; the

@@ -126,6 +126,18 @@ TEST_F(JitctlCli, AMistypedVerbOrOptionGetsDidYouMean) {
   EXPECT_THAT(verb_option.output, HasSubstr("did you mean --dry-run?"));
 }
 
+TEST_F(JitctlCli, AnOutputPathThatCannotBeWrittenIsALocalErrorNotTheDaemons) {
+  const ProcessResult to_dir = Jitctl({"get", "small.fill", "-p", "dtype=fp32", "-o", dir_.path().string()});
+  EXPECT_EQ(to_dir.exit_code, 2) << to_dir.output;
+  EXPECT_THAT(to_dir.output, HasSubstr("is a directory; name the file to write"));
+  const std::string missing = (dir_ / "no/such/dir/k.cubin").string();
+  const ProcessResult unwritable = Jitctl({"get", "small.fill", "-p", "dtype=fp32", "-o", missing});
+  EXPECT_EQ(unwritable.exit_code, 1) << unwritable.output;
+  EXPECT_THAT(unwritable.output, HasSubstr("the daemon answered, but the cubin cannot be written to " + missing +
+                                           ": No such file or directory"));
+  EXPECT_THAT(unwritable.output, ::testing::Not(HasSubstr("UNAVAILABLE")));
+}
+
 TEST_F(JitctlCli, AnArchFilterThatCannotBeAnArchIsRefusedNotSilentlyEmpty) {
   ASSERT_EQ(Jitctl({"get", "small.fill", "-p", "dtype=fp32"}).exit_code, 0);
   const ProcessResult ls = Jitctl({"ls", "--arch", "sm90"});
