@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -54,9 +55,16 @@ struct ServeFlags {
   std::string listen_probe_interval;
 };
 
+// CLI11's ExistingFile without its description, which --help would
+// otherwise print after the type name ("FILE:FILE").
+const CLI::Validator& ExistingFile() {
+  static const CLI::Validator validator = CLI::Validator(CLI::ExistingFile).description("");
+  return validator;
+}
+
 void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--config", flags.config_file, "TOML file of settings (keys as these flags, '_' for '-'); flags win")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--listen", flags.listen,
                  "unix:PATH or HOST:PORT, repeatable (default: " + DefaultEndpoint() + "; never TCP unless asked)")
@@ -83,18 +91,18 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
       ->type_name("URL");
   app.add_option("--remote-password-file", flags.remote_password_file,
                  "The remote tier's password (AUTH), first line of FILE (keeps it out of ps and configs)")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--remote-tls-ca", flags.remote_tls_ca,
                  "rediss://: PEM CA bundle for the server's certificate (default: the system's)")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--remote-tls-cert", flags.remote_tls_cert,
                  "rediss://: PEM client certificate, for servers that require one")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--remote-tls-key", flags.remote_tls_key, "rediss://: PEM key of --remote-tls-cert")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--remote-timeout-ms", flags.remote_timeout_ms,
                  absl::StrCat("Longest one remote command may take, plus as long again (at most 1 s) to connect; then "
@@ -108,7 +116,7 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--remote-signing-key-file", flags.remote_signing_key_file,
                  "Secret the fleet shares (>= 16 bytes): remote values are signed with it (HMAC-SHA256) and "
                  "unsigned ones refused, so write access to the store cannot inject cubins")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "HOST:PORT serving Prometheus metrics at /metrics (default: none)")
@@ -130,14 +138,14 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
       ->type_name("SECONDS");
   app.add_flag("--log-hits", flags.log_hits, "Log one line per cache hit (compiles are always logged)");
   app.add_option("--tls-cert", flags.tls_cert, "PEM certificate chain for TCP addresses (TLS)")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--tls-client-ca", flags.tls_client_ca,
                  "PEM CA: TCP clients must present a certificate it signed (mutual TLS)")
-      ->check(CLI::ExistingFile)
+      ->check(ExistingFile())
       ->type_name("FILE");
   app.add_option("--max-calls-per-peer", flags.max_calls_per_peer,
                  absl::StrCat("GetKernel and Warm calls one client may have in flight; 0 = no bound (default: ",
@@ -293,24 +301,37 @@ struct OfflineFlags {
 void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   CLI::App* lint =
       app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
-  lint->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
-  lint->add_option("--cuda-include", flags.cuda_include, "CUDA toolkit headers NVRTC compiles with");
-  lint->add_option("--arch", flags.archs, "Arch to check for (repeatable; default sm_90)");
-  lint->add_option("--workers", flags.workers, "Compile workers (default: one per core)");
+  lint->add_option("--kernels", flags.kernels_dir,
+                   "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
+      ->type_name("DIR");
+  lint->add_option("--cuda-include", flags.cuda_include,
+                   std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude +
+                       ")")
+      ->type_name("DIR");
+  lint->add_option("--arch", flags.archs, "Arch to check for (repeatable; default sm_90)")->type_name("ARCH");
+  lint->add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
   lint->add_flag("--source-only", flags.source_only, "Only the textual check, no compiles (milliseconds)");
   lint->footer(
       "Exit 0 when every kernel file is in namespace sglang and every instantiation compiles and\n"
       "resolves for every arch; 1 with one finding per problem otherwise.");
 
   CLI::App* warm = app.add_subcommand("warm", "Fill a cache directory without serving (image builds; no GPU needed)");
-  warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")->required();
-  CLI::Option* all = warm->add_flag("--all", flags.all, "Every instantiation of the manifest");
-  CLI::Option* manifest = warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm");
-  all->excludes(manifest);
-  warm->add_option("--arch", flags.archs, "Arch to warm for (repeatable; default sm_90)");
-  warm->add_option("--kernels", flags.kernels_dir, "Kernel sources and manifest");
-  warm->add_option("--cuda-include", flags.cuda_include, "CUDA toolkit headers NVRTC compiles with");
-  warm->add_option("--workers", flags.workers, "Compile workers (default: one per core)");
+  warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")
+      ->required()
+      ->type_name("DIR");
+  warm->add_flag("--all", flags.all, "Every instantiation of the manifest (or --manifest)");
+  warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm (or --all)")
+      ->check(ExistingFile())
+      ->type_name("FILE");
+  warm->add_option("--arch", flags.archs, "Arch to warm for (repeatable; default sm_90)")->type_name("ARCH");
+  warm->add_option("--kernels", flags.kernels_dir,
+                   "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
+      ->type_name("DIR");
+  warm->add_option("--cuda-include", flags.cuda_include,
+                   std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude +
+                       ")")
+      ->type_name("DIR");
+  warm->add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
   warm->footer(
       "Safe while a daemon uses the same cache directory. Example:\n"
       "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
@@ -338,6 +359,15 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
       "  jitd --config /etc/jitd/jitd.toml\n"
       "Ready when grpc.health.v1.Health/Check answers SERVING; SIGTERM drains and exits 0.");
 
+  // `jitd serve --help` shows the serve options, which live on the top
+  // level: the whole help, not the subcommand's empty one.
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string_view next = argv[i + 1];
+    if (std::string_view(argv[i]) == "serve" && (next == "--help" || next == "-h")) {
+      std::cout << app.help();
+      return 0;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -366,6 +396,10 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
     }
     if (command_line.command == CommandLine::Command::kWarm && !o.all && o.manifest.empty()) {
       std::cerr << "jitd warm: say what to warm: --all (every instantiation) or --manifest FILE\n";
+      return kExitUsage;
+    }
+    if (command_line.command == CommandLine::Command::kWarm && o.all && !o.manifest.empty()) {
+      std::cerr << "jitd warm: --all and --manifest exclude each other: give one\n";
       return kExitUsage;
     }
   }

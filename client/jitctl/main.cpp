@@ -101,9 +101,7 @@ int main(int argc, char** argv) {
                  "For get: a warmed cache directory to read (read-only) when the daemon cannot be reached "
                  "(default: $JITD_FALLBACK_CACHE_DIR)")
       ->type_name("DIR");
-  app.add_option("--timeout", timeout, "Deadline of each call (30s, 15m, 2h)")
-      ->capture_default_str()
-      ->type_name("DURATION");
+  app.add_option("--timeout", timeout, "Deadline of each call: 30s, 15m, 2h (default: 120s)")->type_name("DURATION");
   app.set_version_flag("--version", JITD_VERSION);
   app.require_subcommand(1);
   // Global options may follow the verb too (`jitctl stats --json`): the

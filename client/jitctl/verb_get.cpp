@@ -60,8 +60,8 @@ class GetVerb final : public Verb {
                     "Target arch (sm_90, sm_90a, sm_100a); default: this host's GPU, else the daemon's")
         ->type_name("ARCH");
     sub->add_option("--option", options_, "Extra NVRTC option from the daemon's allow-list")->type_name("OPTION");
-    sub->add_option("--mode", mode_, "compile (default), cached-only or prefetch")
-        ->check(CLI::IsMember({"compile", "cached-only", "prefetch"}))
+    sub->add_option("--mode", mode_, "compile (default: on a miss), cached-only (never compiles) or prefetch")
+        ->check(CLI::IsMember({"compile", "cached-only", "prefetch"}).description(""))
         ->type_name("MODE");
     sub->add_option("-o,--output", output_path_, "Write the cubin to this file")->type_name("FILE");
     return sub;

@@ -46,11 +46,10 @@ class WarmVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
     CLI::App* sub = app.add_subcommand("warm", "Compile many instantiations into the cache");
-    CLI::Option* all = sub->add_flag("--all", all_, "Every instantiation the manifest registers");
-    CLI::Option* manifest = sub->add_option("--manifest", manifest_, "A TOML file of [[spec]] tables to warm")
-                                ->check(CLI::ExistingFile)
-                                ->type_name("FILE");
-    all->excludes(manifest);
+    sub->add_flag("--all", all_, "Every instantiation the manifest registers (or --manifest)");
+    sub->add_option("--manifest", manifest_, "A TOML file of [[spec]] tables to warm (or --all)")
+        ->check(CLI::Validator(CLI::ExistingFile).description(""))
+        ->type_name("FILE");
     sub->add_option("--arch", archs_, "Arch to warm for (repeatable); default: the daemon's")->type_name("ARCH");
     sub->add_option("--concurrency", concurrency_, "Compiles at once (0 = the daemon's workers)")->type_name("N");
     return sub;
@@ -59,6 +58,9 @@ class WarmVerb final : public Verb {
   absl::Status Validate() override {
     if (!all_ && manifest_.empty()) {
       return absl::InvalidArgumentError("warm needs --all or --manifest FILE");
+    }
+    if (all_ && !manifest_.empty()) {
+      return absl::InvalidArgumentError("--all and --manifest exclude each other: give one");
     }
     request_.set_all(all_);
     for (const std::string& arch : archs_) request_.add_archs(arch);

@@ -7,6 +7,8 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,49 @@ TEST_F(JitctlCli, AnArchFilterThatCannotBeAnArchIsRefusedNotSilentlyEmpty) {
   const ProcessResult other = Jitctl({"--json", "ls", "--arch", "sm_100a"});
   ASSERT_EQ(other.exit_code, 0) << other.output;
   EXPECT_EQ(Field(Parse(other), "total").number_value(), 0);
+}
+
+TEST_F(JitctlCli, AllAndManifestTogetherAreRefusedSayingWhy) {
+  const std::filesystem::path spec = dir_ / "warm.toml";
+  std::ofstream(spec) << "[[spec]]\nkernel = \"small.fill\"\n";
+  const ProcessResult both = Jitctl({"warm", "--all", "--manifest", spec.string()});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.output, HasSubstr("--all and --manifest exclude each other"));
+  const ProcessResult offline = testing::RunProcess(
+      {testing::JitdBinary(), "warm", "--cache-dir", (dir_ / "c").string(), "--all", "--manifest", spec.string()},
+      dir_ / "warm.log", std::chrono::seconds(20));
+  EXPECT_EQ(offline.exit_code, 2);
+  EXPECT_THAT(offline.output, HasSubstr("--all and --manifest exclude each other"));
+}
+
+TEST(Help, EveryScreenIsFreeOfParserArtefactsAndServeHelpListsTheServeOptions) {
+  TempDir dir;
+  std::vector<std::vector<std::string>> screens = {
+      {testing::JitdBinary(), "--help"},         {testing::JitdBinary(), "serve", "--help"},
+      {testing::JitdBinary(), "warm", "--help"}, {testing::JitdBinary(), "lint", "--help"},
+      {testing::JitctlBinary(), "--help"}};
+  for (const char* verb : {"get", "kernels", "warm", "ls", "stats", "evict", "verify", "health"}) {
+    screens.push_back({testing::JitctlBinary(), verb, "--help"});
+  }
+  for (const auto& argv : screens) {
+    const ProcessResult help = testing::RunProcess(argv, dir / "help.log", std::chrono::seconds(20));
+    const std::string what = ::testing::PrintToString(argv);
+    EXPECT_EQ(help.exit_code, 0) << what << "\n" << help.output;
+    EXPECT_THAT(help.output, ::testing::Not(HasSubstr("FILE:FILE"))) << what;
+    EXPECT_THAT(help.output, ::testing::Not(HasSubstr("Excludes:"))) << what;
+    EXPECT_THAT(help.output, ::testing::Not(HasSubstr(":{"))) << what;
+    EXPECT_THAT(help.output, ::testing::Not(::testing::ContainsRegex("[A-Z]=[0-9]"))) << what << "\n" << help.output;
+    EXPECT_THAT(help.output, ::testing::Not(::testing::ContainsRegex(" (TEXT|UINT|INT)( |$)"))) << what << "\n"
+                                                                                          << help.output;
+  }
+  const ProcessResult serve =
+      testing::RunProcess({testing::JitdBinary(), "serve", "--help"}, dir / "help.log", std::chrono::seconds(20));
+  EXPECT_THAT(serve.output, HasSubstr("--listen ADDR"));
+  EXPECT_THAT(serve.output, HasSubstr("--max-cache-bytes N"));
+  const ProcessResult warm =
+      testing::RunProcess({testing::JitdBinary(), "warm", "--help"}, dir / "help.log", std::chrono::seconds(20));
+  EXPECT_THAT(warm.output, HasSubstr("--kernels DIR"));
+  EXPECT_THAT(warm.output, ::testing::ContainsRegex("Kernel sources and manifest \\(default: /"));
 }
 
 }  // namespace
