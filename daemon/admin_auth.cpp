@@ -20,16 +20,24 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::string AdminAuth::Where() const {
+  std::lock_guard lock(where_mu_);
+  return where_.empty() ? std::string() : absl::StrCat(" (", where_, ")");
+}
+
+void AdminAuth::SetWhere(std::string where) {
+  std::lock_guard lock(where_mu_);
+  where_ = std::move(where);
+}
+
 absl::Status AdminAuth::Authorize(const grpc::ServerContext& context, const std::string& action) const {
   if (token_.empty()) return absl::OkStatus();
   const auto& metadata = context.client_metadata();
   const auto header = metadata.find("authorization");
   if (header == metadata.end()) {
     return absl::PermissionDeniedError(
-        absl::StrCat(action,
-                     " needs the admin token: send the metadata 'authorization: Bearer <token>' "
-                     "(jitctl --admin-token-file FILE)",
-                     where_.empty() ? "" : "; ", where_));
+        absl::StrCat(action, " needs the admin token: jitctl --admin-token-file FILE",
+                     where_.empty() ? "" : Where(), "; other clients send it as 'authorization: Bearer <token>'"));
   }
   const std::string_view value(header->second.data(), header->second.size());
   if (value.substr(0, kBearer.size()) != kBearer || !ConstantTimeEquals(value.substr(kBearer.size()), token_)) {

@@ -4,6 +4,9 @@
 // made at start (admin_token_files.h). Reading calls are always open.
 #pragma once
 
+#include <mutex>
+#include <string>
+
 #include <grpcpp/server_context.h>
 
 #include <string>
@@ -20,6 +23,12 @@ class AdminAuth {
   // Only holders of `token` are allowed. `where` tells a refused caller
   // where the token can be found, if anywhere.
   explicit AdminAuth(std::string token, std::string where = "") : token_(std::move(token)), where_(std::move(where)) {}
+  AdminAuth(const AdminAuth&) = delete;
+  AdminAuth& operator=(AdminAuth&& other) noexcept {
+    token_ = std::move(other.token_);
+    where_ = std::move(other.where_);
+    return *this;
+  }
 
   // OK when allowed; PERMISSION_DENIED naming `action` and what to send
   // otherwise. Thread-safe (const, no state).
@@ -27,9 +36,16 @@ class AdminAuth {
 
   bool required() const { return !token_.empty(); }
 
+  // Where the token is, for a refused caller ("the daemon's token is in
+  // /run/jitd/jitd.sock.admin-token, readable by ..."): known once the
+  // sockets are claimed.
+  void SetWhere(std::string where);
+
  private:
+  std::string Where() const;
   std::string token_;
-  std::string where_;
+  mutable std::mutex where_mu_;
+  std::string where_;  // guarded by where_mu_
 };
 
 }  // namespace jitd::daemon

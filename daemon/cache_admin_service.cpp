@@ -102,8 +102,9 @@ grpc::Status CacheAdminService::ListEntries(grpc::ServerContext*, const v1::List
 grpc::Status CacheAdminService::Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                                       v1::EvictResponse* response) {
   const InFlightCalls::Scope in_flight(calls_);
-  if (absl::Status allowed = auth_.Authorize(*context, "Evict"); !allowed.ok()) {
-    return ToGrpcStatus(allowed);
+  // A dry run removes nothing: it reads, as ListEntries does.
+  if (!request->dry_run()) {
+    if (absl::Status allowed = auth_.Authorize(*context, "Evict"); !allowed.ok()) return ToGrpcStatus(allowed);
   }
   if (!request->arch().empty()) {
     if (absl::StatusOr<manifest::ArchName> arch = manifest::ParseArchName(request->arch()); !arch.ok()) {

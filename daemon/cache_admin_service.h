@@ -37,8 +37,8 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
                      v1::StatsResponse* response) override;
   grpc::Status ListEntries(grpc::ServerContext* context, const v1::ListEntriesRequest* request,
                            v1::ListEntriesResponse* response) override;
-  // Needs the admin token (when the daemon has one), dry run included:
-  // the RPC is the one that removes entries.
+  // Needs the admin token (when the daemon has one), except for a dry run,
+  // which removes nothing.
   grpc::Status Evict(grpc::ServerContext* context, const v1::EvictRequest* request,
                      v1::EvictResponse* response) override;
   // Needs the admin token only with repair. It re-reads every blob, so it

@@ -423,6 +423,12 @@ class Server::Impl {
       absl::StatusOr<std::unique_ptr<AdminTokenFiles>> written = AdminTokenFiles::Write(generated_token, sockets);
       if (!written.ok()) return written.status();
       token_files = *std::move(written);
+      std::vector<std::string> files;
+      for (const auto& socket : sockets) files.push_back(AdminTokenFileFor(socket).string());
+      if (!files.empty()) {
+        auth.SetWhere(Cat("this daemon's token is in ", Join(files, " and "),
+                          ", readable by the daemon's user only; jitctl run as that user reads it by itself"));
+      }
     } else {
       // --admin-token-file: a token file a killed daemon left beside the
       // socket would only mislead clients.

@@ -25,8 +25,8 @@ class EvictVerb final : public Verb {
     sub->add_flag("--include-pinned", include_pinned_,
                   "Pinned entries too (warmed manifest instantiations, kept otherwise)");
     sub->footer(
-        "Needs the daemon's admin token: read by itself from SOCKET.admin-token (the daemon's user may read it), "
-        "or --admin-token-file FILE.");
+        "Needs the daemon's admin token (not for --dry-run): read by itself from the file beside the daemon's "
+        "socket (SOCKET.admin-token, which the daemon's user may read), or --admin-token-file FILE.");
     return sub;
   }
 

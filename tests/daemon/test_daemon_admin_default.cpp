@@ -64,7 +64,16 @@ TEST(AdminDefault, WithoutTheTokenEvictAndRepairAreRefusedAndReadingIsNot) {
   evict.set_kernel_glob("*");
   absl::Status refused = (*outsider)->Evict(evict).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
-  EXPECT_THAT(std::string(refused.message()), HasSubstr("SOCKET.admin-token"));
+  // The real file, not a placeholder, and in a CLI user's words.
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("this daemon's token is in " + daemon.socket_path().string() + ".admin-token"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("jitctl --admin-token-file FILE"));
+  // A dry run removes nothing: it needs no token.
+  evict.set_dry_run(true);
+  absl::StatusOr<v1::EvictResponse> dry = (*outsider)->Evict(evict);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_TRUE(dry->dry_run());
+  evict.set_dry_run(false);
   v1::VerifyRequest repair;
   repair.set_repair(true);
   EXPECT_EQ((*outsider)->Verify(repair).status().code(), absl::StatusCode::kPermissionDenied);

@@ -180,8 +180,8 @@ TEST_F(ErrorsTest, AdminCallWithoutTheTokenIsPermissionDeniedSayingWhatToSend) {
   absl::StatusOr<v1::EvictResponse> denied = client_->Evict(request);
   EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(MessageOf(denied.status()),
-            "Evict needs the admin token: send the metadata 'authorization: Bearer <token>' "
-            "(jitctl --admin-token-file FILE)");
+            "Evict needs the admin token: jitctl --admin-token-file FILE; other clients send it as "
+            "'authorization: Bearer <token>'");
   EXPECT_TRUE(daemon_->Connect("s3cret")->Evict(request).ok());
 }
 

@@ -81,8 +81,8 @@ def test_admin_call_without_the_token_is_permission_denied_and_the_token_file_ad
     with pytest.raises(jitd.PermissionDenied) as error:
         daemon.client().evict(kernel_glob="*")
     assert error.value.code == grpc.StatusCode.PERMISSION_DENIED
-    assert error.value.message == ("Evict needs the admin token: send the metadata 'authorization: Bearer <token>' "
-                                   "(jitctl --admin-token-file FILE)")
+    assert error.value.message == ("Evict needs the admin token: jitctl --admin-token-file FILE; other clients "
+                                   "send it as 'authorization: Bearer <token>'")
     assert isinstance(error.value, PermissionError)
     assert daemon.client().stats().entries == 0  # reading needs no token
     assert daemon.client(admin_token_file=token).evict(kernel_glob="*").evicted_entries == 0
