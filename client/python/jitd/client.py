@@ -18,7 +18,7 @@ from ._proto.jitd.v1 import cache_admin_pb2, cache_admin_pb2_grpc, compiler_pb2,
 from .errors import DeadlineExceeded, InvalidArgument, JitdError, from_rpc_error
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelInfo, KernelParam, KernelResult, KernelSpec,
-                    Manifest, Mode, ParamsLike, ParamValue, Stats, VerifyResult, WarmProgress, WarmResult)
+                    Manifest, Mode, ParamsLike, ParamValue, Stats, VerifyResult, WarmProgress, WarmResult, arch_text)
 
 logger = logging.getLogger("jitd")
 
@@ -153,7 +153,7 @@ class Client:
         self._admin_token_file = os.fspath(admin_token_file) if admin_token_file is not None else None
         if self._admin_token_file is not None:
             _endpoint.read_admin_token_file(self._admin_token_file)  # fail now, naming the file
-        self._arch = arch or ""
+        self._arch = arch_text(arch)
         self._warm_timeout = warm_timeout
         self._tls = (tls_ca_file, tls_cert_file, tls_key_file)
         if (tls_cert_file is None) != (tls_key_file is None):
@@ -428,7 +428,8 @@ class Client:
         """:meth:`warm` as an iterator of :class:`jitd.WarmProgress`, one per
         finished instantiation. Leaving the loop early cancels the warm-up
         (what is compiled stays cached)."""
-        request = compiler_pb2.WarmRequest(archs=list(archs), concurrency=concurrency)
+        request = compiler_pb2.WarmRequest(archs=[arch_text(a) for a in ([archs] if isinstance(archs, str) else archs)],
+                                           concurrency=concurrency)
         if kernels is None or kernels == "all":
             request.all = True
         elif isinstance(kernels, str):

@@ -8,7 +8,7 @@ import dataclasses
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, Union
+from typing import Any, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 # ---------------------------------------------------------------------------
 # Kernel instantiations
@@ -47,6 +47,58 @@ _DTYPE_NAMES = {
     "torch.float": "fp32", "torch.float64": "fp64", "torch.double": "fp64",
     "bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64",
 }
+# What people write for a dtype param (named "dtype"), beside the
+# manifest's own names.
+_DTYPE_ALIASES = {
+    "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "f16": "fp16", "float32": "fp32", "float": "fp32",
+    "single": "fp32", "f32": "fp32", "float64": "fp64", "double": "fp64", "f64": "fp64",
+}
+
+
+def _dtype_text(value: Any) -> Optional[str]:
+    """The manifest's name of a dtype given as a torch, NumPy or CuPy dtype,
+    a NumPy/CuPy scalar type (``np.float16``, ``cp.float16``) or a common
+    name (``"float16"``, ``"half"``); None when it is none of these."""
+    if isinstance(value, str):
+        return _DTYPE_ALIASES.get(value.lower())
+    text = str(value)
+    if text in _DTYPE_NAMES:
+        return _DTYPE_NAMES[text]
+    if isinstance(value, type):  # np.float16, cp.float16, ml_dtypes.bfloat16
+        return _DTYPE_NAMES.get(getattr(value, "__name__", ""))
+    return None
+
+
+def arch_text(arch: Any) -> str:
+    """An arch as the daemon reads it (``"sm_90"``) from what callers hold:
+    ``"sm_90"``, ``"sm_90a"``, ``90``, ``"90"``, ``(9, 0)`` (what
+    ``torch.cuda.get_device_capability()`` returns), a ``torch.device`` of a
+    GPU, or a CuPy ``Device``; ``None`` or ``""`` for the default."""
+    if arch is None or arch == "":
+        return ""
+    if isinstance(arch, bool):
+        raise TypeError(f"arch {arch!r} is not an arch")
+    if isinstance(arch, int):
+        return f"sm_{arch}"
+    if isinstance(arch, str):
+        return f"sm_{arch}" if arch.isdigit() else arch
+    if isinstance(arch, (tuple, list)) and len(arch) == 2 and all(isinstance(v, int) for v in arch):
+        return f"sm_{arch[0]}{arch[1]}"
+    capability = getattr(arch, "compute_capability", None)  # cupy.cuda.Device: "90"
+    if isinstance(capability, str) and capability.isdigit():
+        return f"sm_{capability}"
+    if getattr(arch, "type", None) == "cuda":  # torch.device("cuda:0")
+        import torch  # the caller holds a torch.device: torch is there
+        return arch_text(torch.cuda.get_device_capability(arch))
+    raise TypeError(f"arch {arch!r} ({type(arch).__name__}) is not an arch: give 'sm_90', 90, (9, 0) or a device")
+
+
+def _options(options: Any) -> tuple:
+    """Options as a tuple of strings: a string is one or more options
+    separated by spaces (``"-lineinfo"``, ``"-lineinfo -DX=1"``)."""
+    if isinstance(options, str):
+        return tuple(options.split())
+    return tuple(options)
 
 
 def param_text(value: ParamValue) -> str:
@@ -99,12 +151,18 @@ class KernelSpec:
         if not isinstance(self.kernel, str) or not self.kernel:
             raise ValueError(f"a kernel spec needs a kernel name, got {self.kernel!r}")
         items = self.params.items() if isinstance(self.params, Mapping) else self.params
-        params = tuple(sorted((str(name), param_text(value)) for name, value in items))
+
+        def text(name: str, value: ParamValue) -> str:
+            if name == "dtype":
+                dtype = _dtype_text(value)
+                if dtype is not None:
+                    return dtype
+            return param_text(value)
+
+        params = tuple(sorted((str(name), text(str(name), value)) for name, value in items))
         object.__setattr__(self, "params", params)
-        object.__setattr__(self, "arch", self.arch or "")
-        if isinstance(self.options, str):
-            raise TypeError(f"options is a sequence of strings, got the string {self.options!r}")
-        object.__setattr__(self, "options", tuple(sorted(set(self.options))))
+        object.__setattr__(self, "arch", arch_text(self.arch))
+        object.__setattr__(self, "options", tuple(sorted(set(_options(self.options)))))
 
     @classmethod
     def of(cls, kernel: str, arch: str | None = None, *, options: Iterable[str] = (),
@@ -113,15 +171,15 @@ class KernelSpec:
         names that are not identifiers or clash with these arguments."""
         merged: dict[str, ParamValue] = dict(params.items() if isinstance(params, Mapping) else (params or ()))
         merged.update(more_params)
-        return cls(kernel, tuple(merged.items()), arch or "", tuple(options))
+        return cls(kernel, tuple(merged.items()), arch_text(arch), _options(options))
 
     @property
     def param_dict(self) -> dict[str, str]:
         """The params as a dict."""
         return dict(self.params)
 
-    def with_arch(self, arch: str) -> KernelSpec:
-        return dataclasses.replace(self, arch=arch)
+    def with_arch(self, arch: Any) -> KernelSpec:
+        return dataclasses.replace(self, arch=arch_text(arch))
 
     def canonical(self) -> str:
         """The C++ client's CanonicalSpec: ``kernel{k=v,k=v}@arch[opt,opt]``;
