@@ -35,9 +35,9 @@ absl::Status AdminAuth::Authorize(const grpc::ServerContext& context, const std:
   const auto& metadata = context.client_metadata();
   const auto header = metadata.find("authorization");
   if (header == metadata.end()) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(action, " needs the admin token: jitctl --admin-token-file FILE",
-                     where_.empty() ? "" : Where(), "; other clients send it as 'authorization: Bearer <token>'"));
+    return absl::PermissionDeniedError(absl::StrCat(action, " needs the admin token: jitctl --admin-token-file FILE",
+                                                    where_.empty() ? "" : Where(),
+                                                    "; other clients send it as 'authorization: Bearer <token>'"));
   }
   const std::string_view value(header->second.data(), header->second.size());
   if (value.substr(0, kBearer.size()) != kBearer || !ConstantTimeEquals(value.substr(kBearer.size()), token_)) {

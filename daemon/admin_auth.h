@@ -4,11 +4,9 @@
 // made at start (admin_token_files.h). Reading calls are always open.
 #pragma once
 
-#include <mutex>
-#include <string>
-
 #include <grpcpp/server_context.h>
 
+#include <mutex>
 #include <string>
 #include <string_view>
 

@@ -1,9 +1,9 @@
 #include "cache_admin_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <limits>
-
-#include <spdlog/spdlog.h>
 
 #include "grpc_status.h"
 #include "jitd/detail/text.h"

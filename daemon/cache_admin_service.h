@@ -3,12 +3,10 @@
 // Stats adds what the serving side reports (see serving_stats.h).
 #pragma once
 
-#include <optional>
-
-#include <mutex>
-
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <optional>
 
 #include "admin_auth.h"
 #include "in_flight_calls.h"
@@ -62,7 +60,7 @@ class CacheAdminService final : public v1::CacheAdmin::Service {
   // Admits one Verify, or says why not.
   absl::Status AdmitVerify(bool admin);
   std::mutex verify_mu_;
-  bool verify_running_ = false;                            // guarded by verify_mu_
+  bool verify_running_ = false;                                            // guarded by verify_mu_
   std::optional<std::chrono::steady_clock::time_point> last_open_verify_;  // guarded by verify_mu_
 };
 

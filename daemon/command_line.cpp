@@ -140,9 +140,7 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--tls-cert", flags.tls_cert, "PEM certificate chain for TCP addresses (TLS)")
       ->check(ExistingFile())
       ->type_name("FILE");
-  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert")
-      ->check(ExistingFile())
-      ->type_name("FILE");
+  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert")->check(ExistingFile())->type_name("FILE");
   app.add_option("--tls-client-ca", flags.tls_client_ca,
                  "PEM CA: TCP clients must present a certificate it signed (mutual TLS)")
       ->check(ExistingFile())
@@ -304,9 +302,9 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   lint->add_option("--kernels", flags.kernels_dir,
                    "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
       ->type_name("DIR");
-  lint->add_option("--cuda-include", flags.cuda_include,
-                   std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude +
-                       ")")
+  lint->add_option(
+          "--cuda-include", flags.cuda_include,
+          std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude + ")")
       ->type_name("DIR");
   lint->add_option("--arch", flags.archs, "Arch to check for (repeatable; default sm_90)")->type_name("ARCH");
   lint->add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
@@ -316,9 +314,7 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
       "resolves for every arch; 1 with one finding per problem otherwise.");
 
   CLI::App* warm = app.add_subcommand("warm", "Fill a cache directory without serving (image builds; no GPU needed)");
-  warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")
-      ->required()
-      ->type_name("DIR");
+  warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")->required()->type_name("DIR");
   warm->add_flag("--all", flags.all, "Every instantiation of the manifest (or --manifest)");
   warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm (or --all)")
       ->check(ExistingFile())
@@ -327,9 +323,9 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   warm->add_option("--kernels", flags.kernels_dir,
                    "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
       ->type_name("DIR");
-  warm->add_option("--cuda-include", flags.cuda_include,
-                   std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude +
-                       ")")
+  warm->add_option(
+          "--cuda-include", flags.cuda_include,
+          std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude + ")")
       ->type_name("DIR");
   warm->add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
   warm->footer(

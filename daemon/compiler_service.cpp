@@ -47,8 +47,7 @@ Steady::time_point SteadyDeadline(const grpc::ServerContext& context) {
   return Steady::now() + std::chrono::duration_cast<Steady::duration>(left);
 }
 
-serving::CallContext CallContextOf(grpc::ServerContext& context, compiler::Priority priority,
-                                   std::string peer = "") {
+serving::CallContext CallContextOf(grpc::ServerContext& context, compiler::Priority priority, std::string peer = "") {
   serving::CallContext call;
   call.peer = std::move(peer);
   call.deadline = SteadyDeadline(context);
@@ -194,8 +193,8 @@ class WarmPlan {
       return item;
     }
     // The spec whose items begin at or before i (the last such one).
-    const size_t s = static_cast<size_t>(std::upper_bound(first_item_.begin(), first_item_.end(), i) -
-                                         first_item_.begin()) - 1;
+    const size_t s =
+        static_cast<size_t>(std::upper_bound(first_item_.begin(), first_item_.end(), i) - first_item_.begin()) - 1;
     const v1::KernelSpec& spec = (*specs_)[static_cast<int>(s)];
     manifest::KernelRequest item = ToKernelRequest(spec.kernel(), spec.params(), spec.arch(), spec.options());
     if (item.arch.empty()) item.arch = archs_[i - first_item_[s]];
@@ -320,8 +319,8 @@ grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmR
   while (!stop) {
     for (; outstanding < concurrency && next < total; ++next, ++outstanding) {
       const size_t i = next;
-      std::shared_ptr<serving::Flight> flight = service_.Submit(
-          plan->At(i), call, [finished, i](absl::StatusOr<serving::KernelAnswer> answer) {
+      std::shared_ptr<serving::Flight> flight =
+          service_.Submit(plan->At(i), call, [finished, i](absl::StatusOr<serving::KernelAnswer> answer) {
             std::lock_guard lock(finished->mu);
             finished->answers.emplace_back(i, std::move(answer));
             finished->cv.notify_one();
@@ -366,8 +365,8 @@ grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmR
     progress.set_compiled(compiled);
     progress.set_cached(cached);
     progress.set_failed(failed);
-    progress.set_elapsed_ms(static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - started).count()));
+    progress.set_elapsed_ms(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - started).count()));
     stop = !writer->Write(progress) || context->IsCancelled();
   }
   for (auto& [i, flight] : waiting) service_.Withdraw(*flight);

@@ -16,9 +16,8 @@
 // Thread safety: gRPC calls every method from its own threads, concurrently.
 #pragma once
 
-#include <functional>
-
 #include <cstddef>
+#include <functional>
 
 #include "daemon_metrics.h"
 #include "in_flight_calls.h"

@@ -1,7 +1,5 @@
 #include "config_file.h"
 
-#include "jitd/detail/text.h"
-
 #include <toml++/toml.h>
 
 #include <functional>
@@ -11,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "jitd/client.h"
+#include "jitd/detail/text.h"
 
 namespace jitd::daemon {
 namespace {

@@ -131,8 +131,8 @@ void ListenerProbe::Run() {
       }
       if (absl::IsAborted(probed)) continue;  // proves nothing
       const int n = ++failures[address];
-      spdlog::warn("listener probe: {} did not answer ({} of {} in a row): {}", address, n,
-                   options_.failures_to_act, std::string(probed.message()));
+      spdlog::warn("listener probe: {} did not answer ({} of {} in a row): {}", address, n, options_.failures_to_act,
+                   std::string(probed.message()));
       if (n >= options_.failures_to_act && !acted && options_.on_deaf) {
         acted = true;
         options_.on_deaf(address, std::string(probed.message()));

@@ -52,8 +52,7 @@ class ListenerProbe {
   // One probe of `address`: OK when it answered, UNAVAILABLE saying how it
   // did not, or ABORTED when no socket could be made (not counted) or
   // `wake_fd` (when not -1) turned readable meanwhile.
-  static absl::Status ProbeOnce(const std::string& address, std::chrono::milliseconds answer_within,
-                                int wake_fd = -1);
+  static absl::Status ProbeOnce(const std::string& address, std::chrono::milliseconds answer_within, int wake_fd = -1);
 
  private:
   void Run();

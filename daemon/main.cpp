@@ -58,9 +58,10 @@ int Serve(const CommandLine& command_line) {
       spdlog::error("kernel reload failed: {}", std::string(reloaded.message()));
     }
   }
-  spdlog::info("received {}; draining (up to {} s)",
-               (*server)->listener_deaf() ? "SIGTERM from the listener probe" : (signal == SIGTERM ? "SIGTERM" : "SIGINT"),
-               kDrainDeadline.count());
+  spdlog::info(
+      "received {}; draining (up to {} s)",
+      (*server)->listener_deaf() ? "SIGTERM from the listener probe" : (signal == SIGTERM ? "SIGTERM" : "SIGINT"),
+      kDrainDeadline.count());
   if (absl::Status stopped = (*server)->Shutdown(kDrainDeadline); !stopped.ok()) {
     spdlog::error("cache flush at shutdown failed: {}", std::string(stopped.message()));
     return kExitFailure;

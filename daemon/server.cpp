@@ -7,8 +7,8 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/server_posix.h>
-#include <spdlog/spdlog.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -132,13 +132,12 @@ class Server::Impl {
     const FileLimit limit = RaiseFileLimit();
     UnixAcceptor::Options options;
     options.max_connections = config.max_connections.value_or(AutoMaxConnections(limit.now));
-    options.max_per_peer =
-        config.max_connections_per_peer.value_or(std::max<uint64_t>(1, options.max_connections / 2));
+    options.max_per_peer = config.max_connections_per_peer.value_or(std::max<uint64_t>(1, options.max_connections / 2));
     if (options.max_connections == 0 && !config.max_connections_per_peer) options.max_per_peer = 0;
     spdlog::info("connections: at most {} open, {} per user (file descriptor limit {}{})",
                  options.max_connections == 0 ? std::string("unbounded") : std::to_string(options.max_connections),
-                 options.max_per_peer == 0 ? std::string("unbounded") : std::to_string(options.max_per_peer),
-                 limit.now, limit.now != limit.before ? Cat(", raised from ", limit.before) : std::string());
+                 options.max_per_peer == 0 ? std::string("unbounded") : std::to_string(options.max_per_peer), limit.now,
+                 limit.now != limit.before ? Cat(", raised from ", limit.before) : std::string());
     acceptor = std::make_unique<UnixAcceptor>(options);
   }
 
@@ -288,15 +287,13 @@ class Server::Impl {
     stack.resolver.reset();
     toolkit_listener = toolkit->AddListener(
         [this](const compiler::ToolkitIdentity& now, const compiler::ToolkitIdentity&) { OnToolkitChanged(now); });
-    compiler =
-        std::make_unique<CompilerService>(*service, calls,
-                                          CompilerService::Options{.workers = config.workers,
-                                                                   .log_hits = config.log_hits,
-                                                                   .max_calls_per_peer = config.max_calls_per_peer,
-                                                                   .peer_of = [a = acceptor.get()](const std::string& p) {
-                                                                     return a->PeerOf(p);
-                                                                   },
-                                                                   .metrics = metrics.get()});
+    compiler = std::make_unique<CompilerService>(
+        *service, calls,
+        CompilerService::Options{.workers = config.workers,
+                                 .log_hits = config.log_hits,
+                                 .max_calls_per_peer = config.max_calls_per_peer,
+                                 .peer_of = [a = acceptor.get()](const std::string& p) { return a->PeerOf(p); },
+                                 .metrics = metrics.get()});
     return StartMetrics();
   }
 
@@ -480,9 +477,8 @@ class Server::Impl {
         }
       }
     }
-    if (absl::Status started = acceptor->Start([server = grpc_server.get()](int fd) {
-          grpc::AddInsecureChannelFromFd(server, fd);
-        });
+    if (absl::Status started =
+            acceptor->Start([server = grpc_server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
         !started.ok()) {
       return started;
     }

@@ -65,9 +65,8 @@ absl::Status UnixAcceptor::Listen(const std::filesystem::path& path) {
   addr.sun_family = AF_UNIX;
   const std::string text = path.string();
   if (text.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(
-        Cat("the socket path ", text, " is ", text.size(), " bytes; a Unix socket path has at most ",
-            sizeof(addr.sun_path) - 1));
+    return absl::InvalidArgumentError(Cat("the socket path ", text, " is ", text.size(),
+                                          " bytes; a Unix socket path has at most ", sizeof(addr.sun_path) - 1));
   }
   std::memcpy(addr.sun_path, text.c_str(), text.size() + 1);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -291,8 +290,8 @@ std::string UnixAcceptor::RefusalText(Refusal refusal) const {
     return Cat("jitd has ", options_.max_connections, " connections open, the most ", options_.max_connections_flag,
                " allows; retry when some have closed");
   }
-  return Cat("this user holds ", options_.max_per_peer, " connections to jitd, the most ",
-             options_.max_per_peer_flag, " allows; close some (one channel per process is enough)");
+  return Cat("this user holds ", options_.max_per_peer, " connections to jitd, the most ", options_.max_per_peer_flag,
+             " allows; close some (one channel per process is enough)");
 }
 
 }  // namespace jitd::daemon

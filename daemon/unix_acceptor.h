@@ -63,11 +63,11 @@ class UnixAcceptor {
   };
 
   struct Stats {
-    size_t open = 0;                // connections handed to gRPC and not yet closed
-    uint64_t accepted = 0;          // ... since the start
-    uint64_t refused_total = 0;     // closed at once: max_connections were open
-    uint64_t refused_peer = 0;      // closed at once: the peer held max_per_peer
-    uint64_t refused_no_fds = 0;    // closed at once: the process was out of descriptors
+    size_t open = 0;              // connections handed to gRPC and not yet closed
+    uint64_t accepted = 0;        // ... since the start
+    uint64_t refused_total = 0;   // closed at once: max_connections were open
+    uint64_t refused_peer = 0;    // closed at once: the peer held max_per_peer
+    uint64_t refused_no_fds = 0;  // closed at once: the process was out of descriptors
   };
 
   explicit UnixAcceptor(Options options);
@@ -120,9 +120,9 @@ class UnixAcceptor {
   std::thread thread_;
 
   mutable std::mutex mu_;
-  std::map<int, Open> open_;           // by descriptor; guarded by mu_
-  std::map<uid_t, size_t> per_peer_;   // guarded by mu_
-  Stats stats_;                        // counters; guarded by mu_
+  std::map<int, Open> open_;          // by descriptor; guarded by mu_
+  std::map<uid_t, size_t> per_peer_;  // guarded by mu_
+  Stats stats_;                       // counters; guarded by mu_
   // Episodes, for logging their start and end once (the accept thread's).
   bool over_total_ = false;
   bool out_of_fds_ = false;

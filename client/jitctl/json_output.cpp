@@ -25,13 +25,27 @@ void AppendString(std::string_view text, std::string& out) {
   out += '"';
   for (const char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char escaped[8];
@@ -264,8 +278,7 @@ std::string JsonString(std::string_view text) {
 }
 
 std::string ToJson(const google::protobuf::Message& message,
-                   const std::vector<std::pair<std::string, std::string>>& leading,
-                   const std::set<std::string>& omit) {
+                   const std::vector<std::pair<std::string, std::string>>& leading, const std::set<std::string>& omit) {
   std::string body;
   AppendMessage(message, body, &omit);
   std::string json = "{";

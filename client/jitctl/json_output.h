@@ -7,12 +7,11 @@
 // field is left out.
 #pragma once
 
-#include <set>
-#include <string_view>
-
 #include <google/protobuf/message.h>
 
+#include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,8 +21,7 @@ std::string ToJson(const google::protobuf::Message& message);
 // The same with `leading` members first (each name and its JSON text), and
 // the fields named in `omit` left out.
 std::string ToJson(const google::protobuf::Message& message,
-                   const std::vector<std::pair<std::string, std::string>>& leading,
-                   const std::set<std::string>& omit);
+                   const std::vector<std::pair<std::string, std::string>>& leading, const std::set<std::string>& omit);
 // `text` as a JSON string, quoted and escaped.
 std::string JsonString(std::string_view text);
 

@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
   for (const auto& [sub, verb] : subcommands) verb_names.push_back(sub->get_name());
   if (const std::string word = VerbOf(app, argc, argv);
       !word.empty() && std::find(verb_names.begin(), verb_names.end(), word) == verb_names.end()) {
-    std::cerr << "jitctl: unknown verb '" << word << "'" << Suggest(word, verb_names) << " (verbs: "
-              << jitd::text::Join(verb_names, ", ") << "; `jitctl --help` says what each does)\n";
+    std::cerr << "jitctl: unknown verb '" << word << "'" << Suggest(word, verb_names)
+              << " (verbs: " << jitd::text::Join(verb_names, ", ") << "; `jitctl --help` says what each does)\n";
     return kExitUsage;
   }
   try {
@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
       const std::string flag = extra.substr(0, extra.find('='));
       std::cerr << "\njitctl: unknown option " << flag << Suggest(flag, LongOptions(app, sub));
     }
-    std::cerr << "\nRun `jitctl " << (sub != nullptr ? sub->get_name() + " " : std::string()) << "--help` for the options.\n";
+    std::cerr << "\nRun `jitctl " << (sub != nullptr ? sub->get_name() + " " : std::string())
+              << "--help` for the options.\n";
     return kExitUsage;
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);

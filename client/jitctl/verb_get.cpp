@@ -80,9 +80,8 @@ class GetVerb final : public Verb {
     spec_.options = options_;
     std::error_code ec;
     if (!output_path_.empty() && std::filesystem::is_directory(output_path_, ec)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("-o ", output_path_, " is a directory; name the file to write (-o ", output_path_,
-                       "/kernel.cubin)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "-o ", output_path_, " is a directory; name the file to write (-o ", output_path_, "/kernel.cubin)"));
     }
     if (mode_ == "cached-only") mode_value_ = v1::GetKernelRequest::CACHED_ONLY;
     if (mode_ == "prefetch") mode_value_ = v1::GetKernelRequest::PREFETCH;

@@ -2,12 +2,12 @@
 // calls built on them are in client_kernels.cpp).
 #include "jitd/client.h"
 
+#include <grp.h>
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
-#include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -107,10 +107,10 @@ absl::Status CheckUnixSocketExists(const std::string& endpoint) {
   struct stat info {};
   if (stat(path.c_str(), &info) != 0) {
     if (errno == EACCES) {
-      return absl::PermissionDeniedError(
-          Cat("cannot reach jitd at ", endpoint, ": permission denied: this user (uid ", ::getuid(),
-              ") may not enter the socket's directory ", std::filesystem::path(path).parent_path().string(),
-              "; ask the operator for a directory the socket's group may enter"));
+      return absl::PermissionDeniedError(Cat("cannot reach jitd at ", endpoint, ": permission denied: this user (uid ",
+                                             ::getuid(), ") may not enter the socket's directory ",
+                                             std::filesystem::path(path).parent_path().string(),
+                                             "; ask the operator for a directory the socket's group may enter"));
     }
     return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint, ": ", std::strerror(errno),
                                       " (is the daemon running? start it with `jitd`)"));
@@ -121,10 +121,9 @@ absl::Status CheckUnixSocketExists(const std::string& endpoint) {
     const struct group* group = ::getgrgid(info.st_gid);
     const std::string group_name = group != nullptr ? group->gr_name : Cat("gid ", info.st_gid);
     return absl::PermissionDeniedError(
-        Cat("cannot reach jitd at ", endpoint, ": permission denied: the socket is mode 0",
-            Octal(info.st_mode & 0777), " for its owner (uid ", info.st_uid, ") and group ", group_name,
-            ", and this user (uid ", ::getuid(), ") is not in group ", group_name,
-            "; ask the operator to add it (usermod -aG ", group_name,
+        Cat("cannot reach jitd at ", endpoint, ": permission denied: the socket is mode 0", Octal(info.st_mode & 0777),
+            " for its owner (uid ", info.st_uid, ") and group ", group_name, ", and this user (uid ", ::getuid(),
+            ") is not in group ", group_name, "; ask the operator to add it (usermod -aG ", group_name,
             " USER, then log in again) or to start jitd with --socket-group GROUP"));
   }
   return absl::OkStatus();
@@ -162,8 +161,8 @@ std::string RefusalReason(const std::string& endpoint) {
   // Frames: 3 bytes length, type, flags, 4 bytes stream; GOAWAY is type 7:
   // 4 bytes last stream, 4 bytes error code, then its text.
   for (size_t at = 0; at + 9 <= got.size();) {
-    const size_t length = (static_cast<unsigned char>(got[at]) << 16) |
-                          (static_cast<unsigned char>(got[at + 1]) << 8) | static_cast<unsigned char>(got[at + 2]);
+    const size_t length = (static_cast<unsigned char>(got[at]) << 16) | (static_cast<unsigned char>(got[at + 1]) << 8) |
+                          static_cast<unsigned char>(got[at + 2]);
     if (got[at + 3] == 7 && length >= 8 && at + 9 + length <= got.size()) {
       return Cat("the daemon refused the connection: ", got.substr(at + 17, length - 8));
     }

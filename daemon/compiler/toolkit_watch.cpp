@@ -2,12 +2,12 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/inotify.h>
-#include <unistd.h>
 #include <link.h>
 #include <nvrtc.h>
 #include <openssl/evp.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
@@ -216,8 +216,8 @@ class ToolkitWatch::Notifier {
   }
   int fd_ = -1;
   int mounts_fd_ = -1;
-  std::set<int> everything_;                      // watches whose every event counts
-  std::map<int, std::set<std::string>> only_;     // watches where only these entries count
+  std::set<int> everything_;                   // watches whose every event counts
+  std::map<int, std::set<std::string>> only_;  // watches where only these entries count
 };
 
 ToolkitWatch::ToolkitWatch(Options options) : options_(std::move(options)) {}

@@ -117,7 +117,7 @@ KernelService::Stats KernelService::stats() const {
 }
 
 KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request, Mode mode,
-                                         const CallContext& context) {
+                                          const CallContext& context) {
   Bump(counters_.requests);
   Begun begun;
   auto resolved = Resolve(request);
@@ -172,10 +172,10 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
       return begun;
     case FlightTable::Joined::kAbsent:
       Bump(counters_.cached_only_misses);
-      begun.now = absl::NotFoundError(Cat("kernel ", answer.kernel,
-                                          answer.params.empty() ? "" : Cat(" (", answer.params, ")"), " for ",
-                                          answer.arch, " is not in the cache (key ", answer.key,
-                                          "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
+      begun.now =
+          absl::NotFoundError(Cat("kernel ", answer.kernel, answer.params.empty() ? "" : Cat(" (", answer.params, ")"),
+                                  " for ", answer.arch, " is not in the cache (key ", answer.key,
+                                  "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
       return begun;
     case FlightTable::Joined::kFollower:
       if (mode == Mode::kCachedOnly) {
@@ -239,16 +239,16 @@ std::shared_ptr<Flight> KernelService::Submit(const manifest::KernelRequest& req
     done(*std::move(begun.now));
     return nullptr;
   }
-  FlightTable::OnDone(*begun.flight, [answer = std::move(begun.answer), done = std::move(done)](
-                                         const FlightResult& result) mutable {
-    if (!result.entry.ok()) {
-      done(result.entry.status());
-      return;
-    }
-    answer.origin = result.origin;
-    answer.entry = *result.entry;
-    done(std::move(answer));
-  });
+  FlightTable::OnDone(*begun.flight,
+                      [answer = std::move(begun.answer), done = std::move(done)](const FlightResult& result) mutable {
+                        if (!result.entry.ok()) {
+                          done(result.entry.status());
+                          return;
+                        }
+                        answer.origin = result.origin;
+                        answer.entry = *result.entry;
+                        done(std::move(answer));
+                      });
   return std::move(begun.flight);
 }
 
@@ -383,8 +383,10 @@ absl::Status KernelService::AdmitPrefetch() const {
   const size_t share = std::max<size_t>(1, options_.max_queue / 2);
   if (const size_t prefetching = prefetch_flights_.load(); prefetching >= share) {
     return absl::ResourceExhaustedError(
-        Cat("PREFETCH refused: ", prefetching, " prefetched compiles are queued or running, the most this daemon "
-            "takes (half of --max-queue ", options_.max_queue,
+        Cat("PREFETCH refused: ", prefetching,
+            " prefetched compiles are queued or running, the most this daemon "
+            "takes (half of --max-queue ",
+            options_.max_queue,
             "; the rest is kept for requests that wait for their kernel); ask again later, or with COMPILE"));
   }
   const size_t waiting = pool_->Stats().queue_depth + fleet_waiting_.load();

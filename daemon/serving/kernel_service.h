@@ -250,8 +250,8 @@ class KernelService {
   // Flights led and not yet finished; the destructor waits for none.
   std::mutex active_mu_;
   std::condition_variable active_cv_;
-  size_t active_ = 0;                  // guarded by active_mu_
-  std::atomic<bool> stopping_{false};  // set by the destructor: fleet waits end
+  size_t active_ = 0;                        // guarded by active_mu_
+  std::atomic<bool> stopping_{false};        // set by the destructor: fleet waits end
   std::atomic<size_t> fleet_waiting_{0};     // flights waiting on another daemon's lease now
   std::atomic<size_t> prefetch_flights_{0};  // flights a PREFETCH started, not finished
   std::mutex peers_mu_;

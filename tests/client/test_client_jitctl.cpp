@@ -62,9 +62,10 @@ TEST_F(JitctlTest, LsPrintsAnAlignedTableWithHumanSizes) {
   ASSERT_EQ(ls.exit_code, 0) << ls.output;
   EXPECT_THAT(ls.output, HasSubstr("KEY"));
   EXPECT_THAT(ls.output, HasSubstr("LAST USED"));
-  EXPECT_THAT(ls.output,
-              // Seeded at SetUp: a loaded machine may take a second or more to get here.
-              ContainsRegex("aaaaaaaaaaaaaaaa +moe.topk_sum +dtype=bf16 +sm_90 +4\\.[0-9] KiB +0 +(just now|[0-9.]+ ?s ago)"));
+  EXPECT_THAT(
+      ls.output,
+      // Seeded at SetUp: a loaded machine may take a second or more to get here.
+      ContainsRegex("aaaaaaaaaaaaaaaa +moe.topk_sum +dtype=bf16 +sm_90 +4\\.[0-9] KiB +0 +(just now|[0-9.]+ ?s ago)"));
   EXPECT_THAT(ls.output, HasSubstr("moe.align_block"));
   EXPECT_THAT(ls.output, Not(HasSubstr("norm.rms")));
   EXPECT_THAT(ls.output, HasSubstr("2 of 2 entries"));

@@ -10,9 +10,9 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <sstream>
 #include <string>
-#include <latch>
 #include <thread>
 #include <vector>
 
@@ -212,8 +212,8 @@ TEST_F(Bounded, AChurnOfAdHocKeysNeverEvictsWhatAWarmUpPut) {
   EXPECT_EQ(daemon_->Stats().pinned_entries(), 4u);
   Start({"--max-cache-bytes", "48K"});  // a restart: the memory tier is empty
   for (const v1::KernelSpec& spec : warm.specs()) {
-    v1::GetKernelRequest request = KernelRequest(spec.kernel(), {spec.params().begin(), spec.params().end()},
-                                                 v1::GetKernelRequest::CACHED_ONLY);
+    v1::GetKernelRequest request =
+        KernelRequest(spec.kernel(), {spec.params().begin(), spec.params().end()}, v1::GetKernelRequest::CACHED_ONLY);
     absl::StatusOr<v1::GetKernelResponse> kept = client_->GetKernel(request);
     EXPECT_TRUE(kept.ok()) << spec.ShortDebugString() << ": " << kept.status();
   }

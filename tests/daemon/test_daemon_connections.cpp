@@ -26,10 +26,10 @@
 namespace jitd {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::KernelRequest;
 using testing::TempDir;
 using testing::TestDaemon;
-using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 // Raw connections that send nothing, as a flooding client holds them.
@@ -96,8 +96,7 @@ TEST(Connections, AFloodOverTheBoundIsToldWhyAndAClientAlreadyConnectedIsServed)
   Flood flood;
   ASSERT_EQ(flood.Unix(daemon.socket_path(), 40), 40u);  // the kernel's backlog takes them all
   ASSERT_TRUE(testing::PollUntil(
-      [&] { return daemon.process().Output().find("new connections are closed at once") != std::string::npos; },
-      10s));
+      [&] { return daemon.process().Output().find("new connections are closed at once") != std::string::npos; }, 10s));
   // A new client is told which bound it met, not "is the daemon running?".
   const testing::ProcessResult refused = daemon.Jitctl({"stats"});
   EXPECT_NE(refused.exit_code, 0);
@@ -163,8 +162,7 @@ TEST(Connections, TheDefaultBoundKeepsAReserveBelowTheDescriptorLimit) {
   Flood flood;
   flood.Unix(daemon.socket_path(), 400);
   ASSERT_TRUE(testing::PollUntil(
-      [&] { return daemon.process().Output().find("new connections are closed at once") != std::string::npos; },
-      10s));
+      [&] { return daemon.process().Output().find("new connections are closed at once") != std::string::npos; }, 10s));
   EXPECT_THAT(daemon.process().Output(), ::testing::Not(HasSubstr("out of file descriptors")))
       << "the bound is met before the limit";
   flood.Release();
@@ -183,8 +181,8 @@ TEST(Connections, ATcpListenerThatStopsAcceptingEndsTheDaemonForItsSupervisor) {
   ASSERT_TRUE(std::regex_search(log, port, std::regex("serving on .*127\\.0\\.0\\.1:([0-9]+)"))) << log;
   Flood flood;
   flood.Tcp(static_cast<uint16_t>(std::stoi(port[1])), 150);
-  ASSERT_TRUE(testing::PollUntil(
-      [&] { return daemon.process().Output().find("Failed accept4") != std::string::npos; }, 10s))
+  ASSERT_TRUE(
+      testing::PollUntil([&] { return daemon.process().Output().find("Failed accept4") != std::string::npos; }, 10s))
       << daemon.process().Output();
   flood.Release();
   const std::optional<int> exit_code = daemon.process().WaitForExit(30s);

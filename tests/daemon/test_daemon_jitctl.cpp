@@ -106,8 +106,8 @@ TEST_F(JitctlTest, WarmAllThenLsStatsEvictDryRunAndEvictMaxBytesOnTheShippedKern
   const ProcessResult dry_run = Jitctl({"evict", "--dry-run", "--include-pinned", "--max-bytes", half});
   ASSERT_EQ(dry_run.exit_code, 0) << dry_run.output;
   EXPECT_THAT(dry_run.output, ContainsRegex("would evict [0-9]+ entries"));
-  const auto would = ParseJson<v1::EvictResponse>(
-      Jitctl({"--json", "evict", "--dry-run", "--include-pinned", "--max-bytes", half}));
+  const auto would =
+      ParseJson<v1::EvictResponse>(Jitctl({"--json", "evict", "--dry-run", "--include-pinned", "--max-bytes", half}));
   EXPECT_TRUE(would.dry_run());
   EXPECT_GT(would.evicted_entries(), 0u);
   EXPECT_LE(would.remaining_bytes(), counters.bytes() / 2);

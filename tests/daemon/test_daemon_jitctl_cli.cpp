@@ -169,10 +169,11 @@ TEST_F(JitctlCli, AllAndManifestTogetherAreRefusedSayingWhy) {
 
 TEST(Help, EveryScreenIsFreeOfParserArtefactsAndServeHelpListsTheServeOptions) {
   TempDir dir;
-  std::vector<std::vector<std::string>> screens = {
-      {testing::JitdBinary(), "--help"},         {testing::JitdBinary(), "serve", "--help"},
-      {testing::JitdBinary(), "warm", "--help"}, {testing::JitdBinary(), "lint", "--help"},
-      {testing::JitctlBinary(), "--help"}};
+  std::vector<std::vector<std::string>> screens = {{testing::JitdBinary(), "--help"},
+                                                   {testing::JitdBinary(), "serve", "--help"},
+                                                   {testing::JitdBinary(), "warm", "--help"},
+                                                   {testing::JitdBinary(), "lint", "--help"},
+                                                   {testing::JitctlBinary(), "--help"}};
   for (const char* verb : {"get", "kernels", "warm", "ls", "stats", "evict", "verify", "health"}) {
     screens.push_back({testing::JitctlBinary(), verb, "--help"});
   }
@@ -185,7 +186,7 @@ TEST(Help, EveryScreenIsFreeOfParserArtefactsAndServeHelpListsTheServeOptions) {
     EXPECT_THAT(help.output, ::testing::Not(HasSubstr(":{"))) << what;
     EXPECT_THAT(help.output, ::testing::Not(::testing::ContainsRegex("[A-Z]=[0-9]"))) << what << "\n" << help.output;
     EXPECT_THAT(help.output, ::testing::Not(::testing::ContainsRegex(" (TEXT|UINT|INT)( |$)"))) << what << "\n"
-                                                                                          << help.output;
+                                                                                                << help.output;
   }
   const ProcessResult serve =
       testing::RunProcess({testing::JitdBinary(), "serve", "--help"}, dir / "help.log", std::chrono::seconds(20));

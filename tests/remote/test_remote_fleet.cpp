@@ -282,9 +282,9 @@ double RssMiB(pid_t pid) {
 TEST_F(FleetTest, HugeValuesPlantedInRedisAreRefusedUnreadAndCostNoMemory) {
   // A writer of the store plants 40 MiB under the keys three requests ask
   // for; the daemon reads at most --remote-max-value-bytes of each.
-  const std::vector<v1::GetKernelRequest> requests = {
-      testing::KernelRequest("small.fill", {{"dtype", "fp32"}}), testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
-      testing::KernelRequest("small.scale", {{"clamp", "on"}})};
+  const std::vector<v1::GetKernelRequest> requests = {testing::KernelRequest("small.fill", {{"dtype", "fp32"}}),
+                                                      testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
+                                                      testing::KernelRequest("small.scale", {{"clamp", "on"}})};
   std::vector<std::string> keys;
   {
     TempDir solo;
@@ -329,9 +329,9 @@ TEST_F(FleetTest, WaitsOnOtherDaemonsLeasesCountAgainstTheQueue) {
   // Three keys whose leases another daemon holds (and keeps, for a minute):
   // with --max-queue 2, two requests wait on them; the third is refused at
   // once instead of holding a third wait.
-  const std::vector<v1::GetKernelRequest> requests = {
-      testing::KernelRequest("small.fill", {{"dtype", "fp32"}}), testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
-      testing::KernelRequest("small.scale", {{"clamp", "on"}})};
+  const std::vector<v1::GetKernelRequest> requests = {testing::KernelRequest("small.fill", {{"dtype", "fp32"}}),
+                                                      testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
+                                                      testing::KernelRequest("small.scale", {{"clamp", "on"}})};
   std::vector<std::string> keys;
   {
     TempDir solo;
@@ -358,8 +358,7 @@ TEST_F(FleetTest, WaitsOnOtherDaemonsLeasesCountAgainstTheQueue) {
   ASSERT_TRUE(testing::PollUntil([&] { return daemon.Stats().remote_waits() == 2; }, 10s));
   auto refused = daemon.Connect("", 10s)->GetKernel(requests[2]);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
-  EXPECT_NE(refused.status().message().find("waiting for a worker or for another daemon's compile"),
-            std::string::npos)
+  EXPECT_NE(refused.status().message().find("waiting for a worker or for another daemon's compile"), std::string::npos)
       << refused.status();
   for (auto& t : waiting) t.join();
 }

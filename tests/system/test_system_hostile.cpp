@@ -135,20 +135,35 @@ TEST(Hostile, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
     std::ofstream key(dir / "fleet.key");
     key << "0123456789abcdef0123456789abcdef\n";
   }
-  TestDaemon daemon(dir, {"--kernels", testing::SmallKernelsDir().string(), "--workers", "2", "--max-queue", "8",
-                          "--max-cache-bytes", "256K", "--hot-cache-bytes", "64K", "--metrics-listen",
-                          "127.0.0.1:0", "--remote", redis.url(), "--remote-signing-key-file",
-                          (dir / "fleet.key").string(), "--remote-max-value-bytes", "1M", "--max-connections", "96"});
+  TestDaemon daemon(dir, {"--kernels",
+                          testing::SmallKernelsDir().string(),
+                          "--workers",
+                          "2",
+                          "--max-queue",
+                          "8",
+                          "--max-cache-bytes",
+                          "256K",
+                          "--hot-cache-bytes",
+                          "64K",
+                          "--metrics-listen",
+                          "127.0.0.1:0",
+                          "--remote",
+                          redis.url(),
+                          "--remote-signing-key-file",
+                          (dir / "fleet.key").string(),
+                          "--remote-max-value-bytes",
+                          "1M",
+                          "--max-connections",
+                          "96"});
   ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
   const std::optional<int> metrics_port = testing::MetricsPort(daemon);
   ASSERT_TRUE(metrics_port.has_value());
 
   // The honest client warms what it serves (pinned), then asks for it.
   std::unique_ptr<Client> honest = daemon.Connect("", 30s);
-  const std::vector<v1::GetKernelRequest> served = {KernelRequest("small.fill", {{"dtype", "fp32"}}),
-                                                    KernelRequest("small.fill", {{"dtype", "fp64"}}),
-                                                    KernelRequest("small.scale", {{"clamp", "off"}}),
-                                                    KernelRequest("small.scale", {{"clamp", "on"}})};
+  const std::vector<v1::GetKernelRequest> served = {
+      KernelRequest("small.fill", {{"dtype", "fp32"}}), KernelRequest("small.fill", {{"dtype", "fp64"}}),
+      KernelRequest("small.scale", {{"clamp", "off"}}), KernelRequest("small.scale", {{"clamp", "on"}})};
   v1::WarmRequest warm;
   for (const auto& request : served) {
     v1::KernelSpec* spec = warm.add_specs();
@@ -299,8 +314,8 @@ TEST(Hostile, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
   for (std::thread& t : threads) t.join();
 
   std::printf("[hostile] %d s: honest client %zu calls, %llu failed, p50 %.2f ms, p99 %.2f ms (bound %.0f ms)\n",
-              seconds, honest_ms.size(), static_cast<unsigned long long>(honest_failed),
-              Percentile(honest_ms, 0.5), Percentile(honest_ms, 0.99), kHonestP99Ms);
+              seconds, honest_ms.size(), static_cast<unsigned long long>(honest_failed), Percentile(honest_ms, 0.5),
+              Percentile(honest_ms, 0.99), kHonestP99Ms);
   std::printf("[hostile] /metrics: %zu scrapes, %llu not 200 within 1 s, slowest %.1f ms\n", scrape_ms.size(),
               static_cast<unsigned long long>(scrape_failed), Percentile(scrape_ms, 1.0));
   std::printf("[hostile] daemon: at most %d threads (bound %d), RSS at most %.1f MiB (bound %.0f)\n", max_threads,
@@ -310,13 +325,13 @@ TEST(Hostile, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
   }
   ASSERT_FALSE(daemon.process().Exited()) << daemon.process().Output();
   const v1::StatsResponse stats = daemon.Stats();
-  std::printf("[hostile] stats: %llu compiles, %llu evictions, %u pinned entries, %llu prefetches refused, "
-              "%llu remote values oversized, %llu remote corrupt\n",
-              static_cast<unsigned long long>(stats.compiles()), static_cast<unsigned long long>(stats.evictions()),
-              static_cast<unsigned>(stats.pinned_entries()),
-              static_cast<unsigned long long>(stats.prefetches_refused()),
-              static_cast<unsigned long long>(stats.remote_oversized()),
-              static_cast<unsigned long long>(stats.remote_corrupt()));
+  std::printf(
+      "[hostile] stats: %llu compiles, %llu evictions, %u pinned entries, %llu prefetches refused, "
+      "%llu remote values oversized, %llu remote corrupt\n",
+      static_cast<unsigned long long>(stats.compiles()), static_cast<unsigned long long>(stats.evictions()),
+      static_cast<unsigned>(stats.pinned_entries()), static_cast<unsigned long long>(stats.prefetches_refused()),
+      static_cast<unsigned long long>(stats.remote_oversized()),
+      static_cast<unsigned long long>(stats.remote_corrupt()));
 
   EXPECT_EQ(honest_failed, 0u) << "first: " << first_failure;
   EXPECT_LE(Percentile(honest_ms, 0.99), kHonestP99Ms);
