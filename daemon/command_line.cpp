@@ -296,18 +296,23 @@ struct OfflineFlags {
   bool source_only = false;
 };
 
+// What lint and warm compile with: kernels, toolkit, archs, workers.
+void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& arch_help) {
+  sub.add_option("--kernels", flags.kernels_dir,
+                 "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
+      ->type_name("DIR");
+  sub.add_option(
+         "--cuda-include", flags.cuda_include,
+         std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude + ")")
+      ->type_name("DIR");
+  sub.add_option("--arch", flags.archs, arch_help)->type_name("ARCH");
+  sub.add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
+}
+
 void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   CLI::App* lint =
       app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
-  lint->add_option("--kernels", flags.kernels_dir,
-                   "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
-      ->type_name("DIR");
-  lint->add_option(
-          "--cuda-include", flags.cuda_include,
-          std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude + ")")
-      ->type_name("DIR");
-  lint->add_option("--arch", flags.archs, "Arch to check for (repeatable; default sm_90)")->type_name("ARCH");
-  lint->add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
+  AddCompileOptions(*lint, flags, "Arch to check for (repeatable; default sm_90)");
   lint->add_flag("--source-only", flags.source_only, "Only the textual check, no compiles (milliseconds)");
   lint->footer(
       "Exit 0 when every kernel file is in namespace sglang and every instantiation compiles and\n"
@@ -319,15 +324,7 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm (or --all)")
       ->check(ExistingFile())
       ->type_name("FILE");
-  warm->add_option("--arch", flags.archs, "Arch to warm for (repeatable; default sm_90)")->type_name("ARCH");
-  warm->add_option("--kernels", flags.kernels_dir,
-                   "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
-      ->type_name("DIR");
-  warm->add_option(
-          "--cuda-include", flags.cuda_include,
-          std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude + ")")
-      ->type_name("DIR");
-  warm->add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
+  AddCompileOptions(*warm, flags, "Arch to warm for (repeatable; default sm_90)");
   warm->footer(
       "Safe while a daemon uses the same cache directory. Example:\n"
       "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");

@@ -136,36 +136,32 @@ KeyReader CountKey(std::optional<uint64_t> ConfigLayer::*field) {
   };
 }
 
-absl::Status ReadListenProbeInterval(const toml::node& node, ConfigLayer& layer) {
-  int64_t seconds = 0;
-  if (const auto* number = node.as_integer()) {
-    seconds = number->get();
-  } else if (node.is_string()) {
+// Seconds as an integer, or a duration string ("30s", "2m"); `example`
+// is what the type error shows.
+absl::StatusOr<int64_t> ReadSeconds(const toml::node& node, std::string_view example) {
+  if (const auto* number = node.as_integer()) return number->get();
+  if (node.is_string()) {
     absl::StatusOr<std::chrono::seconds> duration = ParseDuration(node.as_string()->get());
     if (!duration.ok()) return duration.status();
-    seconds = duration->count();
-  } else {
-    return WrongType(node, "an integer number of seconds or a duration like \"10s\"");
+    return duration->count();
   }
-  if (seconds < 0) return absl::InvalidArgumentError("must be 0 (off) or a positive duration");
-  layer.listen_probe_interval = std::chrono::seconds(seconds);
+  const std::string expected = jitd::text::Cat("an integer number of seconds or a duration like \"", example, "\"");
+  return WrongType(node, expected.c_str());
+}
+
+absl::Status ReadListenProbeInterval(const toml::node& node, ConfigLayer& layer) {
+  absl::StatusOr<int64_t> seconds = ReadSeconds(node, "10s");
+  if (!seconds.ok()) return seconds.status();
+  if (*seconds < 0) return absl::InvalidArgumentError("must be 0 (off) or a positive duration");
+  layer.listen_probe_interval = std::chrono::seconds(*seconds);
   return absl::OkStatus();
 }
 
-// Seconds as an integer, or a duration string ("30s", "2m").
 absl::Status ReadNegativeTtl(const toml::node& node, ConfigLayer& layer) {
-  int64_t seconds = 0;
-  if (const auto* number = node.as_integer()) {
-    seconds = number->get();
-  } else if (node.is_string()) {
-    absl::StatusOr<std::chrono::seconds> duration = ParseDuration(node.as_string()->get());
-    if (!duration.ok()) return duration.status();
-    seconds = duration->count();
-  } else {
-    return WrongType(node, "an integer number of seconds or a duration like \"30s\"");
-  }
-  if (absl::Status valid = CheckNegativeTtl(seconds); !valid.ok()) return valid;
-  layer.negative_ttl = std::chrono::seconds(seconds);
+  absl::StatusOr<int64_t> seconds = ReadSeconds(node, "30s");
+  if (!seconds.ok()) return seconds.status();
+  if (absl::Status valid = CheckNegativeTtl(*seconds); !valid.ok()) return valid;
+  layer.negative_ttl = std::chrono::seconds(*seconds);
   return absl::OkStatus();
 }
 
