@@ -279,23 +279,33 @@ double RssMiB(pid_t pid) {
   return 0;
 }
 
+// Three small instantiations, and the content keys a daemon of its own
+// (no Redis) gives them: what a writer of the store would plant under.
+std::vector<v1::GetKernelRequest> ThreeSmallRequests() {
+  return {testing::KernelRequest("small.fill", {{"dtype", "fp32"}}),
+          testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
+          testing::KernelRequest("small.scale", {{"clamp", "on"}})};
+}
+
+std::vector<std::string> KeysOf(const std::vector<v1::GetKernelRequest>& requests) {
+  TempDir solo;
+  TestDaemon d(solo, {"--kernels", testing::SmallKernelsDir().string()});
+  std::vector<std::string> keys;
+  if (!d.WaitUntilServing().ok()) return keys;
+  for (const auto& request : requests) {
+    auto resolved = d.Connect()->GetKernel(request);
+    EXPECT_TRUE(resolved.ok()) << resolved.status();
+    if (resolved.ok()) keys.push_back(resolved->key());
+  }
+  return keys;
+}
+
 TEST_F(FleetTest, HugeValuesPlantedInRedisAreRefusedUnreadAndCostNoMemory) {
   // A writer of the store plants 40 MiB under the keys three requests ask
   // for; the daemon reads at most --remote-max-value-bytes of each.
-  const std::vector<v1::GetKernelRequest> requests = {testing::KernelRequest("small.fill", {{"dtype", "fp32"}}),
-                                                      testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
-                                                      testing::KernelRequest("small.scale", {{"clamp", "on"}})};
-  std::vector<std::string> keys;
-  {
-    TempDir solo;
-    TestDaemon d(solo, {"--kernels", testing::SmallKernelsDir().string()});
-    ASSERT_TRUE(d.WaitUntilServing().ok());
-    for (const auto& request : requests) {
-      auto resolved = d.Connect()->GetKernel(request);
-      ASSERT_TRUE(resolved.ok()) << resolved.status();
-      keys.push_back(resolved->key());
-    }
-  }
+  const std::vector<v1::GetKernelRequest> requests = ThreeSmallRequests();
+  const std::vector<std::string> keys = KeysOf(requests);
+  ASSERT_EQ(keys.size(), requests.size());
   for (const std::string& key : keys) {
     ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:blob:" + key, std::string(40 << 20, 'x')}).ok());
   }
@@ -329,20 +339,9 @@ TEST_F(FleetTest, WaitsOnOtherDaemonsLeasesCountAgainstTheQueue) {
   // Three keys whose leases another daemon holds (and keeps, for a minute):
   // with --max-queue 2, two requests wait on them; the third is refused at
   // once instead of holding a third wait.
-  const std::vector<v1::GetKernelRequest> requests = {testing::KernelRequest("small.fill", {{"dtype", "fp32"}}),
-                                                      testing::KernelRequest("small.fill", {{"dtype", "fp64"}}),
-                                                      testing::KernelRequest("small.scale", {{"clamp", "on"}})};
-  std::vector<std::string> keys;
-  {
-    TempDir solo;
-    TestDaemon d(solo, {"--kernels", testing::SmallKernelsDir().string()});
-    ASSERT_TRUE(d.WaitUntilServing().ok());
-    for (const auto& request : requests) {
-      auto resolved = d.Connect()->GetKernel(request);
-      ASSERT_TRUE(resolved.ok()) << resolved.status();
-      keys.push_back(resolved->key());
-    }
-  }
+  const std::vector<v1::GetKernelRequest> requests = ThreeSmallRequests();
+  const std::vector<std::string> keys = KeysOf(requests);
+  ASSERT_EQ(keys.size(), requests.size());
   for (const std::string& key : keys) {
     ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:lease:" + key, "busy-node:1:00", "PX", "60000"}).ok());
   }
