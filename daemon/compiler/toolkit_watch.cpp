@@ -129,7 +129,9 @@ class ToolkitWatch::Notifier {
     // `only`: the one entry of that directory that matters (the next
     // component of a path through it); empty: every event counts.
     auto watch = [&](const fs::path& p, uint32_t mask, const std::string& only = "") {
-      const int wd = inotify_add_watch(n->fd_, p.c_str(), mask);
+      // IN_MASK_ADD: a directory reached twice (as a header directory and
+      // on a path) keeps every event either asked for.
+      const int wd = inotify_add_watch(n->fd_, p.c_str(), mask | IN_MASK_ADD);
       if (wd < 0) return false;
       if (only.empty()) {
         n->only_.erase(wd);
