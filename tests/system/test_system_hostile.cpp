@@ -9,7 +9,8 @@
 //                    the churn asked for, which it asks for again later
 // What must hold: the honest client (warmed kernels, their hits) succeeds
 // on every call, within the p99 bound below; every /metrics scrape answers
-// 200 within 1 s; the daemon's threads and RSS stay bounded; it never
+// 200 within 1 s (a scrape asks again within that second when an attempt is
+// dropped to make room); the daemon's threads and RSS stay bounded; it never
 // crashes; `verify` is clean at the end. The figures are printed.
 //
 // JITD_HOSTILE_SECONDS sets the duration (default 20, as CI runs it; an
@@ -281,7 +282,7 @@ TEST(Hostile, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
 
   // The honest client and the monitor, on this thread's clock.
   std::vector<double> honest_ms, scrape_ms;
-  uint64_t honest_failed = 0, scrape_failed = 0;
+  uint64_t honest_failed = 0, scrape_failed = 0, scrape_retries = 0;
   std::string first_failure;
   int max_threads = 0;
   double max_rss = 0;
@@ -299,11 +300,19 @@ TEST(Hostile, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
     }
     if (Clock::now() >= next_scrape) {
       next_scrape = Clock::now() + 500ms;
+      // A scrape succeeds when a 200 comes within 1 s; one attempt may be
+      // dropped (408) to make room for a newer connection when every place
+      // is taken and the scraper's request had not come yet, and then it
+      // asks again within that second. Both counts are printed.
       const auto scrape_started = Clock::now();
-      const std::string response = testing::HttpGet(*metrics_port);
+      bool answered = false;
+      for (int attempt = 0; !answered && Clock::now() - scrape_started < 1s; ++attempt) {
+        answered = testing::HttpGet(*metrics_port).rfind("HTTP/1.1 200", 0) == 0;
+        if (!answered) ++scrape_retries;
+      }
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - scrape_started).count();
       scrape_ms.push_back(ms);
-      if (response.rfind("HTTP/1.1 200", 0) != 0 || ms > 1000) ++scrape_failed;
+      if (!answered || ms > 1000) ++scrape_failed;
       const ProcStatus status = ReadStatus(pid);
       max_threads = std::max(max_threads, status.threads);
       max_rss = std::max(max_rss, status.rss_mib);
@@ -316,8 +325,11 @@ TEST(Hostile, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
   std::printf("[hostile] %d s: honest client %zu calls, %llu failed, p50 %.2f ms, p99 %.2f ms (bound %.0f ms)\n",
               seconds, honest_ms.size(), static_cast<unsigned long long>(honest_failed), Percentile(honest_ms, 0.5),
               Percentile(honest_ms, 0.99), kHonestP99Ms);
-  std::printf("[hostile] /metrics: %zu scrapes, %llu not 200 within 1 s, slowest %.1f ms\n", scrape_ms.size(),
-              static_cast<unsigned long long>(scrape_failed), Percentile(scrape_ms, 1.0));
+  std::printf(
+      "[hostile] /metrics: %zu scrapes, %llu not 200 within 1 s (%llu attempts dropped and asked again), "
+      "slowest %.1f ms\n",
+      scrape_ms.size(), static_cast<unsigned long long>(scrape_failed), static_cast<unsigned long long>(scrape_retries),
+      Percentile(scrape_ms, 1.0));
   std::printf("[hostile] daemon: at most %d threads (bound %d), RSS at most %.1f MiB (bound %.0f)\n", max_threads,
               kMaxThreads, max_rss, kMaxRssMiB);
   for (const auto& [what, n] : tally.counts()) {
