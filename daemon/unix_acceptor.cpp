@@ -77,7 +77,6 @@ absl::Status UnixAcceptor::Listen(const std::filesystem::path& path) {
     return absl::UnavailableError(Cat("cannot listen on unix:", text, ": ", std::strerror(err)));
   }
   listen_fds_.push_back(fd);
-  paths_.push_back(path);
   return absl::OkStatus();
 }
 
@@ -116,13 +115,6 @@ std::string UnixAcceptor::PeerOf(const std::string& grpc_peer) const {
   const auto it = open_.find(fd);
   if (it == open_.end()) return grpc_peer;
   return Cat("uid:", it->second.uid);
-}
-
-UnixAcceptor::Stats UnixAcceptor::stats() const {
-  std::lock_guard lock(mu_);
-  Stats s = stats_;
-  s.open = open_.size();
-  return s;
 }
 
 void UnixAcceptor::Run() {
@@ -189,11 +181,6 @@ void UnixAcceptor::AcceptReady(int listen_fd) {
         }
         open_[fd] = Open{st.st_ino, cred.uid};
         ++per_peer_[cred.uid];
-        ++stats_.accepted;
-      } else if (refusal == Refusal::kTotal) {
-        ++stats_.refused_total;
-      } else {
-        ++stats_.refused_peer;
       }
     }
     NoteRefusal(refusal, cred.uid);
@@ -206,10 +193,6 @@ void UnixAcceptor::AcceptReady(int listen_fd) {
 }
 
 void UnixAcceptor::OnNoDescriptors(int listen_fd, int err) {
-  {
-    std::lock_guard lock(mu_);
-    ++stats_.refused_no_fds;
-  }
   if (!out_of_fds_) {
     out_of_fds_ = true;
     std::lock_guard lock(mu_);

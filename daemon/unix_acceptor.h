@@ -28,7 +28,7 @@
 //             always before it refuses anyone.
 //
 // Thread safety: Listen() and Start() from one thread before any other
-// call; PeerOf() and stats() from any thread; Stop() once, from the thread
+// call; PeerOf() from any thread; Stop() once, from the thread
 // that started it.
 #pragma once
 
@@ -62,14 +62,6 @@ class UnixAcceptor {
     std::string max_per_peer_flag = "--max-connections-per-peer";
   };
 
-  struct Stats {
-    size_t open = 0;              // connections handed to gRPC and not yet closed
-    uint64_t accepted = 0;        // ... since the start
-    uint64_t refused_total = 0;   // closed at once: max_connections were open
-    uint64_t refused_peer = 0;    // closed at once: the peer held max_per_peer
-    uint64_t refused_no_fds = 0;  // closed at once: the process was out of descriptors
-  };
-
   explicit UnixAcceptor(Options options);
   // Stop().
   ~UnixAcceptor();
@@ -92,8 +84,6 @@ class UnixAcceptor {
   // off and that is still open; any other peer name unchanged.
   std::string PeerOf(const std::string& grpc_peer) const;
 
-  Stats stats() const;
-
  private:
   struct Open {
     ino_t inode = 0;
@@ -113,7 +103,6 @@ class UnixAcceptor {
 
   const Options options_;
   std::vector<int> listen_fds_;
-  std::vector<std::filesystem::path> paths_;
   int wake_fd_ = -1;     // an eventfd; Stop() writes it
   int reserve_fd_ = -1;  // /dev/null, let go when descriptors run out
   std::function<void(int)> hand_off_;
@@ -122,7 +111,6 @@ class UnixAcceptor {
   mutable std::mutex mu_;
   std::map<int, Open> open_;          // by descriptor; guarded by mu_
   std::map<uid_t, size_t> per_peer_;  // guarded by mu_
-  Stats stats_;                       // counters; guarded by mu_
   // Episodes, for logging their start and end once (the accept thread's).
   bool over_total_ = false;
   bool out_of_fds_ = false;
