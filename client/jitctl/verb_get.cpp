@@ -16,6 +16,25 @@
 namespace jitd::jitctl {
 namespace {
 
+// Where the answer came from, in a person's words: "origin", not
+// "source", which reads as CUDA source (the wire's field is `source`).
+std::string OriginWord(v1::GetKernelResponse::Source source) {
+  switch (source) {
+    case v1::GetKernelResponse::MEMORY:
+      return "memory (the daemon's hot cache)";
+    case v1::GetKernelResponse::DISK:
+      return "disk (the daemon's cache, checksum verified)";
+    case v1::GetKernelResponse::REMOTE:
+      return "remote (the shared tier, checksum verified)";
+    case v1::GetKernelResponse::COMPILED:
+      return "compiled (by NVRTC for this request)";
+    case v1::GetKernelResponse::FALLBACK:
+      return "fallback (the read-only fallback cache: the daemon could not be reached)";
+    default:
+      return absl::AsciiStrToLower(v1::GetKernelResponse::Source_Name(source));
+  }
+}
+
 // "" when written, else why not (errno's words): a local failure, which
 // the caller reports as such, not as an answer of the daemon.
 std::string WriteFile(const std::string& path, const std::string& bytes) {
@@ -111,17 +130,22 @@ class GetVerb final : public Verb {
         params += JsonString(name) + ":" + JsonString(value);
       }
       params += '}';
-      output.out << ToJson(ToResponse(answer), {{"kernel", JsonString(kernel_)}, {"params", params}}, {"cubin"});
+      output.out << ToJson(
+          ToResponse(answer),
+          {{"kernel", JsonString(kernel_)},
+           {"params", params},
+           {"origin", JsonString(absl::AsciiStrToLower(v1::GetKernelResponse::Source_Name(answer.source)))}},
+          {"cubin"});
       return 0;
     }
     if (answer.source == v1::GetKernelResponse::NONE) {
-      output.out << "kernel  " << kernel_ << "\nsource  none (not cached yet; a compile was queued)\n";
+      output.out << "kernel  " << kernel_ << "\norigin  none (not cached yet; a compile was queued)\n";
       return 0;
     }
     std::vector<std::pair<std::string, std::string>> fields = {
         {"kernel", kernel_},
         {"key", answer.key},
-        {"source", absl::AsciiStrToLower(v1::GetKernelResponse::Source_Name(answer.source))},
+        {"origin", OriginWord(answer.source)},
         {"arch", answer.arch},
         {"size", absl::StrCat(FormatBytes(answer.cubin.size()),
                               output_path_.empty() ? " (use -o FILE.cubin to save it)" : " -> " + output_path_)},

@@ -341,7 +341,7 @@ TEST_F(FallbackTest, JitctlGetServesFromTheFallbackAndSaysSo) {
        kFixtureKernel, "-p", "dtype=fp32", "--arch", "sm_90", "-o", (dir_ / "k.cubin").string()},
       dir_ / "jitctl.log", testing::kProcessTimeout);
   ASSERT_EQ(get.exit_code, 0) << get.output;
-  EXPECT_THAT(get.output, ::testing::ContainsRegex("source +fallback"));
+  EXPECT_THAT(get.output, ::testing::ContainsRegex("origin +fallback"));
   EXPECT_THAT(get.output, HasSubstr(testing::kScaleFloatLowered));
   std::ifstream written(dir_ / "k.cubin", std::ios::binary);
   const std::string cubin((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
