@@ -76,7 +76,7 @@ int RunLint(const CommandLine& command_line) {
       *shared, archs,
       [&](const compiler::CompileJob& job) { return stack->pool->Compile(job, compiler::Priority::kLive); }, workers,
       [&](size_t, size_t, const std::string& kernel, const std::string& params, const std::string& arch, bool ok) {
-        progress.Done(ok ? "ok" : "failed", Cat(kernel, params.empty() ? "" : Cat(" ", params), " ", arch));
+        progress.Done(ok ? "ok" : "failed", text::Instantiation(kernel, params, arch));
       },
       skip);
   progress.Finish();
@@ -158,7 +158,8 @@ int RunWarm(const CommandLine& command_line) {
       serving::CallContext ctx;
       ctx.priority = compiler::Priority::kWarm;
       auto answer = service.Get(r, serving::Mode::kCompile, ctx);
-      std::string what = Cat(r.kernel, " ", answer.ok() ? answer->params : "", " ", r.arch);
+      std::string what =
+          text::Instantiation(r.kernel, answer.ok() ? answer->params : CanonicalParams(r.params), r.arch, r.options);
       if (!answer.ok()) {
         std::string why(answer.status().message());
         progress.Done("failed", what, why.substr(0, why.find('\n')));

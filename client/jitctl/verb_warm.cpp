@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "jitd/detail/text.h"
 #include "jitd/progress.h"
 #include "json_output.h"
 #include "verb.h"
@@ -15,10 +16,8 @@ namespace jitd::jitctl {
 namespace {
 
 std::string Describe(const v1::KernelSpec& spec) {
-  std::vector<std::string> params;
-  for (const auto& [name, value] : spec.params()) params.push_back(name + "=" + value);
-  std::sort(params.begin(), params.end());
-  return absl::StrCat(spec.kernel(), "{", absl::StrJoin(params, ","), "} ", spec.arch());
+  return text::Instantiation(spec.kernel(), CanonicalParams({spec.params().begin(), spec.params().end()}), spec.arch(),
+                             {spec.options().begin(), spec.options().end()});
 }
 
 const char* OutcomeWord(v1::WarmProgress::Outcome outcome) {

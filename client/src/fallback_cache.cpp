@@ -62,7 +62,7 @@ absl::StatusOr<cache::Cache*> FallbackCache::OpenCache() {
 
 absl::StatusOr<KernelBinary> FallbackCache::Find(const KernelSpec& spec) {
   const std::string params = CanonicalParams(spec.params);
-  const std::string what = Cat(spec.kernel, "{", params, "}", spec.arch.empty() ? "" : " ", spec.arch);
+  const std::string what = text::Instantiation(spec.kernel, params, spec.arch);
   const std::string where = Cat("fallback cache ", dir_.string());
   if (!spec.options.empty()) {
     return absl::FailedPreconditionError(

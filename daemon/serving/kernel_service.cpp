@@ -26,6 +26,11 @@ bool IsCompileFailure(const absl::Status& s) {
 
 std::string Short(const std::string& key) { return key.substr(0, 12); }
 
+// How logs and messages name a resolved instantiation (text::Instantiation).
+std::string Instantiation(const manifest::ResolvedKernel& r) {
+  return text::Instantiation(r.kernel, r.params, r.arch, r.request_options);
+}
+
 void Bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace
@@ -172,15 +177,14 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
       return begun;
     case FlightTable::Joined::kAbsent:
       Bump(counters_.cached_only_misses);
-      begun.now =
-          absl::NotFoundError(Cat("kernel ", answer.kernel, answer.params.empty() ? "" : Cat(" (", answer.params, ")"),
-                                  " for ", answer.arch, " is not in the cache (key ", answer.key,
-                                  "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
+      begun.now = absl::NotFoundError(
+          Cat(text::Instantiation(answer.kernel, answer.params, answer.arch), " is not in the cache (key ", answer.key,
+              "); CACHED_ONLY never compiles: warm the cache first (jitd warm, jitctl warm)"));
       return begun;
     case FlightTable::Joined::kFollower:
       if (mode == Mode::kCachedOnly) {
         Bump(counters_.cached_only_misses);
-        begun.now = absl::NotFoundError(Cat("kernel ", answer.kernel, " for ", answer.arch,
+        begun.now = absl::NotFoundError(Cat(text::Instantiation(answer.kernel, answer.params, answer.arch),
                                             " is being compiled, not cached yet (key ", answer.key,
                                             "); CACHED_ONLY never compiles or waits"));
         return begun;
@@ -262,10 +266,13 @@ absl::StatusOr<KernelAnswer> KernelService::Wait(Flight& flight, KernelAnswer an
   if (!waited.result) {
     Bump(counters_.abandoned);
     if (waited.caller_gone)
-      return absl::CancelledError(Cat("the caller cancelled while ", answer.kernel, " was compiling"));
+      return absl::CancelledError(Cat("the caller cancelled while ",
+                                      text::Instantiation(answer.kernel, answer.params, answer.arch),
+                                      " was compiling"));
     return absl::DeadlineExceededError(
-        Cat("deadline passed while ", answer.kernel, " for ", answer.arch, " was compiling (key ", Short(answer.key),
-            "); ", waited.still_wanted ? "the compile goes on for other callers" : "the compile was cancelled"));
+        Cat("deadline passed while ", text::Instantiation(answer.kernel, answer.params, answer.arch),
+            " was compiling (key ", Short(answer.key), "); ",
+            waited.still_wanted ? "the compile goes on for other callers" : "the compile was cancelled"));
   }
   if (!waited.result->entry.ok()) return waited.result->entry.status();
   answer.origin = waited.result->origin;
@@ -297,7 +304,7 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
     case cache::RemoteFetch::Kind::kHit: {
       Bump(counters_.remote_hits);
       if (work->waited) {
-        spdlog::info("remote {} {} {} key={}: compiled by another daemon", r.kernel, r.params, r.arch, Short(r.key));
+        spdlog::info("remote {} key={}: compiled by another daemon", Instantiation(r), Short(r.key));
       }
       auto entry = std::make_shared<cache::Entry>();
       entry->meta = std::move(fetched.meta);
@@ -332,7 +339,7 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
       // write-back was refused) and released it.
       spdlog::warn(
           "remote {} key={}: the daemon that held its lease left no cubin in the shared tier; compiling it here",
-          r.kernel, Short(r.key));
+          Instantiation(r), Short(r.key));
     }
     work->leased = true;
     Compile(std::move(work));
@@ -368,7 +375,7 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
   }
   if (Clock::now() >= work->give_up) {
     spdlog::warn("remote {} key={}: another daemon has held its lease for {} s without a result; compiling it here",
-                 r.kernel, Short(r.key),
+                 Instantiation(r), Short(r.key),
                  std::chrono::duration_cast<std::chrono::seconds>(options_.compile_timeout).count());
     Compile(std::move(work));
     return;
@@ -461,7 +468,7 @@ void KernelService::OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<
     options_.on_compile(outcome, std::chrono::duration<double>(wall));
   }
   if (!compiled.ok()) {
-    spdlog::info("compile {} {} {} key={} wall={:.0f}ms failed: {}", r.kernel, r.params, r.arch, Short(r.key), wall_ms,
+    spdlog::info("compile {} key={} wall={:.0f}ms failed: {}", Instantiation(r), Short(r.key), wall_ms,
                  std::string(compiled.status().message()).substr(0, 300));
     FinishFlight(std::move(work), {compiled.status(), Origin::kCompiled}, /*compiled_here=*/true);
     return;
@@ -481,8 +488,8 @@ void KernelService::OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<
   meta.compile_ms = compiled->compile_ms;
   entry->cubin = std::move(compiled->cubin);
   entry->checksum = cache::Checksum128(entry->cubin);
-  spdlog::info("compile {} {} {} key={} nvrtc={:.0f}ms wall={:.0f}ms ok", r.kernel, r.params, r.arch, Short(r.key),
-               meta.compile_ms, wall_ms);
+  spdlog::info("compile {} key={} nvrtc={:.0f}ms wall={:.0f}ms ok", Instantiation(r), Short(r.key), meta.compile_ms,
+               wall_ms);
   // Into the disk now; into memory when the flight finishes.
   std::shared_ptr<const cache::Entry> kept = tiers_->Fill(std::move(entry), kDiskLevel, kLocalTiers);
   FinishFlight(std::move(work), {std::move(kept), Origin::kCompiled}, /*compiled_here=*/true);

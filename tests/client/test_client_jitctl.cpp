@@ -206,7 +206,7 @@ TEST_F(JitctlTest, WarmShowsProgressThenASummaryWithEachFailureAndItsReason) {
   EXPECT_THAT(warm.output, ContainsRegex("\\[[123]/3\\] failed +diffusion.modulate_scale_shift\\{dtype=fp64\\}"));
   EXPECT_THAT(warm.output, HasSubstr("warm: 3 instantiations in "));
   EXPECT_THAT(warm.output, HasSubstr(": 2 compiled, 0 already cached, 1 failed"));
-  EXPECT_THAT(warm.output, ContainsRegex("failed: diffusion.modulate_scale_shift\\{dtype=fp64\\} sm_90: .*fp64"));
+  EXPECT_THAT(warm.output, ContainsRegex("failed: diffusion.modulate_scale_shift\\{dtype=fp64\\}@sm_90: .*fp64"));
 
   // Again: everything that compiled is now cached.
   const ProcessResult again =

@@ -241,7 +241,7 @@ TEST_F(FallbackTest, ACorruptBlobIsNotServed) {
   auto binary = Connect(dir_ / "warmed")->GetKernelBinary(Scale("fp32"));
   EXPECT_TRUE(absl::IsUnavailable(binary.status())) << binary.status();
   EXPECT_THAT(binary.status().message(), HasSubstr("cannot reach jitd at unix:"));
-  EXPECT_THAT(binary.status().message(), HasSubstr("1 entry for test.scale{dtype=fp32} sm_90 failed verification"));
+  EXPECT_THAT(binary.status().message(), HasSubstr("1 entry for test.scale{dtype=fp32}@sm_90 failed verification"));
   // The other instantiation is intact and still served.
   EXPECT_TRUE(Connect(dir_ / "warmed")->GetKernelBinary(Scale("fp64")).ok());
 }
@@ -250,10 +250,10 @@ TEST_F(FallbackTest, AMissSaysWhatWasLookedForWhere) {
   auto other_arch = Connect(dir_ / "warmed")->GetKernelBinary({kFixtureKernel, {{"dtype", "fp32"}}, "sm_100a", {}});
   EXPECT_TRUE(absl::IsUnavailable(other_arch.status())) << other_arch.status();
   EXPECT_THAT(other_arch.status().message(), HasSubstr("fallback cache " + (dir_ / "warmed").string() +
-                                                       " has no entry for test.scale{dtype=fp32} sm_100a"));
+                                                       " has no entry for test.scale{dtype=fp32}@sm_100a"));
   // The params must be named as the cache stores them: all of them.
   auto no_params = Connect(dir_ / "warmed")->GetKernelBinary({kFixtureKernel, {}, "sm_90", {}});
-  EXPECT_THAT(no_params.status().message(), HasSubstr("has no entry for test.scale{} sm_90"));
+  EXPECT_THAT(no_params.status().message(), HasSubstr("has no entry for test.scale{}@sm_90"));
 }
 
 TEST_F(FallbackTest, RequestsWithOptionsAreNotAnsweredFromIt) {

@@ -198,7 +198,7 @@ TEST_F(CompilerTest, CachedOnlyMissIsNotFoundAndCompilesNothing) {
       KernelRequest("small.fill", {{"dtype", "fp64"}}, v1::GetKernelRequest::CACHED_ONLY);
   absl::StatusOr<v1::GetKernelResponse> miss = client_->GetKernel(cached_only);
   EXPECT_EQ(miss.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(miss.status().message()), HasSubstr("small.fill (dtype=fp64) for sm_90 is not in the cache"));
+  EXPECT_THAT(std::string(miss.status().message()), HasSubstr("small.fill{dtype=fp64}@sm_90 is not in the cache"));
   EXPECT_THAT(std::string(miss.status().message()), HasSubstr("CACHED_ONLY never compiles"));
   v1::StatsResponse stats = daemon_->Stats();
   EXPECT_EQ(stats.compiles(), 0u);
@@ -450,7 +450,7 @@ TEST_F(CompilerTest, HitsAreLoggedOnlyWithLogHits) {
   const v1::GetKernelRequest request = KernelRequest("small.fill", {{"dtype", "fp32"}});
   ASSERT_TRUE(client_->GetKernel(request).ok());
   ASSERT_TRUE(client_->GetKernel(request).ok());
-  EXPECT_THAT(daemon_->process().Output(), HasSubstr("compile small.fill dtype=fp32 sm_90 key="));
+  EXPECT_THAT(daemon_->process().Output(), HasSubstr("compile small.fill{dtype=fp32}@sm_90 key="));
   EXPECT_THAT(daemon_->process().Output(), ::testing::Not(HasSubstr("hit small.fill")));
 
   Start({"--log-hits"});

@@ -48,6 +48,19 @@ std::string Join(const Container& parts, std::string_view sep) {
   return out;
 }
 
+// The one spelling of an instantiation in jitd's messages, logs and progress
+// lines: `kernel{k=v,k=v}@arch`, then any extra options in brackets, as in
+// `moe.topk_sum{dtype=bf16}@sm_90` or `small.fill{dtype=fp32}@sm_90[-lineinfo]`.
+// `params` is the canonical "k=v,k=v" text the cache keeps; an empty arch
+// (the daemon's default) leaves out the "@".
+inline std::string Instantiation(std::string_view kernel, std::string_view params, std::string_view arch,
+                                 const std::vector<std::string>& options = {}) {
+  std::string out = Cat(kernel, "{", params, "}");
+  if (!arch.empty()) Append(out, "@", arch);
+  if (!options.empty()) Append(out, "[", Join(options, ","), "]");
+  return out;
+}
+
 // Levenshtein distance: insertions, deletions and substitutions.
 inline size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
