@@ -171,10 +171,11 @@ int RunWarm(const CommandLine& command_line) {
       if (r.options.empty()) (void)service.Pin(answer->key);
       if (answer->origin == serving::Origin::kCompiled) {
         ++compiled;
-        progress.Done("compiled", what, Cat(static_cast<int>(answer->entry->meta.compile_ms), " ms"));
+        progress.Done("compiled", what, Cat(static_cast<int>(answer->entry->meta.compile_ms), " ms"),
+                      answer->entry->meta.compile_ms / 1000);
       } else {
         ++cached;
-        progress.Done("cached", what);
+        progress.Done("cached", what, {}, 0.0);
       }
     }
   };

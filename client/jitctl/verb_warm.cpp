@@ -85,7 +85,7 @@ class WarmVerb final : public Verb {
       if (item.outcome() == v1::WarmProgress::FAILED) failures.push_back(item);
       if (!show_progress) return;
       if (progress == nullptr) progress = std::make_unique<Progress>("warm", item.total(), stderr);
-      progress->Done(OutcomeWord(item.outcome()), Describe(item.spec()), Detail(item));
+      progress->Done(OutcomeWord(item.outcome()), Describe(item.spec()), Detail(item), item.compile_ms() / 1000);
     });
     if (progress != nullptr) progress->Finish();
     if (!last.ok()) return last.status();
