@@ -24,6 +24,39 @@ int Fail(std::string_view verb, const absl::Status& status, int exit_code) {
   return exit_code;
 }
 
+// The daemon's refusal of an admin call without a token ("<Action> needs
+// the admin token: jitctl --admin-token-file FILE (where); other clients
+// send it as 'authorization: Bearer <token>'"), said in jitctl's terms:
+// which token file jitctl could not read and why, and what to do; the
+// daemon's note on where its token is stays, its note on metadata goes.
+// Other statuses pass through.
+absl::Status ExplainMissingToken(const absl::Status& refused, const jitd::Client& client) {
+  constexpr std::string_view kNeeds = " needs the admin token";
+  constexpr std::string_view kFlag = "jitctl --admin-token-file FILE";
+  constexpr std::string_view kOthers = "; other clients send it";
+  const std::string_view message(refused.message().data(), refused.message().size());
+  const size_t cut = message.find(kNeeds);
+  if (!absl::IsPermissionDenied(refused) || cut == std::string_view::npos) return refused;
+  std::string where;  // " (this daemon's token is in ...)", when the daemon says
+  if (const size_t flag = message.find(kFlag); flag != std::string_view::npos) {
+    const size_t from = flag + kFlag.size();
+    where = std::string(message.substr(from, message.find(kOthers, from) - from));
+  }
+  const absl::Status& unread = client.socket_token_status();
+  std::string why(unread.message());
+  if (absl::IsNotFound(unread)) {
+    why = jitd::text::Cat("there is no token file beside the socket (", why,
+                          "): the daemon was given its token with --admin-token-file");
+  } else if (unread.ok()) {
+    why = client.endpoint().starts_with("unix:")
+              ? "none was given"
+              : "none was given, and a HOST:PORT endpoint has no token file beside it";
+  }
+  return absl::PermissionDeniedError(jitd::text::Cat(
+      message.substr(0, cut), " needs the daemon's admin token, and jitctl has none: ", why,
+      ". Run jitctl as the user the daemon runs as, or give the token's file with --admin-token-file FILE", where));
+}
+
 // The options that take a value, so that their values are not read as
 // the verb.
 bool TakesValue(const CLI::App& app, std::string_view arg) {
@@ -172,6 +205,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<jitd::Client>> client = jitd::Client::Connect(options);
   if (!client.ok()) return Fail(name, client.status(), kExitFailure);
   absl::StatusOr<int> exit_code = verb->Run(**client, {std::cout, json});
-  if (!exit_code.ok()) return Fail(name, exit_code.status(), kExitFailure);
+  if (!exit_code.ok()) {
+    return Fail(name, token_file.empty() ? ExplainMissingToken(exit_code.status(), **client) : exit_code.status(),
+                kExitFailure);
+  }
   return *exit_code;
 }

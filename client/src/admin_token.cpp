@@ -18,6 +18,24 @@ using text::Cat;
 
 namespace {
 
+// A file that cannot be read, with the code its errno means: NOT_FOUND
+// only when it is not there, PERMISSION_DENIED when it may not be read.
+absl::Status CannotRead(std::string_view what, const std::filesystem::path& path, int error,
+                        std::string_view hint = {}) {
+  std::string message = Cat("cannot read ", what, path.string(), ": ", std::strerror(error), hint);
+  switch (error) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(std::move(message));
+    case EACCES:
+    case EPERM:
+    case ELOOP:
+      return absl::PermissionDeniedError(std::move(message));
+    default:
+      return absl::FailedPreconditionError(std::move(message));
+  }
+}
+
 // A token file holds at most this much: a token is a line of text.
 constexpr size_t kMaxTokenFileBytes = 4096;
 
@@ -39,10 +57,9 @@ absl::StatusOr<std::string> ParseToken(const std::string& content, const std::fi
 }  // namespace
 
 absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path) {
+  errno = 0;
   std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(Cat("cannot read admin token file ", path.string(), ": ", std::strerror(errno)));
-  }
+  if (!file) return CannotRead("admin token file ", path, errno != 0 ? errno : ENOENT);
   std::stringstream content;
   content << file.rdbuf();
   return ParseToken(content.str(), path);
@@ -52,20 +69,23 @@ absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& so
   const std::filesystem::path path = socket_path.string() + ".admin-token";
   struct stat socket_info {};
   if (::stat(socket_path.c_str(), &socket_info) != 0) {
-    return absl::NotFoundError(Cat("cannot stat ", socket_path.string(), ": ", std::strerror(errno)));
+    return CannotRead("socket ", socket_path, errno);
   }
   // Not through a symlink: one planted beside a fake server's socket would
   // hand it whatever file it points to.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    return absl::NotFoundError(Cat("cannot read admin token file ", path.string(), ": ", std::strerror(errno),
-                                   errno == ELOOP ? " (it is a symlink; the daemon writes a regular file)" : ""));
+    const int error = errno;
+    return CannotRead("admin token file ", path, error,
+                      error == ELOOP    ? " (it is a symlink; the daemon writes a regular file)"
+                      : error == EACCES ? " (it is readable by the daemon's user only)"
+                                        : "");
   }
   struct stat info {};
   std::string content;
   absl::Status refused;
   if (::fstat(fd, &info) != 0) {
-    refused = absl::NotFoundError(Cat("cannot stat ", path.string(), ": ", std::strerror(errno)));
+    refused = CannotRead("admin token file ", path, errno);
   } else if (!S_ISREG(info.st_mode)) {
     refused = absl::PermissionDeniedError(Cat(path.string(), " is not a regular file: not read as an admin token"));
   } else if (info.st_uid != socket_info.st_uid) {
@@ -78,7 +98,7 @@ absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& so
   } else {
     content.resize(static_cast<size_t>(info.st_size));
     const ssize_t got = ::pread(fd, content.data(), content.size(), 0);
-    if (got < 0) refused = absl::NotFoundError(Cat("cannot read ", path.string(), ": ", std::strerror(errno)));
+    if (got < 0) refused = CannotRead("admin token file ", path, errno);
     content.resize(got < 0 ? 0 : static_cast<size_t>(got));
   }
   ::close(fd);

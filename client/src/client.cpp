@@ -217,15 +217,17 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (absl::Status valid = ValidateEndpoint(options.endpoint); !valid.ok()) return valid;
   if (options.fallback_cache_dir.empty()) options.fallback_cache_dir = EnvOrEmpty("JITD_FALLBACK_CACHE_DIR");
   if (!options.prefer_path.has_value()) options.prefer_path = options.endpoint.starts_with("unix:");
+  absl::StatusOr<std::string> token = std::string();
   if (options.admin_token.empty() && options.read_socket_admin_token && options.endpoint.starts_with("unix:")) {
     // The daemon's own token, when this user may read it; otherwise admin
     // calls get PERMISSION_DENIED, as they should.
-    absl::StatusOr<std::string> token = ReadSocketAdminToken(options.endpoint.substr(5));
+    token = ReadSocketAdminToken(options.endpoint.substr(5));
     if (token.ok()) options.admin_token = *std::move(token);
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = ChannelCredentialsFor(options);
   if (!credentials.ok()) return credentials.status();
   auto impl = std::make_unique<Impl>(options, MakeChannel(options.endpoint, *credentials));
+  impl->socket_token_unread_ = token.status();
   if (options.connect_timeout.count() > 0) {
     absl::Status reachable = CheckUnixSocketExists(options.endpoint);
     if (reachable.ok()) reachable = impl->AwaitConnected();
@@ -240,6 +242,8 @@ Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 const std::string& Client::endpoint() const { return impl_->endpoint(); }
+
+const absl::Status& Client::socket_token_status() const { return impl_->socket_token_unread_; }
 
 absl::StatusOr<bool> Client::IsServing() {
   return client_detail::CheckServing(impl_->channel_, endpoint(), impl_->options_.call_timeout,

@@ -50,6 +50,9 @@ class Client::Impl {
   const std::string& endpoint() const { return options_.endpoint; }
 
   const ClientOptions options_;
+  // Why Connect() could not read the daemon's token beside its socket (OK
+  // when it did, or did not try).
+  absl::Status socket_token_unread_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::CacheAdmin::Stub> admin_;
   std::unique_ptr<v1::Compiler::Stub> compiler_;

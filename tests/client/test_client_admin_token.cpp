@@ -112,7 +112,7 @@ TEST_F(SocketToken, ASymlinkPlantedBesideTheSocketIsNotFollowed) {
   std::ofstream(dir_ / "real-daemon-token") << "the-real-token\n";
   std::filesystem::create_symlink(dir_ / "real-daemon-token", token_);
   absl::StatusOr<std::string> read = ReadSocketAdminToken(socket_);
-  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(read.status().message().find("symlink"), std::string::npos) << read.status();
 
   std::unique_ptr<Client> client = Connect();

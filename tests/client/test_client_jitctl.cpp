@@ -82,7 +82,10 @@ TEST_F(JitctlTest, StatsShowsTheCacheDirAndEntryCount) {
 TEST_F(JitctlTest, EvictWithoutTheTokenFailsWithTheDaemonsMessageAndCode) {
   const ProcessResult evict = Jitctl({"evict", "--kernel", "moe.*"});
   EXPECT_EQ(evict.exit_code, 1);
-  EXPECT_THAT(evict.output, HasSubstr("jitctl: evict: PERMISSION_DENIED: Evict needs the admin token"));
+  EXPECT_THAT(evict.output,
+              HasSubstr("jitctl: evict: PERMISSION_DENIED: Evict needs the daemon's admin token, and jitctl has "
+                        "none: there is no token file beside the socket"));
+  EXPECT_THAT(evict.output, HasSubstr("the daemon was given its token with --admin-token-file"));
 }
 
 TEST_F(JitctlTest, EvictDryRunThenRealWithTheToken) {

@@ -154,6 +154,37 @@ TEST_F(JitctlCli, AnArchFilterThatCannotBeAnArchIsRefusedNotSilentlyEmpty) {
   EXPECT_EQ(Field(Parse(other), "total").number_value(), 0);
 }
 
+TEST_F(JitctlCli, ATokenFileItCannotReadIsSaidInTheCliTermsNotAsNotFoundOrGrpcMetadata) {
+  // The daemon's token beside its socket replaced by a symlink to a copy:
+  // the client never reads a token through a link (one planted beside a
+  // fake server's socket would hand it any file).
+  const std::filesystem::path token = daemon_->socket_path().string() + ".admin-token";
+  ASSERT_TRUE(std::filesystem::exists(token));
+  std::filesystem::rename(token, dir_ / "token-copy");
+  std::filesystem::create_symlink(dir_ / "token-copy", token);
+  const ProcessResult evict = Jitctl({"evict", "--kernel", "small.*"});
+  EXPECT_EQ(evict.exit_code, 1) << evict.output;
+  EXPECT_THAT(evict.output, HasSubstr("PERMISSION_DENIED: Evict needs the daemon's admin token, and jitctl has "
+                                      "none: cannot read admin token file " +
+                                      token.string() + ": Too many levels of symbolic links (it is a symlink"));
+  EXPECT_THAT(evict.output, HasSubstr("Run jitctl as the user the daemon runs as, or give the token's file with "
+                                      "--admin-token-file FILE (this daemon's token is in " +
+                                      token.string() + ", readable by the daemon's user only"));
+  EXPECT_THAT(evict.output, ::testing::Not(HasSubstr("NOT_FOUND")));
+  EXPECT_THAT(evict.output, ::testing::Not(HasSubstr("authorization")));
+  EXPECT_THAT(evict.output, ::testing::Not(HasSubstr("Bearer")));
+  // --dry-run is read-only and needs no token.
+  EXPECT_EQ(Jitctl({"evict", "--kernel", "small.*", "--dry-run"}).exit_code, 0);
+  // The same file named with --admin-token-file works (a link given on
+  // purpose is followed).
+  EXPECT_EQ(Jitctl({"--admin-token-file", token.string(), "evict", "--kernel", "small.*"}).exit_code, 0);
+  // A file that is not there is NOT_FOUND, a usage error of jitctl's.
+  const ProcessResult missing = Jitctl({"--admin-token-file", (dir_ / "nope").string(), "evict", "--kernel", "x"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output,
+              HasSubstr("cannot read admin token file " + (dir_ / "nope").string() + ": No such file or directory"));
+}
+
 TEST_F(JitctlCli, AllAndManifestTogetherAreRefusedSayingWhy) {
   const std::filesystem::path spec = dir_ / "warm.toml";
   std::ofstream(spec) << "[[spec]]\nkernel = \"small.fill\"\n";

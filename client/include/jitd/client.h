@@ -104,15 +104,16 @@ absl::StatusOr<std::chrono::seconds> ParseDuration(std::string_view text);
 // The token in an admin token file: its content with surrounding whitespace
 // (a trailing newline) removed. The daemon (--admin-token-file) and jitctl
 // (--admin-token-file) both read it with this function, so they agree.
-// NOT_FOUND when the file cannot be read, INVALID_ARGUMENT when it holds no
+// NOT_FOUND when the file is not there, PERMISSION_DENIED when it may not be
+// read, FAILED_PRECONDITION when reading fails otherwise, INVALID_ARGUMENT when it holds no
 // token or whitespace inside one (which no Bearer header can carry).
 absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path);
 
 // The token a daemon wrote beside its Unix socket (SOCKET.admin-token), as
 // Client::Connect reads it: only a regular file (never through a symlink)
 // owned by the socket's owner, of at most 4 KiB. PERMISSION_DENIED when it
-// is anything else (planted beside a socket by someone else), NOT_FOUND
-// when it cannot be read.
+// is anything else (planted beside a socket by someone else) or may not be
+// read, NOT_FOUND when it is not there.
 absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& socket_path);
 
 // ---------------------------------------------------------------------------
@@ -280,6 +281,10 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // The endpoint this client talks to, resolved ("unix:/run/user/1000/jitd.sock").
+  // Why Connect() could not read the daemon's admin token beside its
+  // socket (ClientOptions::read_socket_admin_token): OK when it read it,
+  // or did not try (a token was given, or the endpoint is not unix:).
+  const absl::Status& socket_token_status() const;
   const std::string& endpoint() const;
 
   // --- Health ---------------------------------------------------------------
