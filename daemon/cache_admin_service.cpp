@@ -24,6 +24,7 @@ void ToProto(const cache::EntryInfo& from, v1::EntryInfo* to) {
   to->set_pinned(from.pinned);
   to->set_nvrtc_version(from.nvrtc_version);
   to->set_compile_ms(from.compile_ms);
+  for (const std::string& option : from.options) to->add_options(option);
 }
 
 cache::EvictFilter FromProto(const v1::EvictRequest& request) {

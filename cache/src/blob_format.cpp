@@ -42,6 +42,7 @@ enum Tag : uint16_t {
   kCompileMs = 9,
   kCreatedMs = 10,
   kCubin = 11,
+  kRequestOption = 12,  // one per EntryMeta::request_options; older jitd skips it
 };
 
 static_assert(std::endian::native == std::endian::little, "jitd blobs are little-endian");
@@ -115,6 +116,7 @@ std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin) {
   PutField(out, kParams, meta.params);
   PutField(out, kArch, meta.arch);
   for (const auto& option : meta.options) PutField(out, kOption, option);
+  for (const auto& option : meta.request_options) PutField(out, kRequestOption, option);
   PutField(out, kNvrtcVersion, meta.nvrtc_version);
   for (const auto& symbol : meta.symbols) {
     std::string value;
@@ -176,6 +178,9 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
         break;
       case kOption:
         out.options.emplace_back(value);
+        break;
+      case kRequestOption:
+        out.request_options.emplace_back(value);
         break;
       case kNvrtcVersion:
         out.nvrtc_version = value;

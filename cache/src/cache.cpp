@@ -31,8 +31,14 @@ int64_t NowMs() {
 }
 
 EntryInfo ToInfo(const IndexRow& r) {
-  return EntryInfo{r.key,          r.kernel, r.params, r.arch,          r.size,      r.created_ms,
-                   r.last_used_ms, r.hits,   r.pinned, r.nvrtc_version, r.compile_ms};
+  EntryInfo info{r.key,          r.kernel, r.params, r.arch,          r.size,      r.created_ms,
+                 r.last_used_ms, r.hits,   r.pinned, r.nvrtc_version, r.compile_ms};
+  for (size_t at = 0; at < r.options.size();) {
+    const size_t end = std::min(r.options.find(' ', at), r.options.size());
+    if (end > at) info.options.push_back(r.options.substr(at, end - at));
+    at = end + 1;
+  }
+  return info;
 }
 
 IndexRow RowFromMeta(const EntryMeta& m, std::string checksum, uint64_t size) {
@@ -47,6 +53,7 @@ IndexRow RowFromMeta(const EntryMeta& m, std::string checksum, uint64_t size) {
   r.compile_ms = m.compile_ms;
   r.created_ms = m.created_unix_ms;
   r.last_used_ms = m.created_unix_ms;
+  r.options = text::Join(m.request_options, " ");
   return r;
 }
 
@@ -307,6 +314,7 @@ class Cache::Impl {
     rf.kernel_glob = f.kernel_glob;
     rf.arch = f.arch;
     rf.params = f.params;
+    rf.options = f.options;
     auto rows = index_->Select(rf, /*newest_first=*/true, f.limit);
     if (!rows.ok()) return rows.status();
     std::vector<EntryInfo> out;

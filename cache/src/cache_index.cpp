@@ -24,7 +24,8 @@ constexpr int kTruncateWalPages = 4096;
 // Schema history. Each step takes the index from version i to i+1 and runs
 // inside one transaction, so a crash mid-migration leaves the old version.
 // Version 1 was the first schema; version 2 added params, NVRTC version,
-// compile time, hit counts, pinning, trigger-kept totals and counters.
+// compile time, hit counts, pinning, trigger-kept totals and counters;
+// version 3 the request's extra options ('' for rows indexed before).
 constexpr const char* kMigrations[] = {
     // 0 -> 1
     R"sql(
@@ -77,11 +78,22 @@ CREATE TRIGGER entries_resize AFTER UPDATE OF size, pinned ON entries BEGIN
 END;
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 )sql",
+    // 2 -> 3
+    R"sql(
+ALTER TABLE entries ADD COLUMN options TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion);
 
 constexpr const char* kColumns =
-    "key, checksum, kernel, params, arch, size, nvrtc_version, compile_ms, created_ms, last_used_ms, hits, pinned";
+    "key, checksum, kernel, params, arch, size, nvrtc_version, compile_ms, created_ms, last_used_ms, hits, pinned, "
+    "options";
+// The same from a version 2 index, which a read-only open reads as it is
+// (a read-only client cannot migrate a cache an older jitd warmed).
+constexpr const char* kColumnsV2 =
+    "key, checksum, kernel, params, arch, size, nvrtc_version, compile_ms, created_ms, last_used_ms, hits, pinned, "
+    "''";
+constexpr int kOldestReadOnlyVersion = 2;
 
 IndexRow ReadRow(const Statement& s) {
   IndexRow r;
@@ -97,11 +109,13 @@ IndexRow ReadRow(const Statement& s) {
   r.last_used_ms = s.Int(9);
   r.hits = static_cast<uint64_t>(s.Int(10));
   r.pinned = s.Int(11) != 0;
+  r.options = s.Text(12);
   return r;
 }
 
 // Builds "WHERE ..." with ?N placeholders and the values to bind, in order.
-std::string WhereClause(const RowFilter& f, std::vector<std::string>* text_args, std::optional<int64_t>* int_arg) {
+std::string WhereClause(const RowFilter& f, std::string_view options_column, std::vector<std::string>* text_args,
+                        std::optional<int64_t>* int_arg) {
   std::vector<std::string> terms;
   if (!f.keys.empty()) {
     std::vector<std::string> marks;
@@ -122,6 +136,10 @@ std::string WhereClause(const RowFilter& f, std::vector<std::string>* text_args,
   if (f.params) {
     text_args->push_back(*f.params);
     terms.push_back("params = ?");
+  }
+  if (f.options) {
+    text_args->push_back(*f.options);
+    terms.push_back(Cat(options_column, " = ?"));
   }
   if (f.unpinned_only) terms.push_back("pinned = 0");
   if (f.last_used_before_ms) {
@@ -186,10 +204,12 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::filesyst
     auto row = st->Step();
     if (!row.ok()) return row.status();
     index->opened_at_version_ = *row ? static_cast<int>(st->Int(0)) : 0;
-    if (index->opened_at_version_ != kSchemaVersion) {
+    if (index->opened_at_version_ < kOldestReadOnlyVersion || index->opened_at_version_ > kSchemaVersion) {
       return absl::FailedPreconditionError(Cat("index schema version ", index->opened_at_version_, " is not ",
-                                               kSchemaVersion, " (read-only: cannot migrate)"));
+                                               kOldestReadOnlyVersion, "..", kSchemaVersion,
+                                               " (read-only: cannot migrate)"));
     }
+    index->schema_version_ = index->opened_at_version_;
     return index;
   }
   if (auto s = index->Migrate(); !s.ok()) return s;
@@ -246,6 +266,9 @@ absl::Status CacheIndex::Migrate() {
   });
 }
 
+const char* CacheIndex::Columns() const { return schema_version_ >= 3 ? kColumns : kColumnsV2; }
+const char* CacheIndex::OptionsColumn() const { return schema_version_ >= 3 ? "options" : "''"; }
+
 absl::StatusOr<std::unique_ptr<CacheIndex::Reader>> CacheIndex::AcquireReader() {
   {
     std::lock_guard lock(readers_mu_);
@@ -260,7 +283,7 @@ absl::StatusOr<std::unique_ptr<CacheIndex::Reader>> CacheIndex::AcquireReader() 
   if (auto s = ConfigureConnection(*db, true); !s.ok()) return s;
   auto reader = std::make_unique<Reader>();
   reader->db = std::move(*db);
-  auto find = reader->db.Prepare(Cat("SELECT ", kColumns, " FROM entries WHERE key = ?"));
+  auto find = reader->db.Prepare(Cat("SELECT ", Columns(), " FROM entries WHERE key = ?"));
   if (!find.ok()) return find.status();
   reader->find = std::move(*find);
   return reader;
@@ -303,12 +326,13 @@ absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r, const 
       if (!still_valid()) return absl::OkStatus();
     }
     auto ins = db.Prepare(
-        Cat("INSERT INTO entries (", kColumns, ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING"));
+        Cat("INSERT INTO entries (", kColumns, ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING"));
     if (!ins.ok()) return ins.status();
     ins->Bind(1, std::string_view(r.key)).Bind(2, std::string_view(r.checksum)).Bind(3, std::string_view(r.kernel));
     ins->Bind(4, std::string_view(r.params)).Bind(5, std::string_view(r.arch)).Bind(6, static_cast<int64_t>(r.size));
     ins->Bind(7, std::string_view(r.nvrtc_version)).Bind(8, r.compile_ms).Bind(9, r.created_ms);
     ins->Bind(10, r.last_used_ms).Bind(11, static_cast<int64_t>(r.hits)).Bind(12, static_cast<int64_t>(r.pinned));
+    ins->Bind(13, std::string_view(r.options));
     if (auto rs = ins->Run(); !rs.ok()) return rs;
     if (db.Changes() == 1) {
       stored = r.checksum;
@@ -353,7 +377,7 @@ absl::StatusOr<std::vector<bool>> CacheIndex::Remove(const std::vector<std::pair
 absl::StatusOr<std::optional<IndexRow>> CacheIndex::FindSerialized(const std::string& key) {
   std::optional<IndexRow> out;
   auto s = WriteTransaction([&](Database& db) -> absl::Status {
-    auto st = db.Prepare(Cat("SELECT ", kColumns, " FROM entries WHERE key = ?"));
+    auto st = db.Prepare(Cat("SELECT ", Columns(), " FROM entries WHERE key = ?"));
     if (!st.ok()) return st.status();
     st->Bind(1, std::string_view(key));
     auto row = st->Step();
@@ -369,7 +393,7 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
   std::vector<std::string> text_args;
   std::optional<int64_t> int_arg;
   std::string sql =
-      Cat("SELECT ", kColumns, " FROM entries", WhereClause(filter, &text_args, &int_arg),
+      Cat("SELECT ", Columns(), " FROM entries", WhereClause(filter, OptionsColumn(), &text_args, &int_arg),
           newest_first ? " ORDER BY last_used_ms DESC, created_ms DESC" : " ORDER BY last_used_ms ASC, created_ms ASC");
   if (limit > 0) sql += Cat(" LIMIT ", limit);
   auto reader = AcquireReader();
@@ -401,7 +425,7 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
 absl::StatusOr<uint64_t> CacheIndex::Count(const RowFilter& filter) {
   std::vector<std::string> text_args;
   std::optional<int64_t> int_arg;
-  std::string sql = Cat("SELECT count(*) FROM entries", WhereClause(filter, &text_args, &int_arg));
+  std::string sql = Cat("SELECT count(*) FROM entries", WhereClause(filter, OptionsColumn(), &text_args, &int_arg));
   auto reader = AcquireReader();
   if (!reader.ok()) return reader.status();
   absl::StatusOr<uint64_t> out = uint64_t{0};

@@ -28,7 +28,7 @@
 namespace jitd::cache::detail {
 
 // The schema this code writes; Open() migrates older indexes up to it.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 struct IndexRow {
   std::string key;
@@ -43,6 +43,7 @@ struct IndexRow {
   int64_t last_used_ms = 0;
   uint64_t hits = 0;
   bool pinned = false;
+  std::string options;  // EntryMeta::request_options, space-separated
 };
 
 struct Totals {
@@ -61,7 +62,8 @@ struct RowFilter {
   std::vector<std::string> keys;
   std::string kernel_glob;
   std::string arch;
-  std::optional<std::string> params;  // exact; "" matches rows without params
+  std::optional<std::string> params;   // exact; "" matches rows without params
+  std::optional<std::string> options;  // exact; "" matches rows without request options
   std::optional<int64_t> last_used_before_ms;
   bool unpinned_only = false;
 };
@@ -126,6 +128,9 @@ class CacheIndex {
   CacheIndex(std::string uri, int flags, Database writer);
   absl::Status Migrate();
   absl::StatusOr<std::unique_ptr<Reader>> AcquireReader();
+  // The columns ReadRow reads, and the options column, for schema_version_.
+  const char* Columns() const;
+  const char* OptionsColumn() const;
   void ReleaseReader(std::unique_ptr<Reader> reader);
   // Runs `body` inside BEGIN IMMEDIATE ... COMMIT on the writer.
   template <typename F>
@@ -134,6 +139,9 @@ class CacheIndex {
   std::string uri_;
   int flags_;
   int opened_at_version_ = 0;
+  // The file's schema now: kSchemaVersion once migrated; a read-only open
+  // may find an older one it reads as it is.
+  int schema_version_ = kSchemaVersion;
   std::mutex write_mu_;  // guards writer_
   Database writer_;
   std::mutex readers_mu_;

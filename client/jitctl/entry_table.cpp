@@ -1,7 +1,10 @@
 #include "entry_table.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "human_format.h"
 #include "table.h"
 
@@ -13,21 +16,29 @@ constexpr size_t kShortKeyDigits = 16;
 
 void PrintEntryTable(std::ostream& out, const google::protobuf::RepeatedPtrField<v1::EntryInfo>& entries) {
   using A = Table::Align;
-  Table table({{"KEY"},
-               {"KERNEL"},
-               {"PARAMS"},
-               {"ARCH"},
-               {"SIZE", A::kRight},
-               {"HITS", A::kRight},
-               {"LAST USED"},
-               {"CREATED"},
-               {"PINNED"}});
+  // OPTIONS only when an entry has some: entries that differ only in their
+  // request's options must not read as identical rows, and most have none.
+  const bool any_options =
+      std::any_of(entries.begin(), entries.end(), [](const v1::EntryInfo& e) { return e.options_size() > 0; });
+  std::vector<Table::Column> columns = {{"KEY"}, {"KERNEL"}, {"PARAMS"}};
+  if (any_options) columns.push_back({"OPTIONS"});
+  // BLOB: the blob file (cubin plus metadata), what the budget counts; `get`
+  // reports the cubin alone.
+  for (Table::Column column : std::vector<Table::Column>{
+           {"ARCH"}, {"BLOB", A::kRight}, {"HITS", A::kRight}, {"LAST USED"}, {"CREATED"}, {"PINNED"}}) {
+    columns.push_back(std::move(column));
+  }
+  Table table(std::move(columns));
   const int64_t now = NowUnixMs();
   for (const v1::EntryInfo& entry : entries) {
-    table.AddRow({entry.key().substr(0, kShortKeyDigits), entry.kernel(), entry.params(), entry.arch(),
-                  FormatBytes(entry.size_bytes()), std::to_string(entry.hits()),
-                  FormatAge(entry.last_used_unix_ms(), now), FormatAge(entry.created_unix_ms(), now),
-                  entry.pinned() ? "yes" : ""});
+    std::vector<std::string> row = {entry.key().substr(0, kShortKeyDigits), entry.kernel(), entry.params()};
+    if (any_options) row.push_back(absl::StrJoin(entry.options(), " "));
+    for (std::string cell : {entry.arch(), FormatBytes(entry.size_bytes()), std::to_string(entry.hits()),
+                             FormatAge(entry.last_used_unix_ms(), now), FormatAge(entry.created_unix_ms(), now),
+                             std::string(entry.pinned() ? "yes" : "")}) {
+      row.push_back(std::move(cell));
+    }
+    table.AddRow(std::move(row));
   }
   table.Print(out);
 }

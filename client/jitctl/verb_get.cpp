@@ -147,8 +147,9 @@ class GetVerb final : public Verb {
         {"key", answer.key},
         {"origin", OriginWord(answer.source)},
         {"arch", answer.arch},
-        {"size", absl::StrCat(FormatBytes(answer.cubin.size()),
-                              output_path_.empty() ? " (use -o FILE.cubin to save it)" : " -> " + output_path_)},
+        // The cubin alone; `ls` shows the blob file (cubin plus metadata).
+        {"cubin", absl::StrCat(FormatBytes(answer.cubin.size()),
+                               output_path_.empty() ? " (use -o FILE.cubin to save it)" : " -> " + output_path_)},
         {"compile", absl::StrFormat("%.1f ms (NVRTC %s)", answer.compile_ms, answer.nvrtc_version)}};
     if (!answer.blob_path.empty()) fields.emplace_back("blob", answer.blob_path);
     Table::PrintRecord(output.out, fields);

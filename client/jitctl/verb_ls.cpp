@@ -31,7 +31,8 @@ class LsVerb final : public Verb {
     PrintEntryTable(output.out, response->entries());
     uint64_t bytes = 0;
     for (const v1::EntryInfo& entry : response->entries()) bytes += entry.size_bytes();
-    output.out << response->entries_size() << " of " << response->total() << " entries, " << FormatBytes(bytes) << '\n';
+    output.out << response->entries_size() << " of " << response->total() << " entries, " << FormatBytes(bytes)
+               << " in blob files\n";
     return 0;
   }
 

@@ -75,6 +75,7 @@ absl::StatusOr<KernelBinary> FallbackCache::Find(const KernelSpec& spec) {
   filter.kernel_glob = GlobLiteral(spec.kernel);
   filter.arch = spec.arch;
   filter.params = params;
+  filter.options = "";  // never a cubin some request built with extra options
   absl::StatusOr<std::vector<cache::EntryInfo>> rows = (*cache)->List(filter);
   if (!rows.ok()) return absl::Status(rows.status().code(), Cat(where, ": ", rows.status().message()));
   if (rows->empty()) return absl::NotFoundError(Cat(where, " has no entry for ", what));

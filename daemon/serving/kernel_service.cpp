@@ -482,6 +482,7 @@ void KernelService::OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<
   for (const auto& o : r.job.options) {
     if (!cache::IsKeyNeutralOption(o)) meta.options.push_back(o);  // no machine paths in the blob
   }
+  meta.request_options = r.request_options;
   meta.nvrtc_version = resolver()->toolchain().nvrtc_version;
   for (auto& [expr, lowered] : compiled->lowered_names) meta.symbols.push_back({expr, lowered});
   meta.log = compiled->log;

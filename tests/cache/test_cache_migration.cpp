@@ -1,5 +1,6 @@
-// Schema migration: an index written by schema version 1 opens, is migrated
-// in place, and serves its entries; a newer schema is refused clearly.
+// Schema migration: an index written by schema version 1 or 2 opens, is
+// migrated in place, and serves its entries; a read-only open reads a
+// version 2 index as it is; a newer schema is refused clearly.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -88,9 +89,87 @@ TEST(Migration, Version1IndexIsMigratedAndServesItsEntries) {
   sqlite3_stmt* st = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(check, "SELECT version FROM schema_version", -1, &st, nullptr), SQLITE_OK);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(st, 0), 2);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 3);
   sqlite3_finalize(st);
   sqlite3_close(check);
+}
+
+// Version 2 had no options column: made here from a current index by
+// dropping it, with entries whose blobs record their request options.
+void MakeVersion2Index(const fs::path& dir) {
+  {
+    auto c = Cache::Open(Options(dir));
+    ASSERT_TRUE(c.ok());
+    for (int i = 0; i < 2; ++i) {
+      EntryMeta meta = MetaFor(i);
+      if (i == 1) meta.request_options = {"--generate-line-info", "-DTILE=4"};
+      ASSERT_TRUE((*c)->Publish(meta, CubinFor(i)).ok());
+    }
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir / "index.sqlite").c_str(), &db), SQLITE_OK);
+  Exec(db, "ALTER TABLE entries DROP COLUMN options; UPDATE schema_version SET version = 2");
+  sqlite3_close(db);
+}
+
+TEST(Migration, Version2IndexGainsAnOptionsColumnAndNewEntriesFillIt) {
+  TempDir dir;
+  MakeVersion2Index(dir.path());
+  auto c = Cache::Open(Options(dir.path()));
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto before = (*c)->List({});
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(before->size(), 2u);
+  for (const EntryInfo& e : *before) EXPECT_TRUE(e.options.empty()) << "rows indexed before say none";
+  EntryMeta meta = MetaFor(2);
+  meta.request_options = {"-DTILE=8"};
+  ASSERT_TRUE((*c)->Publish(meta, CubinFor(2)).ok());
+  ListFilter with;
+  with.options = "-DTILE=8";
+  auto listed = (*c)->List(with);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().key, KeyFor(2));
+  EXPECT_EQ(listed->front().options, std::vector<std::string>{"-DTILE=8"});
+  ListFilter without;
+  without.options = "";
+  EXPECT_EQ((*c)->List(without)->size(), 2u);
+}
+
+TEST(Migration, AReadOnlyOpenReadsAVersion2IndexAsItIs) {
+  TempDir dir;
+  MakeVersion2Index(dir.path());
+  CacheOptions options = Options(dir.path());
+  options.read_only = true;
+  options.background = false;
+  auto c = Cache::Open(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto listed = (*c)->List({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 2u);
+  ListFilter without;
+  without.options = "";
+  EXPECT_EQ((*c)->List(without)->size(), 2u);
+  auto e = (*c)->Lookup(KeyFor(1));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->cubin, CubinFor(1));
+  EXPECT_EQ(e->meta.request_options, (std::vector<std::string>{"--generate-line-info", "-DTILE=4"}));
+}
+
+TEST(Migration, AnIndexRebuiltFromTheBlobsKnowsEachEntrysRequestOptions) {
+  TempDir dir;
+  MakeVersion2Index(dir.path());
+  fs::path index = dir.path() / "index.sqlite";
+  for (const char* s : {"", "-wal", "-shm"}) fs::remove(index.string() + s);
+  auto c = Cache::Open(Options(dir.path()));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->Verify(/*repair=*/true).ok());  // indexes the blobs without rows
+  ListFilter with;
+  with.options = "--generate-line-info -DTILE=4";
+  auto listed = (*c)->List(with);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().key, KeyFor(1));
 }
 
 TEST(Migration, NewerSchemaIsRefusedWithAClearMessage) {

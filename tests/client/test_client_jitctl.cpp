@@ -141,7 +141,7 @@ TEST_F(JitctlTest, GetPrintsKeySourceSizeCompileTimeAndSymbolsAndWritesTheCubin)
   ASSERT_EQ(get.exit_code, 0) << get.output;
   EXPECT_THAT(get.output, ContainsRegex("key +[0-9a-f]{64}"));
   EXPECT_THAT(get.output, ContainsRegex("origin +compiled \\(by NVRTC"));
-  EXPECT_THAT(get.output, ContainsRegex("size +[0-9.]+ KiB -> " + cubin));
+  EXPECT_THAT(get.output, ContainsRegex("cubin +[0-9.]+ KiB -> " + cubin));
   EXPECT_THAT(get.output, ContainsRegex("compile +[0-9.]+ ms \\(NVRTC 1[0-9]\\.[0-9]\\)"));
   EXPECT_THAT(get.output, HasSubstr("NAME EXPRESSION"));
   EXPECT_THAT(get.output,

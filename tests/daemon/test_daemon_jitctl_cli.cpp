@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,43 @@ TEST_F(JitctlCli, ATokenFileItCannotReadIsSaidInTheCliTermsNotAsNotFoundOrGrpcMe
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
   EXPECT_THAT(missing.output,
               HasSubstr("cannot read admin token file " + (dir_ / "nope").string() + ": No such file or directory"));
+}
+
+TEST_F(JitctlCli, EntriesThatDifferOnlyInOptionsAreDifferentRowsInLsAndItsJson) {
+  for (const std::vector<std::string>& options :
+       std::vector<std::vector<std::string>>{{}, {"-DTILE=4"}, {"-DTILE=8", "-lineinfo"}}) {
+    std::vector<std::string> args = {"get", "small.fill", "-p", "dtype=fp32"};
+    for (const std::string& option : options) args.insert(args.end(), {"--option", option});
+    const ProcessResult get = Jitctl(args);
+    ASSERT_EQ(get.exit_code, 0) << get.output;
+    EXPECT_THAT(get.output, ::testing::ContainsRegex("\ncubin +[0-9.]+ KiB"));  // the cubin, not the blob
+  }
+  const ProcessResult ls = Jitctl({"ls"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.output;
+  EXPECT_THAT(ls.output, ::testing::ContainsRegex("KEY +KERNEL +PARAMS +OPTIONS +ARCH +BLOB +HITS"));
+  EXPECT_THAT(ls.output, ::testing::ContainsRegex("small.fill +dtype=fp32 +-DTILE=4 +sm_90"));
+  EXPECT_THAT(ls.output, ::testing::ContainsRegex("small.fill +dtype=fp32 +--generate-line-info -DTILE=8 +sm_90"));
+  EXPECT_THAT(ls.output, ::testing::ContainsRegex("small.fill +dtype=fp32 +sm_90"));
+  EXPECT_THAT(ls.output, HasSubstr("3 of 3 entries"));
+  EXPECT_THAT(ls.output, HasSubstr("in blob files"));
+
+  const Value json = Parse(Jitctl({"--json", "ls"}));
+  std::multiset<std::string> seen;
+  for (const Value& entry : Field(json, "entries").list_value().values()) {
+    const Value& options = Field(entry, "options");
+    ASSERT_EQ(options.kind_case(), Value::kListValue) << entry.ShortDebugString();
+    std::vector<std::string> words;
+    for (const Value& option : options.list_value().values()) words.push_back(option.string_value());
+    seen.insert(::testing::PrintToString(words));
+  }
+  EXPECT_EQ(seen, (std::multiset<std::string>{
+                      ::testing::PrintToString(std::vector<std::string>{}),
+                      ::testing::PrintToString(std::vector<std::string>{"-DTILE=4"}),
+                      ::testing::PrintToString(std::vector<std::string>{"--generate-line-info", "-DTILE=8"})}));
+  // Without options anywhere, ls keeps its narrower table.
+  ASSERT_EQ(Jitctl({"evict", "--kernel", "small.*", "--include-pinned"}).exit_code, 0);
+  ASSERT_EQ(Jitctl({"get", "small.fill", "-p", "dtype=fp64"}).exit_code, 0);
+  EXPECT_THAT(Jitctl({"ls"}).output, ::testing::ContainsRegex("KEY +KERNEL +PARAMS +ARCH +BLOB"));
 }
 
 TEST_F(JitctlCli, AllAndManifestTogetherAreRefusedSayingWhy) {

@@ -63,7 +63,10 @@ struct EntryMeta {
   std::string params;                // canonical "k=v,k=v" (sorted by k)
   std::string arch;                  // "sm_90", "sm_100a", ...
   std::vector<std::string> options;  // the NVRTC options used, in order
-  std::string nvrtc_version;         // "13.0"
+  // The options the request added (canonical, in order), a part of
+  // `options`: what tells apart entries of one kernel, params and arch.
+  std::vector<std::string> request_options;
+  std::string nvrtc_version;  // "13.0"
   std::vector<Symbol> symbols;
   std::string log;              // NVRTC's log
   double compile_ms = 0;        // wall time of the compile
@@ -92,6 +95,10 @@ struct EntryInfo {
   bool pinned = false;
   std::string nvrtc_version;
   double compile_ms = 0;
+  // The request's extra options (EntryMeta::request_options); empty for
+  // none, and for entries indexed before jitd recorded them (index
+  // schema 3).
+  std::vector<std::string> options{};
 };
 
 // Whether a Lookup counts in Stats (hits, misses) and recency. Reading back
@@ -158,6 +165,9 @@ struct ListFilter {
   // Exact canonical params, as EntryMeta::params holds them ("k=v,k=v");
   // "" selects kernels without params, nullopt any params.
   std::optional<std::string> params{};
+  // Exact request options, space-separated in order; "" selects entries
+  // compiled without extra options, nullopt any.
+  std::optional<std::string> options{};
   size_t limit = 0;  // 0 = all
 };
 
