@@ -79,6 +79,9 @@ def test_strict_start_compiles_nothing_and_names_every_missing_instantiation(mak
         declared().warm(client, strict=True)
     assert sorted(str(s) for s in error.value.missing) == ["small.fill{dtype=fp32}", "small.scale{clamp=off}"]
     assert "2 of 3 kernel instantiations are not in jitd's cache" in error.value.message
+    # It says how to warm the image from the same declarations.
+    assert ("write this set's warm list with KernelSet.write_spec(FILE), then run "
+            "`jitd warm --cache-dir DIR --manifest FILE`") in error.value.message
     assert isinstance(error.value, jitd.NotFound)
     assert client.stats().compiles == 1  # only the one this test asked for
 

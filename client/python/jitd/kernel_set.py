@@ -20,14 +20,23 @@ Strict mode is the "crash on miss" switch: it asks with CACHED_ONLY, so an
 image whose cache was not warmed fails at start, loudly, instead of
 compiling for minutes while serving. What it fetched stays in the client's
 memo, so the first real ``get_kernel`` is free.
+
+The image is warmed at build time from the same declarations, without a
+daemon or a GPU::
+
+    KERNELS.write_spec("kernels.toml")          # the [[spec]] warm list (docs/WARM-LIST.md)
+    # then: jitd warm --cache-dir /var/cache/jitd --manifest kernels.toml
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
+import secrets
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union
 
 from .client import Client
@@ -116,10 +125,55 @@ class KernelSet:
     def __repr__(self) -> str:
         return f"jitd.KernelSet({len(self)} instantiations)"
 
+    # --- The warm list ----------------------------------------------------------------
+
+    def write_spec(self, path: Union[str, "os.PathLike[str]"], *, archs: Union[str, Sequence[str]] = ()) -> Path:
+        """Writes the declared instantiations, for each of ``archs`` as
+        :meth:`warm` would, as a warm list: the ``[[spec]]`` TOML file that
+        ``jitd warm --cache-dir DIR --manifest FILE`` (at image build time:
+        no daemon, no GPU) and ``jitctl warm --manifest FILE`` read; the
+        format is in docs/WARM-LIST.md. A spec without an arch is written
+        without one (the warm's ``--arch``, else the daemon's default).
+
+        The file is replaced whole (written beside it, then renamed), so a
+        build never reads half of one. ValueError for an empty set: the
+        tools refuse a file without ``[[spec]]`` tables. Returns the path."""
+        specs = self._expand(archs)
+        if not specs:
+            raise ValueError("the KernelSet declares no instantiations: a warm list needs at least one "
+                             "(jitd warm refuses a file without [[spec]] tables)")
+        lines = [f"# {len(specs)} kernel instantiations, written by jitd.KernelSet.write_spec.",
+                 "# Warm a cache with them: jitd warm --cache-dir DIR --manifest FILE (docs/WARM-LIST.md).", ""]
+        for spec in specs:
+            lines += ["[[spec]]", f"kernel = {_toml_string(spec.kernel)}"]
+            if spec.params:
+                params = ", ".join(f"{_toml_key(name)} = {_toml_string(value)}" for name, value in spec.params)
+                lines.append(f"params = {{ {params} }}")
+            if spec.arch:
+                lines.append(f"arch = {_toml_string(spec.arch)}")
+            if spec.options:
+                lines.append(f"options = [{', '.join(_toml_string(option) for option in spec.options)}]")
+            lines.append("")
+        path = Path(path)
+        # Beside the file, with the mode a plain open() would give it (the
+        # build's other users read it), under a name no one else picks.
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
+                file.write("\n".join(lines))
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+        return path
+
     # --- Getting them ---------------------------------------------------------------
 
-    def _expand(self, archs: Sequence[str]) -> list[KernelSpec]:
+    def _expand(self, archs: Union[str, Sequence[str]]) -> list[KernelSpec]:
         specs = list(self)
+        if isinstance(archs, str):  # one arch: "sm_90", not "s", "m", ...
+            archs = [archs] if archs else []
         if not archs:
             return specs
         return list(dict.fromkeys(spec if spec.arch else spec.with_arch(arch) for spec in specs for arch in archs))
@@ -182,8 +236,9 @@ class KernelSet:
             listed = "\n".join(f"  {spec}" for spec in missing)
             raise KernelsMissing(
                 f"{len(missing)} of {len(missing) + len(results)} kernel instantiations are not in jitd's cache at "
-                f"{client.endpoint} (strict start: nothing is compiled). Warm the image's cache "
-                f"(`jitd warm --cache-dir DIR --manifest FILE`, or KernelSet.warm without strict):\n{listed}",
+                f"{client.endpoint} (strict start: nothing is compiled). Warm the image's cache at build time: "
+                f"write this set's warm list with KernelSet.write_spec(FILE), then run "
+                f"`jitd warm --cache-dir DIR --manifest FILE` (or call KernelSet.warm without strict):\n{listed}",
                 missing=missing, endpoint=client.endpoint)
         return results
 
@@ -216,3 +271,23 @@ def kernel(name: str, arch: Optional[str] = None, *, options: Sequence[str] = ()
     declares the kernels an op launches in :func:`default_kernel_set`;
     ``jitd.default_kernel_set().warm()`` then gets them all at start-up."""
     return _default_set.kernel(name, arch, options=options, **values)
+
+
+# --- TOML, as much as a warm list needs ----------------------------------------------
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+# TOML basic strings: these escapes, every other control character as \uXXXX.
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (quoted, escaped)."""
+    return '"' + "".join(_TOML_ESCAPES.get(c) or (f"\\u{ord(c):04X}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                         for c in text) + '"'
+
+
+def _toml_key(name: str) -> str:
+    """``name`` as a TOML key: bare when TOML allows it, else quoted (a dot
+    in a bare key would make a nested table)."""
+    return name if _BARE_KEY.fullmatch(name) else _toml_string(name)
+
