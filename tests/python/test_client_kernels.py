@@ -14,14 +14,15 @@ FILL = "sglang::small::fill_kernel<float>"
 def test_first_get_compiles_then_a_new_client_gets_it_from_memory(daemon):
     with daemon.client() as first:
         k = first.get_kernel("small.scale", clamp="on")
-    assert k.source in ("compiled", "memory")  # another test may have asked first
+    assert k.origin in ("compiled", "memory")  # another test may have asked first
+    assert k.source == k.origin  # the old name, kept
     assert k.cubin[:4] == b"\x7fELF"
     assert k.kernel == "small.scale" and k.params == {"clamp": "on"} and k.arch == "sm_90"
     assert k.symbols == {"sglang::small::scale_kernel<true>": k.lowered_name()}
     assert len(k.key) == 64 and k.nvrtc_version and k.compile_ms > 0
     with daemon.client() as second:
         again = second.get_kernel("small.scale", clamp="on")
-    assert again.source == "memory"
+    assert again.origin == "memory"
     assert (again.key, again.cubin, again.symbols) == (k.key, k.cubin, k.symbols)
 
 
@@ -29,7 +30,7 @@ def test_a_fresh_instantiation_is_compiled_once_and_the_memo_answers_after(make_
     daemon = make_daemon()
     client = daemon.client()
     k = client.get_kernel("small.fill", dtype="fp64")
-    assert k.source == "compiled"
+    assert k.origin == "compiled"
     assert client.get_kernel("small.fill", dtype="fp64") is k
     assert client.get_kernel("small.fill", params={"dtype": "fp64"}) is k
     assert client.counters == jitd.ClientCounters(get_kernel_rpcs=1, memo_hits=2, retries=0)
@@ -42,7 +43,7 @@ def test_cached_only_hit_returns_the_entry_and_a_miss_is_not_found_without_compi
     warmer, strict = daemon.client(), daemon.client()
     compiled = warmer.get_kernel("small.fill", dtype="fp32")
     hit = strict.get_kernel("small.fill", dtype="fp32", mode="cached_only")
-    assert hit.key == compiled.key and hit.source == "memory"
+    assert hit.key == compiled.key and hit.origin == "memory"
     with pytest.raises(jitd.NotFound) as miss:
         strict.get_kernel("small.fill", dtype="fp64", mode=jitd.Mode.CACHED_ONLY)
     assert "is not in the cache" in miss.value.message
@@ -61,9 +62,9 @@ def test_prefetch_answers_at_once_and_the_kernel_is_ready_later(make_daemon):
     daemon = make_daemon()
     client = daemon.client()
     first = client.get_kernel("small.block_sum", threads=512, mode="prefetch")
-    assert first.source == "none" and first.cubin == b""
+    assert first.origin == "none" and first.cubin == b"" and not first.ready
     # Not memoized: the next request asks the daemon again.
-    assert poll_until(lambda: client.get_kernel("small.block_sum", threads=512, mode="prefetch").source != "none")
+    assert poll_until(lambda: client.get_kernel("small.block_sum", threads=512, mode="prefetch").origin != "none")
     ready = client.get_kernel("small.block_sum", threads=512, mode="cached_only")
     assert ready.cubin[:4] == b"\x7fELF"
     assert client.stats().prefetches == 1
@@ -113,7 +114,8 @@ def test_lowered_name_by_expression_and_its_errors(client):
 def test_the_cubin_writes_to_a_file(client, tmp_path):
     k = client.get_kernel("small.fill", dtype="fp32")
     assert k.write(tmp_path / "k.cubin").read_bytes() == k.cubin
-    assert f"{len(k.cubin)} bytes, source=" in repr(k) and "…" in repr(k)  # never the bytes themselves
+    assert f"{len(k.cubin)} bytes, origin=" in repr(k) and "…" in repr(k)  # never the bytes themselves
+    assert repr(k).startswith("KernelResult(small.fill{dtype=fp32}@sm_90, ")
 
 
 def test_kernels_lists_the_manifest(client):
@@ -135,4 +137,7 @@ def test_specs_are_canonical_like_the_cpp_clients():
     assert spec.canonical() == "k.x{a=1,b=2}@sm_90[-DX%3D1,-lineinfo]"
     assert jitd.KernelSpec("k", {"v": "a,b"}).canonical() == "k{v=a%2Cb}@"
     assert hash(spec) == hash(jitd.KernelSpec("k.x", [("a", 1), ("b", 2)], "sm_90", ("-lineinfo", "-DX=1")))
-    assert str(spec) == "k.x{a=1,b=2}@sm_90[-DX=1 -lineinfo]"
+    # The one spelling of an instantiation, in messages and reprs too.
+    # str(): the same spelling unescaped, as the daemon's messages write it.
+    assert str(spec) == "k.x{a=1,b=2}@sm_90[-DX=1,-lineinfo]" and repr(spec) == f"KernelSpec({spec})"
+    assert str(jitd.KernelSpec("small.scale")) == "small.scale{}"

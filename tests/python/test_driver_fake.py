@@ -1,8 +1,10 @@
-"""jitd.driver (the ctypes loader behind jitd.torch) against a stand-in
-libcuda (fake_cuda/fake_libcuda.c, built here with cc): contexts, module
-loading, entry points by expression, argument packing by the kernel's
-parameter sizes, launches and their errors; and the arch probe that never
-initialises CUDA. The real driver is exercised by test_gpu_loaders.py."""
+"""jitd.driver (the ctypes loader behind jitd.torch and KernelResult.launch)
+against a stand-in libcuda (fake_cuda/fake_libcuda.c, built here with cc):
+contexts, module loading, entry points by expression, argument packing by
+the kernel's parameter sizes, launches and their errors; launching from the
+handle get_kernel returns (k.launch, k[grid, block]); a PREFETCH answer
+used before its cubin exists; and the arch probe that never initialises
+CUDA. The real driver is exercised by test_gpu_loaders.py."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import ctypes
 import shutil
 import struct
 import subprocess
+import sys
+import types
 from pathlib import Path
 
 import jitd
@@ -157,7 +161,7 @@ def test_a_cubin_for_another_gpu_names_the_arch_to_ask_for(fake, fill):
 def test_a_prefetch_miss_cannot_be_loaded(fake, fill):
     import dataclasses
 
-    empty = dataclasses.replace(fill, cubin=b"", source="none")
+    empty = dataclasses.replace(fill, cubin=b"", origin="none")
     with pytest.raises(ValueError, match="has no cubin"):
         driver.load(empty)
 
@@ -210,3 +214,148 @@ def test_tensors_pass_their_device_pointers_and_streams_their_handles(fake, fill
         function.launch(1, 32, TensorLike(0xA000, contiguous=False), None)
     with pytest.raises(TypeError, match="is not a CUstream handle"):
         function.launch(1, 32, None, None, stream="default")
+
+
+# --- Launching from the handle get_kernel returns ---------------------------------------------
+
+
+class Index:
+    """An integer that is not an int, as NumPy's are."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+def launched(lib) -> tuple[list[int], int, str]:
+    """The last launch: grid, block and shared memory; its stream; its function."""
+    dims = (ctypes.c_uint * 7)()
+    lib.fake_last_dims(dims)
+    return list(dims), lib.fake_last_stream() or 0, lib.fake_last_function().decode()
+
+
+def test_a_result_launches_itself_with_plain_numbers_as_the_kernel_declares_them(fake, fill):
+    set_params(fake, 8, 8, 4, 4, 8)  # pointer, int64, int32, float, double
+    fill.launch((2, 3), 64, CudaArray(0x1000), 12, -7, 2.5, 0.25, stream=CupyStream(), shared_mem=16)
+    assert launched(fake) == ([2, 3, 1, 64, 1, 1, 16], 0x7000, fill.lowered_name())
+    assert [param(fake, i, size) for i, size in enumerate((8, 8, 4, 4, 8))] == [
+        struct.pack("<Q", 0x1000), struct.pack("<q", 12), struct.pack("<i", -7), struct.pack("<f", 2.5),
+        struct.pack("<d", 0.25)]
+    # CuPy's and Numba's spelling: [grid, block(, stream(, shared_mem))](*args); the default stream by default.
+    fill[4, 32](CudaArray(0x2000), 1, 2, 3.0, 4.0)
+    assert launched(fake) == ([4, 1, 1, 32, 1, 1, 0], 0, fill.lowered_name())
+    assert param(fake, 0, 8) == struct.pack("<Q", 0x2000) and param(fake, 3, 4) == struct.pack("<f", 3.0)
+    fill[(1, 2, 3), (8, 4), Stream()](CudaArray(0x3000), 1, 2, 3.0, 4.0)
+    assert launched(fake) == ([1, 2, 3, 8, 4, 1, 0], 0x5000, fill.lowered_name())
+    fill[1, 32, 0x9000, 128](CudaArray(0x3000), 1, 2, 3.0, 4.0)
+    assert launched(fake) == ([1, 1, 1, 32, 1, 1, 128], 0x9000, fill.lowered_name())
+    # cupy.RawKernel's call, and sizes as NumPy integers (anything with __index__).
+    fill((Index(3),), (Index(16), 2), (CudaArray(0x4000), 1, 2, 3.0, 4.0), shared_mem=32, stream=CupyStream())
+    assert launched(fake) == ([3, 1, 1, 16, 2, 1, 32], 0x7000, fill.lowered_name())
+    fill[Index(5), 32](CudaArray(0x4000), 1, 2, 3.0, 4.0)
+    assert launched(fake)[0][:4] == [5, 1, 1, 32]
+    launches = fake.fake_launches()
+    with pytest.raises(TypeError, match=r"takes the kernel's arguments as one tuple, as cupy.RawKernel does, got "
+                                        r"CudaArray; or launch with k\[grid, block\]\(\*args\)"):
+        fill(1, 32, CudaArray(0x4000))
+    with pytest.raises(TypeError, match=r"takes 5 arguments \(8 bytes, 8 bytes, 4 bytes, 4 bytes, 8 bytes\), got 1"):
+        fill[1, 32](CudaArray(0x3000))
+    with pytest.raises(TypeError, match=r"small.fill\{dtype=fp32\}@sm_90\[...\] takes grid, block and optionally "
+                                        r"stream and shared_mem \(k\[grid, block\]\(\*args\)\), got \[1\]"):
+        fill[1]
+    assert fake.fake_launches() == launches
+
+
+def test_a_result_with_several_entry_points_needs_one_named(fake, fill):
+    import dataclasses
+
+    lowered = fill.lowered_name()
+    # Another key: modules are memoized by content key.
+    two = dataclasses.replace(fill, key="f" * 64, symbols={FILL: lowered, "other<int>": lowered})
+    set_params(fake, 8)
+    launches = fake.fake_launches()
+    with pytest.raises(TypeError) as error:
+        two[1, 32](CudaArray(0x1000))
+    assert str(error.value) == ("small.fill{dtype=fp32}@sm_90 has 2 entry points: name one, k.launch(grid, block, "
+                                "*args, entry=EXPR) or k.entry(EXPR)[grid, block](*args), EXPR one of: "
+                                f"{FILL}, other<int>")
+    with pytest.raises(TypeError, match="has 2 entry points: name one"):
+        two.launch(1, 32, CudaArray(0x1000))
+    assert fake.fake_launches() == launches
+    two.launch(1, 32, CudaArray(0x1000), entry=FILL)
+    two.entry("other<int>")[2, 32](CudaArray(0x1000))
+    assert launched(fake)[0][:4] == [2, 1, 1, 32]
+    two.entry(lowered).launch(3, 32, CudaArray(0x1000))  # a lowered name names one too
+    two.entry(FILL)((4,), (32,), (CudaArray(0x1000),))
+    assert launched(fake)[0][:4] == [4, 1, 1, 32]
+    assert fake.fake_launches() == launches + 4
+    with pytest.raises(KeyError, match="has no entry point 'nope'; its entry points: "):
+        two.entry("nope")
+    assert repr(two.entry(FILL)) == f"KernelEntry(small.fill{{dtype=fp32}}@sm_90, {FILL!r})"
+
+
+class _TorchDevice:
+    def __init__(self, index: int) -> None:
+        self.type, self.index = "cuda", index
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _TorchDevice) and other.index == self.index
+
+    def __hash__(self) -> int:
+        return self.index
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    """A stand-in `torch` (its Tensor class and torch.cuda's current device
+    and stream) in sys.modules, and jitd.torch imported against it;
+    both gone after the test."""
+    torch = types.ModuleType("torch")
+
+    class Tensor(TensorLike):
+        def __init__(self, pointer: int) -> None:
+            super().__init__(pointer)
+            self.device = _TorchDevice(0)
+
+    torch.Tensor = Tensor
+    torch.cuda = types.SimpleNamespace(current_device=lambda: 0,
+                                       current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x6000 + device))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    yield torch
+    sys.modules.pop("jitd.torch", None)
+    if "torch" in vars(jitd):
+        delattr(jitd, "torch")
+
+
+def test_torch_tensors_launch_on_torchs_current_stream_of_their_device(fake, fill, fake_torch):
+    set_params(fake, 8, 8, 4, 4, 8)
+    fill[2, 64](fake_torch.Tensor(0xA000), 5, 6, 1.0, 2.0)
+    assert launched(fake) == ([2, 1, 1, 64, 1, 1, 0], 0x6000, fill.lowered_name())
+    assert param(fake, 0, 8) == struct.pack("<Q", 0xA000)
+    fill.launch(1, 32, fake_torch.Tensor(0xA000), 5, 6, 1.0, 2.0, stream=0x9000)  # a stream given wins
+    assert launched(fake)[1] == 0x9000
+    fill.launch(1, 32, CudaArray(0x1000), 5, 6, 1.0, 2.0)  # no torch tensor: the default stream
+    assert launched(fake)[1] == 0
+
+
+def test_a_prefetch_answer_says_the_compile_is_queued_wherever_it_is_used(fake, make_daemon, tmp_path):
+    client = make_daemon().client()
+    early = client.get_kernel("small.block_sum", threads=256, mode="prefetch")  # about a second to compile
+    assert early.origin == "none" and not early.ready and early.cubin == b""
+    message = (r"^small.block_sum\{threads=256\}@sm_90 has no cubin yet: this is the answer to a PREFETCH request "
+               r"\(mode='prefetch'\), and the daemon has only queued the compile; call client.get_kernel\(...\) "
+               r"again without mode= \(mode 'compile', the default\) to wait for the cubin$")
+    uses = [early.lowered_name, lambda: early.launch(1, 32, 0), lambda: early[1, 32](0),
+            lambda: driver.load(early), lambda: driver.launch(early, None, 1, 32, 0),
+            lambda: jitd.cuda_python.load(early), lambda: early.write(tmp_path / "k.cubin")]
+    for use in uses:
+        with pytest.raises(ValueError, match=message):
+            use()
+    assert not (tmp_path / "k.cubin").exists()
+    ready = client.get_kernel("small.block_sum", threads=256)  # waits for the compile
+    assert ready.origin in ("compiled", "memory") and ready.ready
+    set_params(fake, 8, 8)
+    ready[1, 256](CudaArray(0x1000), 256)
+    assert launched(fake)[2] == ready.lowered_name()

@@ -4,6 +4,7 @@ exception class, the gRPC code and the daemon's own message."""
 from __future__ import annotations
 
 import pickle
+import socket
 import threading
 import time
 
@@ -106,6 +107,80 @@ def test_no_daemon_is_unavailable_naming_the_endpoint_quickly(tmp_path):
     with pytest.raises(jitd.Unavailable):
         client.stats()
     assert client.counters.retries == 0
+
+
+def unreachable(endpoint: str, reason: str) -> str:
+    return (f"cannot reach jitd at {endpoint}: {reason} (is the daemon running? start it with `jitd`; "
+            f"`jitctl --endpoint {endpoint} health` checks it)")
+
+
+# What gRPC's own text of a failed connection is made of; none of it helps.
+GRPC_NOISE = ("debug_error_string", "{created_time", "failed to connect to all addresses", "last error",
+              "ipv4:", "UNKNOWN:", "FAILED_PRECONDITION", "addr:")
+
+
+def test_an_unreachable_daemon_is_a_short_reason_naming_the_endpoint_and_what_to_do(tmp_path):
+    stale = tmp_path / "stale.sock"  # a socket file nobody listens on (a daemon that was killed)
+    with socket.socket(socket.AF_UNIX) as leftover:
+        leftover.bind(str(stale))
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cases = [(f"unix:{tmp_path}/nobody.sock", f"no socket at {tmp_path}/nobody.sock"),
+             (f"unix:{stale}", "connection refused: nothing accepts connections there"),
+             (f"127.0.0.1:{port}", "connection refused: nothing accepts connections there")]
+    for endpoint, reason in cases:
+        client = jitd.Client(endpoint, retries=0)
+        for call in (client.stats, lambda: client.get_kernel("small.fill", dtype="fp32"), client.health):
+            with pytest.raises(jitd.Unavailable) as error:
+                call()
+            assert error.value.message == unreachable(endpoint, reason)
+            assert str(error.value) == f"UNAVAILABLE: {unreachable(endpoint, reason)}"
+            for noise in GRPC_NOISE:
+                assert noise not in str(error.value), (noise, str(error.value))
+    # wait_until_serving's own deadline says why as well, not "Deadline Exceeded".
+    endpoint, reason = cases[0]
+    with pytest.raises(jitd.DeadlineExceeded) as error:
+        jitd.Client(endpoint).wait_until_serving(timeout=0.3)
+    assert error.value.message == (f"jitd at {endpoint} was not serving within 0.3 s; last: "
+                                   + unreachable(endpoint, reason))
+
+
+class _RpcError(grpc.RpcError):
+    """What a failed call raises: a code and gRPC's details."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def __str__(self) -> str:
+        return f"<_InactiveRpcError ... debug_error_string = \"{{created_time:...}}\">"
+
+
+@pytest.mark.parametrize("details, message", [
+    # A transport cause this client has no words for: the chain's last link only.
+    ("failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.1:7070: Network is unreachable",
+     unreachable("10.0.0.1:7070", "Network is unreachable")),
+    ("Socket closed", unreachable("10.0.0.1:7070", "the daemon closed the connection")),
+    ("DNS resolution failed for nohost:7070: UNAVAILABLE: ...", unreachable("10.0.0.1:7070",
+                                                                           "cannot resolve the host name")),
+    # UNAVAILABLE the daemon itself answered keeps its message.
+    ("the compile worker is gone", "jitd at 10.0.0.1:7070: the compile worker is gone"),
+])
+def test_unavailable_from_grpc_is_reworded_and_from_the_daemon_kept(details, message):
+    error = jitd.errors.from_rpc_error(_RpcError(grpc.StatusCode.UNAVAILABLE, details), "10.0.0.1:7070")
+    assert isinstance(error, jitd.Unavailable) and error.message == message
+
+
+def test_an_error_without_details_never_shows_grpcs_debug_string():
+    error = jitd.errors.from_rpc_error(_RpcError(grpc.StatusCode.INTERNAL, ""), "unix:/s")
+    assert isinstance(error, jitd.Internal)
+    assert str(error) == "INTERNAL: the call to jitd at unix:/s failed without a message"
 
 
 def test_the_default_policy_gives_up_on_a_missing_daemon_within_two_seconds(tmp_path):

@@ -197,6 +197,34 @@ def test_torch_launch_is_captured_and_replayed_by_a_cuda_graph(client, torch):
     assert torch.equal(out, x * (1 + scale[:, None]) + shift[:, None])
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_a_result_launches_itself_on_torch_tensors_on_torchs_current_stream(client, torch, dtype):
+    shape = SHAPES[1]
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    x, scale, shift = inputs(shape, dtype, seed=5)
+    tx, tscale, tshift = (torch.from_numpy(a.view(np.int16)).cuda().view(torch_dtype) for a in (x, scale, shift))
+    k = client.get_kernel(KERNEL, dtype=tx.dtype)
+    out = torch.empty_like(tx)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        k[grid_for(shape), BLOCK](out, tx, tscale, tshift, *shape)  # no expression, Python ints as int64_t
+    stream.synchronize()
+    bits = out.view(torch.int16).cpu().numpy().view(np.uint16)
+    np.testing.assert_array_equal(bits, reference(x, scale, shift, dtype))
+
+
+def test_a_result_launches_itself_on_cupy_arrays_with_plain_ints(client, cupy):
+    cp = cupy
+    shape, dtype = SHAPES[1], "fp16"
+    k = client.get_kernel(KERNEL, f"sm_{cp.cuda.Device().compute_capability}", dtype=dtype)
+    x, scale, shift = inputs(shape, dtype, seed=6)
+    dx, dscale, dshift = (cp.asarray(a) for a in (x, scale, shift))
+    out = cp.empty_like(dx)
+    k.launch(grid_for(shape), BLOCK, out, dx, dscale, dshift, *shape)  # no cp.int64(...) needed
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(cp.asnumpy(out), reference(x, scale, shift, dtype))
+
+
 def test_torch_launch_refuses_host_tensors_and_views(client, torch):
     k = client.get_kernel(KERNEL, dtype="bf16")
     x = torch.zeros(4, 8, 64, dtype=torch.bfloat16)

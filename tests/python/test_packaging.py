@@ -29,10 +29,37 @@ def test_import_jitd_imports_no_gpu_library():
 
 
 def test_loaders_are_attributes_that_import_their_library_only_when_called():
-    code = ("import sys, jitd; loaders = [jitd.torch.launch, jitd.cupy.load, jitd.cuda_python.load, jitd.driver.load]; "
+    code = ("import sys, jitd; loaders = [jitd.cuda_python.load, jitd.driver.load, jitd.aio.Client]; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cupy', 'torch', 'cuda')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# sys.modules[name] = None makes `import name` fail as if it were not
+# installed, whatever this environment has.
+@pytest.mark.parametrize("module, library, install", [("torch", "torch", "pip install torch"),
+                                                      ("cupy", "cupy", "pip install cupy-cuda12x")])
+def test_a_loader_without_its_library_fails_at_import_saying_what_to_install(module, library, install):
+    code = f"""
+import sys
+sys.modules[{library!r}] = None
+import jitd
+k = jitd.KernelSpec("small.fill", {{"dtype": "fp32"}})  # the rest of jitd works
+print("hasattr:", hasattr(jitd, {module!r}))
+try:
+    jitd.{module}
+except AttributeError as error:
+    print("attribute:", error)
+import jitd.{module}
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 1
+    lines = run.stdout.splitlines()
+    assert lines[0] == "hasattr: False"
+    assert lines[1].startswith(f"attribute: jitd.{module} is not available: jitd.{module} needs ")
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"ImportError: jitd.{module} needs ")
+    assert f"`{install}`" in last and "KernelResult.launch or jitd.driver" in last
 
 
 def test_generated_modules_live_inside_the_package_without_version_checks():

@@ -34,7 +34,7 @@ def test_a_daemon_started_after_the_first_attempt_is_reached_by_a_retry(make_dae
         daemon.start()
         caller.join(60)
     assert "error" not in answer, answer.get("error")
-    assert answer["kernel"].source == "compiled"
+    assert answer["kernel"].origin == "compiled"
     assert client.counters.get_kernel_rpcs >= 2
     assert any("retrying in" in record.getMessage() and "UNAVAILABLE" in record.getMessage()
                for record in caplog.records)

@@ -23,7 +23,7 @@ def test_warm_reports_each_instantiation_in_order_with_running_totals(make_daemo
     assert by_kernel["small.fill{dtype=fp32}@sm_90"].outcome == "cached"
     assert by_kernel["small.fill{dtype=fp64}@sm_90"].outcome == "compiled"
     assert by_kernel["small.fill{dtype=fp64}@sm_90"].compile_ms > 0
-    assert by_kernel["small.scale@sm_90"].outcome == "compiled"  # the spec as asked (clamp defaults to off)
+    assert by_kernel["small.scale{}@sm_90"].outcome == "compiled"  # the spec as asked (clamp defaults to off)
     assert all(len(p.key) == 64 for p in seen)
     assert result.ok and "3 instantiations: 2 compiled, 1 cached, 0 failed" in str(result)
     # Warm again: everything cached now.
@@ -38,7 +38,7 @@ def test_warm_all_reports_a_failed_compile_without_raising(make_daemon):
     [failure] = result.failures
     assert failure.spec.kernel == "small.broken" and failure.outcome == "failed"
     assert "undeclared_in_broken_kernel" in failure.error
-    assert "failed   small.broken@sm_90: FAILED_PRECONDITION" in str(failure)
+    assert "failed   small.broken{}@sm_90: FAILED_PRECONDITION" in str(failure)
     assert client.stats().entries == 8
 
 
@@ -96,6 +96,19 @@ def test_entries_filter_by_glob_and_arch_and_limit(make_daemon):
     assert entry.size_bytes > len(fill.cubin) and entry.created_unix_ms > 0 and entry.nvrtc_version
     limited = client.entries(limit=1)
     assert len(limited) == 1 and limited.total == 3
+    assert entry.options == ()
+
+
+def test_entries_that_differ_only_in_options_say_which_options(make_daemon):
+    client = make_daemon().client()
+    client.get_kernel("small.fill", dtype="fp32")
+    client.get_kernel("small.fill", dtype="fp32", options="-DTILE=4")
+    assert sorted(e.options for e in client.entries("small.fill")) == [(), ("-DTILE=4",)]
+
+
+def test_an_entry_has_a_field_for_every_field_of_the_proto():
+    names = [f.name for f in cache_admin_pb2.EntryInfo.DESCRIPTOR.fields]
+    assert sorted(f.name for f in dataclasses.fields(jitd.Entry)) == sorted(names)
 
 
 def test_evict_dry_run_reports_and_a_real_run_removes(make_daemon):

@@ -5,19 +5,25 @@
     import jitd
     client = jitd.Client()                                   # $JITD_ENDPOINT or the default socket
     k = client.get_kernel("diffusion.modulate_scale_shift", dtype="bf16")
-    k.cubin, k.symbols, k.source, k.key                      # bytes, {expression: lowered name}, "compiled", ...
+    k.cubin, k.symbols, k.origin, k.key                      # bytes, {expression: lowered name}, "compiled", ...
+    k[grid, block](out, x, scale, shift, b, l, d)            # launch: tensors, CuPy arrays, Python numbers
 
-Loading, each an optional import (``import jitd`` needs only grpcio and
-protobuf):
+:class:`jitd.aio.Client` is the same client for asyncio.
 
-- :mod:`jitd.cupy`: ``jitd.cupy.load(k).function()`` is a ``cupy.RawKernel``;
-- :mod:`jitd.torch`: ``jitd.torch.launch(k, None, grid, block, *tensors_and_sizes)``;
+Launching and loading (``import jitd`` needs only grpcio and protobuf):
+
+- ``k.launch(grid, block, *args)`` / ``k[grid, block](*args)``: the CUDA
+  driver through ctypes (:mod:`jitd.driver`), on torch's current stream
+  for torch tensors;
+- :mod:`jitd.cupy`: ``jitd.cupy.load(k).function()`` is a ``cupy.RawKernel`` (needs CuPy);
+- :mod:`jitd.torch`: ``jitd.torch.function(k)`` keeps a function for many launches (needs torch);
 - :mod:`jitd.cuda_python`: ``jitd.cuda_python.load(k).kernel()`` (cuda.core / cuda.bindings);
 - :mod:`jitd.driver`: the CUDA driver through ctypes, needing nothing else.
 
 Declaring what a server needs and getting it at start-up:
 :class:`jitd.KernelSet` (``ks.warm(client, progress=True)``;
-``strict=True`` or ``JITD_STRICT=1`` to fail on anything not cached).
+``strict=True`` or ``JITD_STRICT=1`` to fail on anything not cached;
+``ks.write_spec(FILE)`` for ``jitd warm --manifest FILE`` at image build).
 
 Errors are :class:`jitd.JitdError` subclasses carrying the gRPC code and the
 daemon's message (see :mod:`jitd.errors`).
@@ -35,13 +41,13 @@ from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Intern
                      WarmFailed)
 from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, print_progress
 from .retry import RetryPolicy
-from .types import (ClientCounters, Entries, Entry, EvictResult, KernelInfo, KernelParam, KernelResult, KernelSpec,
-                    Manifest, Mode, Stats, VerifyResult, WarmProgress, WarmResult)
+from .types import (ClientCounters, Entries, Entry, EvictResult, KernelEntry, KernelInfo, KernelParam, KernelResult,
+                    KernelSpec, Manifest, Mode, Stats, VerifyResult, WarmProgress, WarmResult)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "KernelsLike", "KernelSet", "KernelSpec", "KernelResult", "Mode", "RetryPolicy",
+    "Client", "KernelsLike", "KernelSet", "KernelSpec", "KernelResult", "KernelEntry", "Mode", "RetryPolicy",
     "WarmProgress", "WarmResult", "Manifest", "KernelInfo", "KernelParam", "Stats", "Entry", "Entries",
     "EvictResult", "VerifyResult", "ClientCounters",
     "JitdError", "NotFound", "InvalidArgument", "CompileError", "ResourceExhausted", "PermissionDenied",
@@ -51,13 +57,18 @@ __all__ = [
     "default_endpoint", "resolve_endpoint", "read_admin_token_file",
 ]
 
-# Submodules that import CuPy, torch or cuda-python when used; loaded on
-# first attribute access so that `jitd.torch.launch(...)` works after a
-# plain `import jitd`.
-_LAZY = {"cupy", "torch", "cuda_python", "driver"}
+# Submodules loaded on first attribute access, so that `jitd.torch.launch(...)`
+# works after a plain `import jitd` and `import jitd` imports none of their
+# libraries (torch, CuPy, cuda-python, grpc.aio).
+_LAZY = {"cupy", "torch", "cuda_python", "driver", "aio"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return importlib.import_module(f".{name}", __name__)
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ImportError as error:
+            # An attribute that is not there: hasattr(jitd, "torch") is False
+            # without torch, and the message still says what to install.
+            raise AttributeError(f"jitd.{name} is not available: {error}") from error
     raise AttributeError(f"module 'jitd' has no attribute {name!r}")

@@ -8,55 +8,24 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union
 
 import grpc
 
-from . import _endpoint, _health, _units
-from ._memo import SingleFlightMemo, deadline_after, remaining
-from ._proto.jitd.v1 import cache_admin_pb2, cache_admin_pb2_grpc, compiler_pb2, compiler_pb2_grpc
-from .errors import DeadlineExceeded, InvalidArgument, JitdError, from_rpc_error
+from . import _calls, _health
+from ._calls import KernelsLike
+from ._memo import SingleFlightMemo, deadline_after
+from ._proto.jitd.v1 import cache_admin_pb2_grpc, compiler_pb2_grpc
+from .errors import DeadlineExceeded, JitdError, from_rpc_error
 from .retry import RetryPolicy
-from .types import (ClientCounters, Entries, Entry, EvictResult, KernelInfo, KernelParam, KernelResult, KernelSpec,
-                    Manifest, Mode, ParamsLike, ParamValue, Stats, VerifyResult, WarmProgress, WarmResult, arch_text)
+from .types import (Entries, EvictResult, KernelResult, KernelSpec, Manifest, Mode, ParamsLike, ParamValue, Stats,
+                    VerifyResult, WarmProgress, WarmResult)
 
 logger = logging.getLogger("jitd")
 
 T = TypeVar("T")
 
-#: What ``Client.warm(kernels=...)`` takes: None or "all" (every
-#: instantiation of the manifest), or specs, kernel names (default params)
-#: and ``(name, params)`` pairs.
-KernelsLike = Union[None, str, Iterable[Union[KernelSpec, str, "tuple[str, Mapping[str, ParamValue]]"]]]
-
-# The daemon is local: a refused connection is tried again after 100 ms
-# rather than gRPC's default second, so retries and wait_until_serving()
-# notice a freshly started daemon quickly (the C++ client's values).
-_CHANNEL_OPTIONS = (
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-    # Cubins of large kernels pass gRPC's default 4 MiB receive limit.
-    ("grpc.max_receive_message_length", -1),
-)
-# How long one health poll of wait_until_serving() waits for the socket.
-_HEALTH_POLL_S = 0.5
-# Pause between polls while the daemon answers NOT_SERVING (starting, draining).
-_NOT_SERVING_PAUSE_S = 0.02
-
-_MODES = {Mode.COMPILE: compiler_pb2.GetKernelRequest.COMPILE,
-          Mode.CACHED_ONLY: compiler_pb2.GetKernelRequest.CACHED_ONLY,
-          Mode.PREFETCH: compiler_pb2.GetKernelRequest.PREFETCH}
-
-
-def _enum_names(enum_type: Any) -> dict[int, str]:
-    return {value.number: value.name.lower() for value in enum_type.values}
-
-
-_SOURCES = _enum_names(compiler_pb2.GetKernelResponse.DESCRIPTOR.enum_types_by_name["Source"])
-_SOURCES[0] = "unspecified"
-_OUTCOMES = _enum_names(compiler_pb2.WarmProgress.DESCRIPTOR.enum_types_by_name["Outcome"])
-_OUTCOMES[0] = "unspecified"
+__all__ = ["Client", "KernelsLike"]
 
 
 @dataclass
@@ -88,14 +57,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Client:
+class Client(_calls.Settings):
     """A connection to a jitd daemon: kernels by name, warm-up, and the cache.
 
     ::
 
         client = jitd.Client()                      # $JITD_ENDPOINT or the default socket
         k = client.get_kernel("diffusion.modulate_scale_shift", dtype="bf16")
-        k.cubin, k.symbols, k.source                # bytes, {expression: lowered}, "compiled"
+        k.cubin, k.symbols, k.origin                # bytes, {expression: lowered}, "compiled"
 
     Endpoint: ``endpoint`` when given, else ``$JITD_ENDPOINT``, else the
     daemon's default (``unix:$XDG_RUNTIME_DIR/jitd.sock``, else
@@ -145,40 +114,14 @@ class Client:
                  admin_token_file: Union[str, "os.PathLike[str]", None] = None, arch: Optional[str] = None,
                  warm_timeout: Optional[float] = None, tls_ca_file: Optional[str] = None,
                  tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None) -> None:
-        self._endpoint = _endpoint.resolve_endpoint(endpoint)
-        _endpoint.validate_endpoint(self._endpoint)
-        self._timeout = timeout
-        self._retry = RetryPolicy.of(retries)
-        self._admin_token = admin_token
-        self._admin_token_file = os.fspath(admin_token_file) if admin_token_file is not None else None
-        if self._admin_token_file is not None:
-            _endpoint.read_admin_token_file(self._admin_token_file)  # fail now, naming the file
-        self._arch = arch_text(arch)
-        self._warm_timeout = warm_timeout
-        self._tls = (tls_ca_file, tls_cert_file, tls_key_file)
-        if (tls_cert_file is None) != (tls_key_file is None):
-            raise InvalidArgument("a client certificate and its key go together: set both or neither")
-        self._settings = dict(endpoint=self._endpoint, timeout=timeout, retries=self._retry, admin_token=admin_token,
-                              admin_token_file=self._admin_token_file, arch=arch, warm_timeout=warm_timeout,
-                              tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file)
-        self._lock = threading.Lock()
+        super().__init__(endpoint, timeout=timeout, retries=retries, admin_token=admin_token,
+                         admin_token_file=admin_token_file, arch=arch, warm_timeout=warm_timeout,
+                         tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file)
         self._connection: Optional[_Connection] = None
         self._memo: SingleFlightMemo[KernelResult] = SingleFlightMemo()
-        self._counts = {"get_kernel_rpcs": 0, "memo_hits": 0, "retries": 0}
         _CLIENTS.add(self)
 
     # --- Life ------------------------------------------------------------------
-
-    @property
-    def endpoint(self) -> str:
-        """The endpoint this client talks to, resolved ("unix:/run/user/1000/jitd.sock")."""
-        return self._endpoint
-
-    @property
-    def counters(self) -> ClientCounters:
-        """RPCs, memo hits and retries so far."""
-        with self._lock:
-            return ClientCounters(**self._counts)
 
     def close(self) -> None:
         """Closes the connection (this process's). Later calls reconnect."""
@@ -230,39 +173,10 @@ class Client:
             return connection
 
     def _make_channel(self) -> grpc.Channel:
-        target = self._endpoint
-        ca, cert, key = self._tls
-        if target.startswith("unix:") or not any(self._tls):
-            return grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
-
-        def read(path: Optional[str], what: str) -> Optional[bytes]:
-            if path is None:
-                return None
-            try:
-                data = open(path, "rb").read()
-            except OSError as error:
-                raise InvalidArgument(f"{what} {path}: {error.strerror}") from None
-            if b"-----BEGIN" not in data:
-                raise InvalidArgument(f"{what} {path}: not a PEM file")
-            return data
-
-        credentials = grpc.ssl_channel_credentials(read(ca, "TLS CA"), read(key, "TLS key"),
-                                                   read(cert, "TLS certificate"))
-        return grpc.secure_channel(target, credentials, options=_CHANNEL_OPTIONS)
-
-    def _count(self, name: str) -> None:
-        with self._lock:
-            self._counts[name] += 1
-
-    def _admin_metadata(self) -> tuple[tuple[str, str], ...]:
-        # Only on the calls that may change state (Evict, Verify): a server
-        # that answers Stats learns nothing it could replay.
-        token = self._admin_token
-        if not token and self._admin_token_file is not None:
-            token = _endpoint.read_admin_token_file(self._admin_token_file)
-        if not token:
-            token = _endpoint.socket_admin_token(self._endpoint)  # re-read: a restarted daemon has a new one
-        return (("authorization", f"Bearer {token}"),) if token else ()
+        credentials = self._credentials()
+        if credentials is None:
+            return grpc.insecure_channel(self._endpoint, options=_calls.CHANNEL_OPTIONS)
+        return grpc.secure_channel(self._endpoint, credentials, options=_calls.CHANNEL_OPTIONS)
 
     def _call(self, what: str, invoke: Callable[[_Connection, Optional[float]], T],
               timeout: Optional[float]) -> T:
@@ -272,27 +186,17 @@ class Client:
         attempt = 0
         while True:
             attempt += 1
-            left = remaining(deadline)
             try:
-                return invoke(self._connect(), None if left is None else max(left, 0.001))
+                return invoke(self._connect(), _calls.attempt_timeout(deadline))
             except grpc.RpcError as rpc_error:
-                error = from_rpc_error(rpc_error, self._endpoint)
-            if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and error.message == "Deadline Exceeded":
-                # gRPC's own words for the client-side deadline: say which call and what to change.
-                error = DeadlineExceeded(f"{what}: no answer from jitd at {self._endpoint} within {timeout} s "
-                                         "(a compile can take seconds: pass a larger timeout=)",
-                                         endpoint=self._endpoint)
-            pause = self._retry.backoff(attempt)
-            left = remaining(deadline)
-            if not self._retry.should_retry(error.code, attempt) or (left is not None and pause >= left):
+                error = self._call_error(rpc_error, what, timeout)
+            pause = self._retry_pause(error, attempt, deadline)
+            if pause is None:
                 raise error
             self._count("retries")
             logger.debug("jitd: %s failed (%s), attempt %d of %d, retrying in %.2f s", what, error,
                          attempt, self._retry.max_attempts, pause)
             time.sleep(pause)
-
-    def _default_timeout(self, timeout: Optional[float], default: Optional[float]) -> Optional[float]:
-        return default if timeout is None else timeout
 
     # --- Kernels -----------------------------------------------------------------
 
@@ -314,8 +218,9 @@ class Client:
 
         Modes: ``"cached_only"`` never compiles and raises
         :class:`jitd.NotFound` on a miss; ``"prefetch"`` answers at once and,
-        on a miss, returns a result with ``source == "none"`` and no cubin
-        while the daemon compiles in the background.
+        on a miss, returns a result with ``origin == "none"`` and no cubin
+        while the daemon compiles in the background (using that result says
+        so; ask again with the default mode to wait for the cubin).
 
         Raises :class:`jitd.NotFound` (unknown kernel, with close matches;
         CACHED_ONLY miss), :class:`jitd.InvalidArgument` (bad params, option
@@ -352,47 +257,22 @@ class Client:
             self._memo.remember(key, result)
         return result
 
-    def _with_default_arch(self, spec: KernelSpec) -> KernelSpec:
-        if spec.arch:
-            return spec
-        arch = self._arch
-        if not arch:
-            from .driver import current_device_arch  # ctypes only; never initialises CUDA
-            arch = current_device_arch() or ""
-        return spec.with_arch(arch) if arch else spec
-
     def _fetch(self, spec: KernelSpec, mode: Mode, timeout: Optional[float]) -> tuple[KernelResult, bool]:
-        request = compiler_pb2.GetKernelRequest(kernel=spec.kernel, params=dict(spec.params), arch=spec.arch,
-                                                options=list(spec.options), mode=_MODES[mode],
-                                                delivery=compiler_pb2.GetKernelRequest.BYTES)
+        request = _calls.get_kernel_request(spec, mode)
 
         def invoke(connection: _Connection, left: Optional[float]) -> Any:
             self._count("get_kernel_rpcs")
             return connection.compiler.GetKernel(request, timeout=left)
 
-        response = self._call(f"GetKernel {spec}", invoke, timeout)
-        result = KernelResult(
-            kernel=spec.kernel, params=dict(spec.params), arch=response.arch or spec.arch, options=spec.options,
-            key=response.key, cubin=bytes(response.cubin),
-            symbols={symbol.name_expression: symbol.lowered_name for symbol in response.symbols},
-            source=_SOURCES.get(response.source, "unspecified"),  # type: ignore[arg-type]
-            compile_ms=response.compile_ms, log=response.log, nvrtc_version=response.nvrtc_version,
-            served_us=response.served_us)
-        return result, result.source != "none"
+        return _calls.kernel_result(spec, self._call(f"GetKernel {spec}", invoke, timeout))
 
     def kernels(self, glob: str = "", *, timeout: Optional[float] = None) -> Manifest:
         """The kernels the daemon's manifest registers (``glob`` filters
         names: ``"moe.*"``), with their params, the default arch and every
         arch the daemon's NVRTC supports."""
-        request = compiler_pb2.ListKernelsRequest(glob=glob)
-        response = self._call("ListKernels", lambda c, left: c.compiler.ListKernels(request, timeout=left),
-                              self._default_timeout(timeout, self._timeout))
-        return Manifest(
-            kernels=[KernelInfo(name=k.name, source=k.source, name_expression=k.name_expression,
-                                params=[KernelParam(p.name, p.type, list(p.allowed), p.default_value) for p in k.params],
-                                default_options=list(k.default_options), instantiations=k.instantiations,
-                                description=k.description) for k in response.kernels],
-            default_arch=response.default_arch, supported_archs=list(response.supported_archs))
+        request = _calls.list_kernels_request(glob)
+        return _calls.manifest(self._call("ListKernels", lambda c, left: c.compiler.ListKernels(request, timeout=left),
+                                          self._default_timeout(timeout, self._timeout)))
 
     # --- Warm-up -----------------------------------------------------------------
 
@@ -418,47 +298,32 @@ class Client:
             items.append(progress)
             if on_progress is not None:
                 on_progress(progress)
-        last = items[-1] if items else None
-        return WarmResult(total=last.total if last else 0, compiled=last.compiled if last else 0,
-                          cached=last.cached if last else 0, failed=last.failed if last else 0,
-                          elapsed_ms=last.elapsed_ms if last else 0, items=items)
+        return _calls.warm_result(items)
 
     def warm_iter(self, kernels: KernelsLike = None, *, archs: Sequence[str] = (), concurrency: int = 0,
                   timeout: Optional[float] = None) -> Iterator[WarmProgress]:
         """:meth:`warm` as an iterator of :class:`jitd.WarmProgress`, one per
         finished instantiation. Leaving the loop early cancels the warm-up
         (what is compiled stays cached)."""
-        request = compiler_pb2.WarmRequest(archs=[arch_text(a) for a in ([archs] if isinstance(archs, str) else archs)],
-                                           concurrency=concurrency)
-        if kernels is None or kernels == "all":
-            request.all = True
-        elif isinstance(kernels, str):
-            raise InvalidArgument(f"kernels={kernels!r}: pass None or 'all', or a list of specs or names")
-        else:
-            for item in kernels:
-                spec = _to_spec(item)
-                request.specs.add(kernel=spec.kernel, params=dict(spec.params), arch=spec.arch,
-                                  options=list(spec.options))
+        request = _calls.warm_request(kernels, archs, concurrency)
         timeout = self._default_timeout(timeout, self._warm_timeout)
         deadline = deadline_after(timeout)
         attempt = 0
         while True:
             attempt += 1
-            left = remaining(deadline)
-            call = self._connect().compiler.Warm(request, timeout=None if left is None else max(left, 0.001))
+            call = self._connect().compiler.Warm(request, timeout=_calls.attempt_timeout(deadline))
             received = False
             try:
                 for message in call:
                     received = True
-                    yield _warm_progress(message)
+                    yield _calls.warm_progress(message)
                 return
             except grpc.RpcError as rpc_error:
-                error = from_rpc_error(rpc_error, self._endpoint)
+                error = self._call_error(rpc_error, "Warm", timeout)
             finally:
                 call.cancel()  # no-op when finished; stops the daemon's work when the caller left early
-            pause = self._retry.backoff(attempt)
-            left = remaining(deadline)
-            if received or not self._retry.should_retry(error.code, attempt) or (left is not None and pause >= left):
+            pause = None if received else self._retry_pause(error, attempt, deadline)
+            if pause is None:
                 raise error
             self._count("retries")
             time.sleep(pause)
@@ -468,20 +333,17 @@ class Client:
     def stats(self, *, timeout: Optional[float] = None) -> Stats:
         """The daemon's counters: cache entries and bytes, hits, compiles,
         workers, queue (see :class:`jitd.Stats`)."""
-        response = self._call("Stats", lambda c, left: c.admin.Stats(
-            cache_admin_pb2.StatsRequest(), timeout=left),
-            self._default_timeout(timeout, self._timeout))
-        return Stats(**{name: getattr(response, name) for name in Stats.__dataclass_fields__})
+        return _calls.stats(self._call("Stats", lambda c, left: c.admin.Stats(_calls.stats_request(), timeout=left),
+                                       self._default_timeout(timeout, self._timeout)))
 
     def entries(self, kernel_glob: str = "", *, arch: str = "", limit: int = 0,
                 timeout: Optional[float] = None) -> Entries:
         """The cache's entries, most recently used first; filtered by a glob
         over kernel names (``"moe.*"``) and an exact arch; at most ``limit``
         (0: all). ``.total`` counts the matches before the limit."""
-        request = cache_admin_pb2.ListEntriesRequest(kernel_glob=kernel_glob, arch=arch, limit=limit)
-        response = self._call("ListEntries", lambda c, left: c.admin.ListEntries(
-            request, timeout=left), self._default_timeout(timeout, self._timeout))
-        return Entries(entries=[_entry(e) for e in response.entries], total=response.total)
+        request = _calls.entries_request(kernel_glob, arch, limit)
+        return _calls.entries(self._call("ListEntries", lambda c, left: c.admin.ListEntries(request, timeout=left),
+                                         self._default_timeout(timeout, self._timeout)))
 
     def evict(self, *, keys: Sequence[str] = (), kernel_glob: str = "", arch: str = "",
               older_than: Union[int, float, str, Any, None] = None, max_bytes: Union[int, str, None] = None,
@@ -496,27 +358,16 @@ class Client:
 
         Needs the admin token when the daemon has one
         (:class:`jitd.PermissionDenied` otherwise)."""
-        request = cache_admin_pb2.EvictRequest(keys=list(keys), kernel_glob=kernel_glob, arch=arch, dry_run=dry_run,
-                                               include_pinned=include_pinned)
-        if older_than is not None:
-            request.older_than_s = _units.parse_duration(older_than)
-        if max_bytes is not None:
-            request.max_bytes = _units.parse_byte_size(max_bytes)
-        response = self._call("Evict", lambda c, left: c.admin.Evict(
-            request, timeout=left, metadata=self._admin_metadata()), self._default_timeout(timeout, self._timeout))
-        return EvictResult(evicted=[_entry(e) for e in response.evicted], evicted_entries=response.evicted_entries,
-                           evicted_bytes=response.evicted_bytes, dry_run=response.dry_run,
-                           remaining_entries=response.remaining_entries, remaining_bytes=response.remaining_bytes)
+        request = _calls.evict_request(keys, kernel_glob, arch, older_than, max_bytes, dry_run, include_pinned)
+        return _calls.evict_result(self._call("Evict", lambda c, left: c.admin.Evict(
+            request, timeout=left, metadata=self._admin_metadata()), self._default_timeout(timeout, self._timeout)))
 
     def verify(self, *, repair: bool = False, timeout: Optional[float] = None) -> VerifyResult:
         """Re-reads every cache entry against its checksum; ``repair=True``
         (admin token) drops corrupt entries and reconciles index and files."""
-        request = cache_admin_pb2.VerifyRequest(repair=repair)
-        r = self._call("Verify", lambda c, left: c.admin.Verify(
-            request, timeout=left, metadata=self._admin_metadata()), self._default_timeout(timeout, self._timeout))
-        return VerifyResult(checked=r.checked, ok=r.ok, corrupt=r.corrupt, missing_blobs=r.missing_blobs,
-                            orphan_blobs=r.orphan_blobs, repaired=r.repaired, problems=list(r.problems),
-                            index_integrity=r.index_integrity)
+        request = _calls.verify_request(repair)
+        return _calls.verify_result(self._call("Verify", lambda c, left: c.admin.Verify(
+            request, timeout=left, metadata=self._admin_metadata()), self._default_timeout(timeout, self._timeout)))
 
     # --- Health --------------------------------------------------------------------
 
@@ -538,43 +389,17 @@ class Client:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise DeadlineExceeded(f"jitd at {self._endpoint} was not serving within {timeout} s; last: {last}",
-                                       endpoint=self._endpoint)
+                raise self._not_serving(timeout, last)
             try:
-                status = self._connect().health("", timeout=min(left, _HEALTH_POLL_S), wait_for_ready=True)
+                status = self._connect().health("", timeout=min(left, _calls.HEALTH_POLL_S), wait_for_ready=True)
             except grpc.RpcError as rpc_error:
-                last = str(from_rpc_error(rpc_error, self._endpoint))
+                last = self._health_failure(rpc_error)
                 continue
             if status == "SERVING":
                 return
             last = f"the daemon answers {status}"
-            time.sleep(_NOT_SERVING_PAUSE_S)
+            time.sleep(_calls.NOT_SERVING_PAUSE_S)
 
 
 def _client_from_settings(settings: dict[str, Any]) -> Client:
     return Client(**settings)
-
-
-def _to_spec(item: Any) -> KernelSpec:
-    if isinstance(item, KernelSpec):
-        return item
-    if isinstance(item, str):
-        return KernelSpec(item)
-    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
-        return KernelSpec(item[0], item[1])
-    raise InvalidArgument(f"{item!r} is not a KernelSpec, a kernel name or a (name, params) pair")
-
-
-def _warm_progress(message: Any) -> WarmProgress:
-    spec = message.spec
-    return WarmProgress(
-        spec=KernelSpec(spec.kernel or "?", tuple(spec.params.items()), spec.arch, tuple(spec.options)),
-        key=message.key, outcome=_OUTCOMES.get(message.outcome, "unspecified"),  # type: ignore[arg-type]
-        error=message.error, done=message.done, total=message.total, compiled=message.compiled,
-        cached=message.cached, failed=message.failed, elapsed_ms=message.elapsed_ms, compile_ms=message.compile_ms)
-
-
-def _entry(e: Any) -> Entry:
-    return Entry(key=e.key, kernel=e.kernel, params=e.params, arch=e.arch, size_bytes=e.size_bytes,
-                 created_unix_ms=e.created_unix_ms, last_used_unix_ms=e.last_used_unix_ms, hits=e.hits,
-                 pinned=e.pinned, nvrtc_version=e.nvrtc_version, compile_ms=e.compile_ms)

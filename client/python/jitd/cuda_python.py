@@ -53,8 +53,7 @@ def load(result: KernelResult) -> CudaPythonModule:
     """``result``'s cubin loaded with cuda.core (``ObjectCode.from_cubin``)
     or, without it, cuda.bindings (``cuModuleLoadData``). ImportError naming
     both when neither is installed."""
-    if not result.cubin:
-        raise ValueError(f"{result.spec} has no cubin (source {result.source}); ask without mode='prefetch'")
+    result._require_cubin()
     object_code_type = None
     try:
         from cuda.core import ObjectCode as object_code_type  # type: ignore[no-redef]

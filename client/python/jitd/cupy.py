@@ -1,5 +1,5 @@
-"""Loading jitd's cubins with CuPy (imported when a function here is called,
-never by ``import jitd``).
+"""Loading jitd's cubins with CuPy. Importing this module imports CuPy
+(ImportError saying what to install without it); ``import jitd`` never does.
 
 ::
 
@@ -7,6 +7,7 @@ never by ``import jitd``).
     k = jitd.Client().get_kernel("diffusion.modulate_scale_shift", dtype="bf16")
     fn = jitd.cupy.load(k).function()            # a cupy.RawKernel
     fn((blocks,), (256,), (out, x, scale, shift, cp.int64(b), cp.int64(l), cp.int64(d)))
+    k[blocks, 256](out, x, scale, shift, b, l, d)  # or without RawKernel: ints sized by the driver (jitd.driver)
 
 ``cupy.RawModule`` loads cubins from a file (its ``code=`` is CUDA source),
 so the cubin is written once per process to a private temporary directory,
@@ -21,6 +22,13 @@ import shutil
 import tempfile
 import threading
 from typing import Any, Optional
+
+try:
+    import cupy
+except ImportError as error:
+    raise ImportError(f"jitd.cupy needs CuPy, which did not import ({error}): `pip install cupy-cuda12x` "
+                      "(the wheel of your CUDA major version: https://docs.cupy.dev/en/stable/install.html), or launch "
+                      "with KernelResult.launch or jitd.driver, which need only the CUDA driver") from error
 
 from .driver import arch_fits
 from .types import KernelResult
@@ -72,11 +80,9 @@ class CupyModule:
 def load(result: KernelResult) -> CupyModule:
     """``result``'s cubin as a CupyModule for the current CuPy device (the
     same object for the same device and key). ValueError when the cubin's
-    arch cannot run on that device, naming the arch to ask for."""
-    import cupy
-
-    if not result.cubin:
-        raise ValueError(f"{result.spec} has no cubin (source {result.source}); ask without mode='prefetch'")
+    arch cannot run on that device, naming the arch to ask for, and for a
+    PREFETCH miss (no cubin yet)."""
+    result._require_cubin()
     device = cupy.cuda.Device()
     device_arch = f"sm_{device.compute_capability}"
     if not arch_fits(result.arch, device_arch):

@@ -6,7 +6,8 @@ file). This is the loader the PyTorch helper (:mod:`jitd.torch`) uses.
 ::
 
     k = client.get_kernel("diffusion.modulate_scale_shift", dtype="bf16")
-    fn = jitd.driver.load(k).function()          # the only entry point
+    k.launch(grid, block, out, x, scale, shift, b, l, d)     # through this module
+    fn = jitd.driver.load(k).function()          # the only entry point, kept for many launches
     fn.launch(grid, block, out, x, scale, shift, b, l, d, stream=stream)
 
 Arguments: tensors (anything with ``data_ptr()`` such as torch tensors, or
@@ -30,9 +31,9 @@ import ctypes
 import os
 import struct
 import threading
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence
 
-from .types import KernelResult
+from .types import Dim, KernelResult
 
 _c_uint = ctypes.c_uint
 _c_void_p = ctypes.c_void_p
@@ -42,8 +43,6 @@ CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 _ATTRIBUTE_CC_MAJOR = 75
 _ATTRIBUTE_CC_MINOR = 76
-
-Dim = Union[int, Sequence[int]]
 
 
 class CudaError(RuntimeError):
@@ -347,9 +346,7 @@ class Module:
     Made by :func:`load`."""
 
     def __init__(self, driver: CudaDriver, result: KernelResult, context: int) -> None:
-        if not result.cubin:
-            raise ValueError(f"{result.spec} has no cubin (source {result.source}: a PREFETCH miss); "
-                             "ask again without mode='prefetch'")
+        result._require_cubin()
         self.driver = driver
         self.result = result
         self.context = context
@@ -395,7 +392,9 @@ _modules_lock = threading.Lock()
 
 def load(result: KernelResult, *, device: Optional[int] = None) -> Module:
     """``result``'s cubin loaded into the current context (or ``device``'s
-    primary context); the same Module for the same context and key."""
+    primary context); the same Module for the same context and key.
+    ValueError for a PREFETCH miss (no cubin yet)."""
+    result._require_cubin()
     driver = get_driver()
     context = driver.context_for(device)
     key = (context, result.key)
@@ -408,7 +407,9 @@ def load(result: KernelResult, *, device: Optional[int] = None) -> Module:
 
 def launch(result: KernelResult, expression: Optional[str], grid: Dim, block: Dim, *args: Any,
            stream: Any = None, shared_mem: int = 0, device: Optional[int] = None) -> None:
-    """``load(result, device=device).function(expression).launch(...)``."""
+    """``load(result, device=device).function(expression).launch(...)``;
+    ``result.launch(grid, block, *args, entry=...)`` says the same without
+    the expression placeholder."""
     load(result, device=device).function(expression).launch(grid, block, *args, stream=stream, shared_mem=shared_mem)
 
 
@@ -417,7 +418,8 @@ def launch(result: KernelResult, expression: Optional[str], grid: Dim, block: Di
 
 
 def _dim3(value: Dim, what: str) -> tuple[int, int, int]:
-    dims = [int(value)] if isinstance(value, int) else [int(v) for v in value]
+    # One int, or a sequence of them; NumPy integers count as ints.
+    dims = [int(value)] if hasattr(value, "__index__") else [int(v) for v in value]
     if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
         raise ValueError(f"{what} is one to three positive ints, got {value!r}")
     return (dims + [1, 1])[0], (dims + [1, 1])[1], (dims + [1, 1])[2]

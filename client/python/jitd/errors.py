@@ -28,6 +28,8 @@ exceptions pickle, so they cross ``multiprocessing`` boundaries intact.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any, ClassVar
 
 import grpc
@@ -196,12 +198,77 @@ def error_for(code: grpc.StatusCode, message: str, endpoint: str | None = None) 
 
 
 def from_rpc_error(error: grpc.RpcError, endpoint: str) -> JitdError:
-    """The JitdError for a failed gRPC call. UNAVAILABLE names the endpoint
-    and what to do, as the C++ client's message does."""
+    """The JitdError for a failed gRPC call (``grpc.RpcError`` or
+    ``grpc.aio.AioRpcError``): the daemon's message as it is, or, when the
+    call never reached the daemon, a short reason naming the endpoint and
+    what to do instead of gRPC's chain of transport errors."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-    details = (error.details() if hasattr(error, "details") else None) or str(error)
     if code is None:
         code = grpc.StatusCode.UNKNOWN
+    # details() only: str(error) carries gRPC's debug_error_string.
+    details = (error.details() if hasattr(error, "details") else None) or ""
     if code == grpc.StatusCode.UNAVAILABLE:
-        details = f"cannot reach jitd at {endpoint}: {details} (is the daemon running? start it with `jitd`)"
-    return error_for(code, details, endpoint)
+        reason = unreachable_reason(endpoint, details)
+        if reason is not None:
+            return Unavailable(f"cannot reach jitd at {endpoint}: {reason} ({what_to_do(endpoint)})",
+                               code=code, endpoint=endpoint)
+        # UNAVAILABLE from the daemon itself (a compile worker gone, say).
+        return Unavailable(f"jitd at {endpoint}: {details}", code=code, endpoint=endpoint)
+    return error_for(code, details or f"the call to jitd at {endpoint} failed without a message", endpoint)
+
+
+def what_to_do(endpoint: str) -> str:
+    """The hint every "cannot reach jitd" message ends with."""
+    return f"is the daemon running? start it with `jitd`; `jitctl --endpoint {endpoint} health` checks it"
+
+
+# gRPC's words for a call that never reached a server, in any of its
+# versions since 1.51: phrases only its transport uses...
+_TRANSPORT_MARKS = ("failed to connect", "last error:", "connections to all backends failing", "empty address list",
+                    "connect failed", "dns resolution failed", "errors resolving", "handshake")
+# ... and whole messages of a connection that broke (lower case).
+_CLOSED = {"socket closed", "connection reset by peer", "broken pipe", "transport closed", "goaway received",
+           "stream removed", "connection lost", "endpoint closing"}
+# What the causes in a transport message mean here; first match wins.
+_CAUSES = (
+    ("no such file or directory", "no socket at {path}"),
+    ("permission denied", "permission denied: this user may not connect to the socket (the daemon's --socket-group "
+                          "names who may)"),
+    ("connection refused", "connection refused: nothing accepts connections there"),
+    ("dns resolution failed", "cannot resolve the host name"),
+    ("errors resolving", "cannot resolve the host name"),
+    ("domain name not found", "cannot resolve the host name"),
+    ("handshake", "the TLS handshake failed (does the daemon use TLS, with the CA tls_ca_file= names?)"),
+    ("timeout", "no connection within the timeout"),
+    ("timed out", "no connection within the timeout"),
+)
+
+
+def unreachable_reason(endpoint: str, details: str) -> str | None:
+    """Why a call could not reach the daemon, in a few words, from gRPC's
+    ``details`` ("failed to connect to all addresses; last error: UNKNOWN:
+    ipv4:127.0.0.1:7070: Failed to connect to remote host: Connection
+    refused") or, for a Unix socket, from the socket file itself; None when
+    ``details`` is the daemon's own UNAVAILABLE message."""
+    path = endpoint[5:] if endpoint.startswith("unix:") else endpoint
+    text = details.lower().strip()
+    if text in _CLOSED:
+        return "the daemon closed the connection"
+    if text and not any(mark in text for mark in _TRANSPORT_MARKS):
+        return None
+    for needle, reason in _CAUSES:
+        if needle in text:
+            return reason.format(path=path)
+    if endpoint.startswith("unix:"):
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            return f"no socket at {path}"
+        except OSError as error:
+            return f"cannot reach the socket {path}: {error.strerror}"
+    # A cause this client does not know: the chain's last link, without
+    # gRPC's status names and addresses.
+    last = re.split(r"last error:\s*", details)[-1]
+    last = re.sub(r"^[A-Z_]+:\s*", "", last)
+    last = re.sub(r"^(?:ipv4|ipv6|unix|unix-abstract):\S+:\s+", "", last)
+    return last.strip() or "no connection"

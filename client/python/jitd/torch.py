@@ -1,11 +1,13 @@
-"""Launching jitd's kernels on PyTorch tensors (torch is imported when a
-function here is called, never by ``import jitd``).
+"""Launching jitd's kernels on PyTorch tensors. Importing this module
+imports torch (ImportError saying what to install without it); ``import
+jitd`` never does.
 
 ::
 
-    import torch, jitd, jitd.torch
+    import torch, jitd
     k = jitd.Client().get_kernel("diffusion.modulate_scale_shift", dtype=x.dtype)
-    jitd.torch.launch(k, None, blocks, 256, out, x, scale, shift, b, l, d)
+    k[blocks, 256](out, x, scale, shift, b, l, d)             # KernelResult.launch comes here for tensors
+    jitd.torch.launch(k, None, blocks, 256, out, x, scale, shift, b, l, d)   # the same, the entry point named
 
 Tensors pass their device pointers (they must be on one CUDA device and
 contiguous), Python ints and floats are sized by the kernel's parameters
@@ -20,14 +22,19 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+try:
+    import torch
+except ImportError as error:
+    raise ImportError(f"jitd.torch needs PyTorch, which did not import ({error}): `pip install torch` "
+                      "(a CUDA build: https://pytorch.org), or launch with KernelResult.launch or jitd.driver, "
+                      "which need only the CUDA driver") from error
+
 from . import driver
 from .driver import Dim, Function
 from .types import KernelResult
 
 
 def _device_of(args: tuple[Any, ...]) -> int:
-    import torch
-
     devices = {arg.device for arg in args if isinstance(arg, torch.Tensor)}
     cuda = {device for device in devices if device.type == "cuda"}
     if devices - cuda:
@@ -46,8 +53,6 @@ def function(result: KernelResult, expression: Optional[str] = None, *, device: 
     """The :class:`jitd.driver.Function` of an entry point, loaded into
     ``device``'s primary context (default: torch's current device): keep it
     to launch many times with ``.launch(grid, block, *args, stream=...)``."""
-    import torch
-
     index = torch.cuda.current_device() if device is None else device
     return driver.load(result, device=index).function(expression)
 
@@ -56,9 +61,9 @@ def launch(result: KernelResult, expression: Optional[str], grid: Dim, block: Di
            stream: Any = None, shared_mem: int = 0) -> None:
     """Launches an entry point of ``result`` (a name expression; None for the
     only one) with ``grid`` x ``block`` threads on ``args``, on ``stream``
-    (default: torch's current stream of the tensors' device)."""
-    import torch
-
+    (default: torch's current stream of the tensors' device).
+    ``result.launch(grid, block, *args)`` (or ``result[grid, block](*args)``)
+    does the same without naming the only entry point."""
     device = _device_of(args)
     if stream is None:
         stream = torch.cuda.current_stream(device)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 # ---------------------------------------------------------------------------
 # Kernel instantiations
@@ -23,7 +25,7 @@ class Mode(enum.Enum):
     #: was warmed ("crash on miss").
     CACHED_ONLY = "cached_only"
     #: Answer at once; on a miss the daemon compiles in the background and
-    #: the result has ``source == "none"`` and no cubin.
+    #: the result has ``origin == "none"`` and no cubin.
     PREFETCH = "prefetch"
 
     @classmethod
@@ -182,23 +184,32 @@ class KernelSpec:
         return dataclasses.replace(self, arch=arch_text(arch))
 
     def canonical(self) -> str:
-        """The C++ client's CanonicalSpec: ``kernel{k=v,k=v}@arch[opt,opt]``;
-        equal exactly for specs the daemon answers alike."""
+        """The C++ client's CanonicalSpec: ``kernel{k=v,k=v}@arch[opt,opt]``
+        (``@`` with nothing after it: the default arch); equal exactly for
+        specs the daemon answers alike. ``str()`` is the same spelling
+        unescaped, as jitd's messages and logs write an instantiation."""
         params = ",".join(f"{_escape(k)}={_escape(v)}" for k, v in self.params)
         options = f"[{','.join(_escape(o) for o in self.options)}]" if self.options else ""
         return f"{_escape(self.kernel)}{{{params}}}@{_escape(self.arch)}{options}"
 
     def __str__(self) -> str:
+        # As the daemon and jitctl spell it (text::Instantiation in C++).
         params = ",".join(f"{k}={v}" for k, v in self.params)
-        text = f"{self.kernel}{{{params}}}" if params else self.kernel
+        text = f"{self.kernel}{{{params}}}"
         if self.arch:
             text += f"@{self.arch}"
         if self.options:
-            text += f"[{' '.join(self.options)}]"
+            text += f"[{','.join(self.options)}]"
         return text
 
+    def __repr__(self) -> str:
+        return f"KernelSpec({self})"
 
-Source = Literal["memory", "disk", "remote", "compiled", "none", "fallback", "unspecified"]
+
+#: Where the daemon found a cubin (GetKernelResponse.Source).
+Origin = Literal["memory", "disk", "remote", "compiled", "none", "fallback", "unspecified"]
+#: The old name of :data:`Origin`.
+Source = Origin
 
 
 @dataclass(frozen=True, repr=False, eq=False)
@@ -212,13 +223,21 @@ class KernelResult:
         cubin: the cubin (ELF) bytes; empty only for a PREFETCH miss.
         symbols: name expression -> lowered (mangled) name, for every entry
             point (``cuModuleGetFunction`` takes the lowered name).
-        source: where the daemon found it: "memory", "disk", "remote",
-            "compiled", or "none" (PREFETCH miss: compiling in the background).
+        origin: where the daemon found it: "memory" (its hot cache), "disk",
+            "remote" (the shared tier), "compiled" (by this request), or
+            "none" (a PREFETCH miss: no cubin yet, compiling in the
+            background). ``source`` is its old name, kept as an alias.
         compile_ms: wall time of the NVRTC compile that produced the cubin
             (when it was compiled, not for this request).
         log: NVRTC's log of that compile (warnings), also on success.
         nvrtc_version: "major.minor" of the NVRTC that compiled it.
         served_us: the daemon's time answering this request, microseconds.
+
+    Launching (the CUDA driver through ctypes, :mod:`jitd.driver`)::
+
+        k.launch(grid, block, out, x, n)             # or, as CuPy and Numba spell it:
+        k[grid, block](out, x, n)                    # k[grid, block, stream, shared_mem](...)
+        k.entry("ns::kernel<float>")[grid, block](out, x, n)   # one of several entry points
 
     Results compare by identity: the client's memo hands out one object per
     instantiation. Treat ``params`` and ``symbols`` as read-only.
@@ -231,22 +250,47 @@ class KernelResult:
     key: str
     cubin: bytes
     symbols: dict[str, str]
-    source: Source
+    origin: Origin
     compile_ms: float
     log: str
     nvrtc_version: str
     served_us: int
 
     @property
+    def source(self) -> Origin:
+        """The old name of :attr:`origin` (where the daemon found the cubin,
+        not CUDA source)."""
+        return self.origin
+
+    @property
     def spec(self) -> KernelSpec:
         """The instantiation, with the arch it was compiled for."""
         return KernelSpec(self.kernel, tuple(self.params.items()), self.arch, self.options)
+
+    @property
+    def ready(self) -> bool:
+        """Whether there is a cubin to load: False only for a PREFETCH miss."""
+        return bool(self.cubin)
+
+    def _require_cubin(self) -> None:
+        """ValueError unless there is a cubin; for a PREFETCH miss, one that
+        says so and how to wait for it. Every use of the cubin (loading,
+        launching, entry points, writing) checks first."""
+        if self.cubin:
+            return
+        if self.origin == "none":
+            raise ValueError(f"{self.spec} has no cubin yet: this is the answer to a PREFETCH request "
+                             "(mode='prefetch'), and the daemon has only queued the compile; call "
+                             "client.get_kernel(...) again without mode= (mode 'compile', the default) to wait "
+                             "for the cubin")
+        raise ValueError(f"{self.spec} has no cubin (origin {self.origin})")
 
     def lowered_name(self, expression: str | None = None) -> str:
         """The lowered name of a name expression
         (``"sglang::modulate_scale_shift::modulate_scale_shift_kernel<__nv_bfloat16>"``);
         with no expression, the only entry point's. KeyError naming the
-        expressions there are otherwise."""
+        expressions there are otherwise (ValueError for a PREFETCH miss)."""
+        self._require_cubin()
         if expression is None:
             if len(self.symbols) != 1:
                 raise KeyError(f"{self.spec} has {len(self.symbols)} entry points; name one of: "
@@ -260,13 +304,114 @@ class KernelResult:
 
     def write(self, path: str | Path) -> Path:
         """Writes the cubin to ``path`` (for tools that take a file)."""
+        self._require_cubin()
         path = Path(path)
         path.write_bytes(self.cubin)
         return path
 
+    def entry(self, expression: str) -> KernelEntry:
+        """One entry point, by name expression or lowered name, to launch:
+        ``k.entry("ns::kernel<float>")[grid, block](*args)``. KeyError naming
+        the entry points when there is no such one."""
+        if expression not in self.symbols.values():
+            self.lowered_name(expression)  # raises, naming the entry points
+        return KernelEntry(self, expression)
+
+    def launch(self, grid: Dim, block: Dim, *args: Any, stream: Any = None, shared_mem: int = 0,
+               entry: Optional[str] = None) -> None:
+        """Launches the kernel with ``grid`` x ``block`` threads (ints, or up
+        to three ints each) on ``args``; asynchronous, like every CUDA launch.
+
+        Arguments: torch tensors and anything with ``__cuda_array_interface__``
+        (CuPy, Numba arrays) pass their device pointers; Python ints and
+        floats are packed to the size of the kernel's parameter, as the
+        driver reports it (no ``cp.int64(n)`` needed); ctypes values pass as
+        they are. ``entry``: the entry point's name expression (or lowered
+        name), needed only when the kernel has several.
+
+        Stream: ``stream`` (a torch or CuPy stream, anything with
+        ``__cuda_stream__``, or a CUstream as an int); by default torch's
+        current stream of the tensors' device when a torch tensor is among
+        ``args`` (as :func:`jitd.torch.launch`), else the default stream.
+        Where: the torch tensors' device's primary context, else the calling
+        thread's current CUDA context (the one CuPy uses), else device 0's.
+        The cubin is loaded once per context (:func:`jitd.driver.load`)."""
+        self._require_cubin()
+        if entry is None and len(self.symbols) != 1:
+            raise TypeError(f"{self.spec} has {len(self.symbols)} entry points: name one, "
+                            "k.launch(grid, block, *args, entry=EXPR) or k.entry(EXPR)[grid, block](*args), "
+                            "EXPR one of: " + ", ".join(self.symbols))
+        torch = sys.modules.get("torch")  # a torch tensor among args means torch is imported
+        if torch is not None and any(isinstance(arg, torch.Tensor) for arg in args):
+            from . import torch as jitd_torch
+            jitd_torch.launch(self, entry, grid, block, *args, stream=stream, shared_mem=shared_mem)
+            return
+        from . import driver
+        driver.launch(self, entry, grid, block, *args, stream=stream, shared_mem=shared_mem)
+
+    def __getitem__(self, config: tuple) -> Callable[..., None]:
+        """``k[grid, block]``, ``k[grid, block, stream]`` or ``k[grid, block,
+        stream, shared_mem]`` (Numba's and cupyx.jit's launch syntax): a
+        function of the kernel's arguments that launches it (see :meth:`launch`)."""
+        return _configured(self.launch, config, f"{self.spec}")
+
+    def __call__(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
+                 stream: Any = None) -> None:
+        """``k(grid, block, (arg, ...))``: ``cupy.RawKernel``'s call, so code
+        written for one runs with this; see :meth:`launch`."""
+        self.launch(grid, block, *_arguments(args, f"{self.spec}"), stream=stream, shared_mem=shared_mem)
+
     def __repr__(self) -> str:
-        return (f"KernelResult({self.spec}, key={self.key[:16]}…, {len(self.cubin)} bytes, source={self.source}, "
+        return (f"KernelResult({self.spec}, key={self.key[:16]}…, {len(self.cubin)} bytes, origin={self.origin}, "
                 f"symbols={self.symbols!r})")
+
+
+#: A grid or block size: an int, or up to three ints.
+Dim = Union[int, Sequence[int]]
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One entry point of a :class:`KernelResult`, from ``k.entry(expr)``:
+    ``.launch(grid, block, *args, ...)`` and ``[grid, block](*args)`` as
+    the result's own, for this entry point."""
+
+    result: KernelResult
+    #: A name expression or a lowered name.
+    expression: str
+
+    def launch(self, grid: Dim, block: Dim, *args: Any, stream: Any = None, shared_mem: int = 0) -> None:
+        """:meth:`KernelResult.launch` of this entry point."""
+        self.result.launch(grid, block, *args, stream=stream, shared_mem=shared_mem, entry=self.expression)
+
+    def __getitem__(self, config: tuple) -> Callable[..., None]:
+        return _configured(self.launch, config, f"{self.result.spec} {self.expression}")
+
+    def __call__(self, grid: Dim, block: Dim, args: Sequence[Any], *, shared_mem: int = 0,
+                 stream: Any = None) -> None:
+        self.launch(grid, block, *_arguments(args, f"{self.result.spec} {self.expression}"), stream=stream,
+                    shared_mem=shared_mem)
+
+    def __repr__(self) -> str:
+        return f"KernelEntry({self.result.spec}, {self.expression!r})"
+
+
+def _arguments(args: Any, what: str) -> tuple:
+    """The kernel arguments of a RawKernel-style call: one tuple or list."""
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"{what}(grid, block, args) takes the kernel's arguments as one tuple, as cupy.RawKernel "
+                        f"does, got {type(args).__name__}; or launch with k[grid, block](*args)")
+    return tuple(args)
+
+
+def _configured(launch: Callable[..., None], config: Any, what: str) -> Callable[..., None]:
+    """``launch`` with the grid, block, stream and shared memory of a
+    ``[grid, block(, stream(, shared_mem))]`` subscript bound."""
+    if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+        raise TypeError(f"{what}[...] takes grid, block and optionally stream and shared_mem "
+                        f"(k[grid, block](*args)), got [{config!r}]")
+    grid, block, stream, shared_mem = config + (None, 0)[len(config) - 2:]
+    return functools.partial(launch, grid, block, stream=stream, shared_mem=shared_mem)
 
 
 # ---------------------------------------------------------------------------
@@ -409,6 +554,9 @@ class Entry:
     pinned: bool
     nvrtc_version: str
     compile_ms: float
+    #: The extra NVRTC options its request added (canonical); empty for
+    #: none, and for entries indexed before jitd recorded them.
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
