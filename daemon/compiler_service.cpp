@@ -395,6 +395,8 @@ grpc::Status CompilerService::ListKernels(grpc::ServerContext*, const v1::ListKe
     info->set_source(kernel.source);
     info->set_name_expression(NameExpressionTemplate(kernel));
     info->set_description(kernel.description);
+    info->set_signature(kernel.signature);
+    info->set_launch(kernel.launch);
     for (const manifest::ParamDef& param : kernel.params) {
       v1::KernelParam* out = info->add_params();
       out->set_name(param.name);

@@ -26,6 +26,7 @@ class KernelsVerb final : public Verb {
   CLI::App* Register(CLI::App& app) override {
     CLI::App* sub = app.add_subcommand("kernels", "List the kernels the daemon can compile");
     sub->add_option("glob", glob_, "Only kernels matching this glob (\"moe.*\")")->type_name("GLOB");
+    sub->add_flag("-l,--long", long_, "Each kernel in full: entry point, signature, launch rule, options");
     return sub;
   }
 
@@ -38,6 +39,25 @@ class KernelsVerb final : public Verb {
       output.out << ToJson(*response);
       return 0;
     }
+    if (long_) {
+      for (const v1::KernelInfo& kernel : response->kernels()) {
+        output.out << kernel.name() << '\n';
+        std::vector<std::pair<std::string, std::string>> fields = {
+            {"  what", kernel.description()},
+            {"  params", DescribeParams(kernel).empty() ? "(none)" : DescribeParams(kernel) + "  (* = default)"},
+            {"  entry point", kernel.name_expression()},
+            {"  signature", kernel.signature().empty() ? "(not declared in the manifest)" : kernel.signature()},
+            {"  launch", kernel.launch().empty() ? "(not declared in the manifest)" : kernel.launch()},
+            {"  source", kernel.source()},
+            {"  options", absl::StrJoin(kernel.default_options(), " ")},
+            {"  instantiations", absl::StrCat(kernel.instantiations(), " per arch")}};
+        Table::PrintRecord(output.out, fields);
+        output.out << '\n';
+      }
+      output.out << response->kernels_size() << " kernels; default arch " << response->default_arch()
+                 << "; supported: " << absl::StrJoin(response->supported_archs(), " ") << '\n';
+      return 0;
+    }
     Table table({{"KERNEL"}, {"PARAMS (* = default)"}, {"INSTANTIATIONS", Table::Align::kRight}, {"DESCRIPTION"}});
     for (const v1::KernelInfo& kernel : response->kernels()) {
       table.AddRow(
@@ -45,12 +65,14 @@ class KernelsVerb final : public Verb {
     }
     table.Print(output.out);
     output.out << response->kernels_size() << " kernels; default arch " << response->default_arch()
-               << "; supported: " << absl::StrJoin(response->supported_archs(), " ") << '\n';
+               << "; supported: " << absl::StrJoin(response->supported_archs(), " ") << '\n'
+               << "Signatures and launch rules: jitctl kernels -l [GLOB]\n";
     return 0;
   }
 
  private:
   std::string glob_;
+  bool long_ = false;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "jitd/detail/text.h"
 #include "namespace_guard.h"
+#include "signature.h"
 
 namespace jitd::guard {
 namespace {
@@ -18,6 +19,16 @@ struct Item {
 };
 
 }  // namespace
+
+std::string SignatureMismatch(std::string_view declared, std::string_view lowered_name) {
+  const absl::StatusOr<std::vector<manifest::ArgKind>> want = manifest::DeclaredArgs(declared);
+  if (!want.ok()) return std::string(want.status().message());
+  const absl::StatusOr<std::vector<manifest::ArgKind>> have = manifest::CompiledArgs(lowered_name);
+  if (!have.ok()) return std::string(have.status().message());
+  if (*want == *have) return {};
+  return Cat("the signature in kernels.toml, ", declared, ", passes (", text::Join(*want, ", "),
+             ") but the compiled entry point takes (", text::Join(*have, ", "), ")");
+}
 
 std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::vector<std::string>& archs,
                                 const CompileFunction& compile, size_t parallelism, const Progress& progress,
@@ -53,7 +64,14 @@ std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::v
           for (size_t e = 0; e < resolved->job.name_expressions.size(); ++e) {
             const std::string& expr = resolved->job.name_expressions[e];
             bool lowered = e < result->lowered_names.size() && !result->lowered_names[e].second.empty();
-            if (!lowered) add(Cat(where, ": name expression `", expr, "` did not resolve"));
+            if (!lowered) {
+              add(Cat(where, ": name expression `", expr, "` did not resolve"));
+            } else if (!item.kernel->signature.empty()) {
+              if (std::string why = SignatureMismatch(item.kernel->signature, result->lowered_names[e].second);
+                  !why.empty()) {
+                add(Cat(where, ": `", expr, "`: ", why));
+              }
+            }
           }
           if (result->cubin.empty()) add(Cat(where, ": NVRTC produced no cubin"));
         }

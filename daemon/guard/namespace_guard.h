@@ -47,10 +47,17 @@ using CompileFunction = std::function<absl::StatusOr<compiler::CompileResult>(co
 // Called after each instantiation: (done, total, kernel, params, arch, ok).
 using Progress = std::function<void(size_t, size_t, const std::string&, const std::string&, const std::string&, bool)>;
 
+// "" when a kernel's declared signature (kernels.toml `signature`) passes
+// what the compiled entry point with `lowered_name` takes, argument by
+// argument (pointer or not, const, scalar width); else what differs.
+std::string SignatureMismatch(std::string_view declared, std::string_view lowered_name);
+
 // Compiles every instantiation for every arch with `compile` (called from
 // up to `parallelism` threads at once) and checks every name expression
-// lowered to a non-empty name. Kernels named in `skip` (those with source
-// findings, whose compile would only repeat them) are left out.
+// lowered to a non-empty name, and to an entry point whose arguments are
+// the ones the kernel's `signature` declares. Kernels named in `skip`
+// (those with source findings, whose compile would only repeat them) are
+// left out.
 std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::vector<std::string>& archs,
                                 const CompileFunction& compile, size_t parallelism, const Progress& progress = {},
                                 const std::set<std::string>& skip = {});

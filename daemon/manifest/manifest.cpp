@@ -9,6 +9,7 @@
 #include <set>
 
 #include "jitd/detail/text.h"
+#include "signature.h"
 
 namespace jitd::manifest {
 namespace {
@@ -102,8 +103,9 @@ absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& ori
 }
 
 absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& origin) {
-  if (auto s = CheckKeys(t, {"name", "source", "description", "name_expressions", "options", "params", "pch"}, origin,
-                         "a [[kernel]]");
+  if (auto s = CheckKeys(
+          t, {"name", "source", "description", "name_expressions", "options", "params", "pch", "signature", "launch"},
+          origin, "a [[kernel]]");
       !s.ok()) {
     return s;
   }
@@ -122,6 +124,17 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   auto description = String(t, "description", origin, context, false);
   if (!description.ok()) return description.status();
   k.description = *description;
+  auto signature = String(t, "signature", origin, context, false);
+  if (!signature.ok()) return signature.status();
+  k.signature = *signature;
+  if (!k.signature.empty()) {
+    if (auto args = DeclaredArgs(k.signature); !args.ok()) {
+      return Bad(origin, t.get("signature")->source(), Cat(context, ": ", args.status().message()));
+    }
+  }
+  auto launch = String(t, "launch", origin, context, false);
+  if (!launch.ok()) return launch.status();
+  k.launch = *launch;
   auto exprs = Strings(t, "name_expressions", origin, context);
   if (!exprs.ok()) return exprs.status();
   k.name_expressions = *exprs;

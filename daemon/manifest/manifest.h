@@ -58,6 +58,11 @@ struct KernelDef {
   // Header-heavy (CUB): compile workers keep a precompiled header for it.
   bool pch = false;
   int line = 0;  // where its [[kernel]] table starts in kernels.toml
+  // The entry points' argument list, "(T* out, const T* x, int64_t n)"
+  // (signature.h; the compile-all guard checks it against the compiled
+  // entry points), and how to launch them, one line; "" when not given.
+  std::string signature;
+  std::string launch;
 };
 
 struct Manifest {

@@ -232,6 +232,20 @@ TEST_F(JitctlTest, KernelsListsTheManifest) {
   const ProcessResult kernels = Jitctl({"kernels"});
   EXPECT_EQ(kernels.exit_code, 0) << kernels.output;
   EXPECT_THAT(kernels.output, HasSubstr("diffusion.modulate_scale_shift"));
+  EXPECT_THAT(kernels.output, HasSubstr("Signatures and launch rules: jitctl kernels -l [GLOB]"));
+}
+
+TEST_F(JitctlTest, KernelsLongShowsEachKernelsSignatureAndLaunchRule) {
+  const ProcessResult kernels = Jitctl({"kernels", "-l", "moe.*"});
+  ASSERT_EQ(kernels.exit_code, 0) << kernels.output;
+  EXPECT_THAT(kernels.output, HasSubstr("moe.topk_sum\n"));
+  EXPECT_THAT(kernels.output, ContainsRegex("  entry point +sglang::moe::topk_sum_kernel<\\{dtype\\}>"));
+  EXPECT_THAT(kernels.output,
+              ContainsRegex("  signature +\\(T\\* out, const T\\* in, int64_t rows, int32_t topk, int64_t dim\\)"));
+  EXPECT_THAT(kernels.output, ContainsRegex("  launch +element-wise: any 1-D grid and block"));
+  EXPECT_THAT(kernels.output, ContainsRegex("  launch +one warp: grid \\(1,1,1\\), block \\(32,1,1\\)"));
+  EXPECT_THAT(kernels.output, Not(HasSubstr("diffusion.")));
+  EXPECT_THAT(kernels.output, HasSubstr("3 kernels;"));
 }
 
 TEST_F(JitctlTest, WarmNeedsAllOrAManifest) { EXPECT_EQ(Jitctl({"warm"}).exit_code, 2); }

@@ -151,6 +151,19 @@ name_expressions = ["sglang::moe::scale_kernel"]
   EXPECT_NE(f[1].what.find("anonymous namespace"), std::string::npos) << f[1].what;
 }
 
+TEST(Guard, ASignatureThatDisagreesWithTheCompiledEntryPointIsSaidArgumentByArgument) {
+  // sglang::moe::topk_sum_kernel<__nv_bfloat16>(T*, const T*, int64_t, int32_t, int64_t), as NVRTC lowers it.
+  constexpr const char* kLowered = "_ZN6sglang3moe15topk_sum_kernelI13__nv_bfloat16EEvPT_PKS3_xix";
+  EXPECT_EQ(SignatureMismatch("(T* out, const T* in, int64_t rows, int32_t topk, int64_t dim)", kLowered), "");
+  const std::string why = SignatureMismatch("(T* out, const T* in, int64_t rows, int64_t topk, int64_t dim)", kLowered);
+  EXPECT_NE(why.find("passes (pointer, const pointer, int64, int64, int64) but the compiled entry point takes "
+                     "(pointer, const pointer, int64, int32, int64)"),
+            std::string::npos)
+      << why;
+  const std::string short_list = SignatureMismatch("(T* out, const T* in)", kLowered);
+  EXPECT_NE(short_list.find("takes (pointer, const pointer, int64, int32, int64)"), std::string::npos) << short_list;
+}
+
 TEST(Guard, ShippedKernelsAreClean) {
   auto tree = manifest::KernelTree::Load(JITD_KERNELS_DIR);
   ASSERT_TRUE(tree.ok()) << tree.status();

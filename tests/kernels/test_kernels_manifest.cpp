@@ -48,6 +48,8 @@ TEST_F(KernelManifest, EachKernelDeclaresItsContractEntryPointAndParams) {
     ASSERT_NE(k, nullptr);
     EXPECT_EQ(k->name_expressions, std::vector<std::string>{c.name_expression});
     EXPECT_FALSE(k->description.empty());
+    EXPECT_FALSE(k->signature.empty()) << "jitctl kernels -l shows it";
+    EXPECT_FALSE(k->launch.empty()) << "jitctl kernels -l shows it";
     ASSERT_EQ(k->params.size(), c.params.size());
     for (const ParamDef& p : k->params) {
       SCOPED_TRACE(p.name);

@@ -23,6 +23,7 @@
 #include "manifest.h"
 #include "nvrtc_program.h"
 #include "shipped_kernels.h"
+#include "signature.h"
 
 namespace jitd::kernels_test {
 namespace {
@@ -146,6 +147,15 @@ TEST_P(KernelInstantiation, CompilesAndLowersToTheContractSignature) {
     ASSERT_FALSE(lowered.empty()) << expression << " did not lower";
     EXPECT_TRUE(lowered.starts_with("_ZN6sglang")) << expression << " -> " << lowered;
     EXPECT_EQ(Demangle(lowered), ContractSignature(c, expression)) << lowered;
+    // The manifest's signature (what `jitctl kernels -l` shows) passes what
+    // the entry point takes.
+    const manifest::KernelDef* def = (*resolver)->tree().manifest().Find(c.kernel);
+    ASSERT_NE(def, nullptr);
+    const auto declared = manifest::DeclaredArgs(def->signature);
+    ASSERT_TRUE(declared.ok()) << declared.status();
+    const auto takes = manifest::CompiledArgs(lowered);
+    ASSERT_TRUE(takes.ok()) << takes.status();
+    EXPECT_EQ(*declared, *takes) << def->signature << " vs " << Demangle(lowered);
   }
 }
 

@@ -125,6 +125,10 @@ def test_kernels_lists_the_manifest(client):
     scale = manifest["small.scale"]
     assert scale.params == [jitd.KernelParam("clamp", "enum", ["off", "on"], "off")]
     assert scale.instantiations == 2 and scale.description
+    assert (scale.signature, scale.launch) == ("", "")  # not declared for it
+    block_sum = manifest["small.block_sum"]
+    assert block_sum.signature == "(const float* in, float* out)"
+    assert block_sum.launch.startswith("block (threads,1,1)")
     assert [k.name for k in client.kernels("small.f*")] == ["small.fill"]
     with pytest.raises(KeyError):
         manifest["small.nope"]

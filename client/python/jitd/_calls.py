@@ -211,7 +211,8 @@ def manifest(response: Any) -> Manifest:
         kernels=[KernelInfo(name=k.name, source=k.source, name_expression=k.name_expression,
                             params=[KernelParam(p.name, p.type, list(p.allowed), p.default_value) for p in k.params],
                             default_options=list(k.default_options), instantiations=k.instantiations,
-                            description=k.description) for k in response.kernels],
+                            description=k.description, signature=k.signature, launch=k.launch)
+                 for k in response.kernels],
         default_arch=response.default_arch, supported_archs=list(response.supported_archs))
 
 

@@ -501,6 +501,10 @@ class KernelInfo:
     #: How many instantiations a full warm-up compiles per arch.
     instantiations: int
     description: str
+    #: The entry points' arguments as C++, "(T* out, const T* x, int64_t n)"
+    #: (T: the dtype's type), and how to launch them; "" when not declared.
+    signature: str = ""
+    launch: str = ""
 
 
 @dataclass(frozen=True)
