@@ -375,13 +375,20 @@ void MetricsHttpServer::Run() {
   // connection that has been sending its request head the longest, so that
   // slow clients cannot keep a scrape out. Only conns[0, settled), the
   // connections accepted before this accept pass, qualify: each newcomer is
-  // read at least once before it can be dropped in turn. False when none
-  // qualifies (all are writing or lingering: real work), and nothing changes.
+  // read at least once before it can be dropped in turn. A connection that
+  // has sent part of a head goes before one that has sent nothing yet: a
+  // scraper sends its head in one write, so one caught between its connect
+  // and that write is not what a slow client looks like, however long
+  // churning slow clients make it the oldest. False when none qualifies
+  // (all are writing or lingering: real work), and nothing changes.
   auto make_room = [&](size_t& settled) {
     size_t oldest = settled;
+    const auto before = [&](const Connection& a, const Connection& b) {
+      if (a.in.empty() != b.in.empty()) return !a.in.empty();
+      return a.accepted < b.accepted;
+    };
     for (size_t i = 0; i < settled; ++i) {
-      if (conns[i]->state == Connection::State::kReading &&
-          (oldest == settled || conns[i]->accepted < conns[oldest]->accepted)) {
+      if (conns[i]->state == Connection::State::kReading && (oldest == settled || before(*conns[i], *conns[oldest]))) {
         oldest = i;
       }
     }
