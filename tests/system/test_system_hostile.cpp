@@ -126,7 +126,7 @@ class Tally {
   std::map<std::string, uint64_t> counts_;
 };
 
-TEST(Hostile, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
+TEST(HostileSoak, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded) {
   if (!testing::HaveRedisServer()) GTEST_SKIP() << "redis-server is not installed (deploy/install-deps.sh)";
   const char* env = std::getenv("JITD_HOSTILE_SECONDS");
   const int seconds = env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 20;
