@@ -1,5 +1,6 @@
 // Cache lookup latency at 100k entries: hit and miss, against the floor the
-// design stands on (a bare SQLite point lookup on the same index, and a bare
+// design stands on (a bare SQLite point lookup on the same index, of a
+// present key for a hit and of an absent one for a miss, and a bare
 // open+read+XXH3 of the same blob files).
 //
 //   build/tests/bench/bench_cache_lookup [--benchmark_repetitions=5]
@@ -55,7 +56,8 @@ struct Fixture {
     auto c = Cache::Open(testing::Options(dir.path()));
     if (!c.ok()) std::abort();
     cache = std::move(*c);
-    for (uint64_t i = 0; i < 1000; ++i) blob_paths.push_back(cache->Lookup(testing::KeyFor(i * (entries / 1000)))->blob_path);
+    for (uint64_t i = 0; i < 1000; ++i)
+      blob_paths.push_back(cache->Lookup(testing::KeyFor(i * (entries / 1000)))->blob_path);
   }
 };
 
@@ -104,6 +106,25 @@ void BM_Floor_SqlitePointLookup(benchmark::State& state) {
   sqlite3_close(db);
 }
 
+// The floor of a miss: the same index query for a key that is not there
+// (a miss is this and nothing more; a present row costs its read too).
+void BM_Floor_SqlitePointMiss(benchmark::State& state) {
+  auto& f = F();
+  sqlite3* db = nullptr;
+  sqlite3_open_v2((f.dir.path() / "index.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "SELECT checksum, size FROM entries WHERE key = ?", -1, &st, nullptr);
+  uint64_t n = f.entries + 1;
+  for (auto _ : state) {
+    std::string key = testing::KeyFor(n++);
+    sqlite3_bind_text(st, 1, key.data(), static_cast<int>(key.size()), SQLITE_TRANSIENT);
+    if (sqlite3_step(st) != SQLITE_DONE) state.SkipWithError("a row for a key never published");
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
 // Floor 2: open, read and hash a blob file of the same size.
 void BM_Floor_ReadAndHashBlob(benchmark::State& state) {
   auto& f = F();
@@ -122,6 +143,7 @@ void BM_Floor_ReadAndHashBlob(benchmark::State& state) {
 }
 
 BENCHMARK(BM_Floor_SqlitePointLookup);
+BENCHMARK(BM_Floor_SqlitePointMiss);
 BENCHMARK(BM_Floor_ReadAndHashBlob);
 BENCHMARK(BM_LookupHit);
 BENCHMARK(BM_LookupMiss);

@@ -244,7 +244,7 @@ int Run(int rounds, const std::string& json) {
   // Single flight.
   const Instance shared = bench.Nth("activation.silu_and_mul", 1);
   std::vector<double> one, many, one_worker, many_worker, spread;
-  uint64_t compiles = 0;
+  std::vector<uint64_t> extra;  // per round: compiles beyond the one 64 requests need
   for (int r = 0; r < std::max(3, rounds / 2); ++r) {
     double worker_ms = 0;
     one.push_back(bench.ColdRequestMs(shared, nullptr, &worker_ms));
@@ -254,20 +254,23 @@ int Run(int rounds, const std::string& json) {
     many.push_back(bench.SingleFlightMs(shared, kSingleFlightClients, &worker_ms, &spread_ms));
     many_worker.push_back(worker_ms);
     spread.push_back(spread_ms);
-    compiles += bench.Compiles() - before;
+    // SingleFlightMs compiles twice per round: once to learn the key (in
+    // ColdRequestMs) and once for the 64 requests; anything more is extra.
+    const uint64_t compiles = bench.Compiles() - before;
+    extra.push_back(compiles > 2 ? compiles - 2 : 0);
   }
   const int sf_rounds = static_cast<int>(many.size());
-  // SingleFlightMs compiles twice per round: once to learn the key (in
-  // ColdRequestMs) and once for the 64 requests.
-  const uint64_t per_round = compiles / static_cast<uint64_t>(sf_rounds) - 1;
+  // The worst round, counted exactly: one extra compile in any round shows.
+  const uint64_t per_round = 1 + *std::max_element(extra.begin(), extra.end());
   report.Add({std::to_string(kSingleFlightClients) + " identical cold requests", "ms", Median(many), "one cold request",
               Median(one), Figure::Target::kRatioAtMost, 1.1,
-              "compiles per round of " + std::to_string(kSingleFlightClients) + " requests: " +
-                  std::to_string(per_round) + " (" + std::to_string(sf_rounds) + " rounds); NVRTC in the worker " +
-                  Fixed(Median(many_worker), 1) + " ms with 64 waiting, " + Fixed(Median(one_worker), 1) +
-                  " ms with one; first to last of the 64 answers " + Fixed(Median(spread), 1) + " ms"});
+              "compiles per round of " + std::to_string(kSingleFlightClients) +
+                  " requests: " + std::to_string(per_round) + " in the worst of " + std::to_string(sf_rounds) +
+                  " rounds; NVRTC in the worker " + Fixed(Median(many_worker), 1) + " ms with 64 waiting, " +
+                  Fixed(Median(one_worker), 1) + " ms with one; first to last of the 64 answers " +
+                  Fixed(Median(spread), 1) + " ms"});
   report.Add({"compiles per 64 identical cold requests", "", static_cast<double>(per_round), "", 0,
-              Figure::Target::kAtMost, 1, ""});
+              Figure::Target::kAtMost, 1, "the worst of " + std::to_string(sf_rounds) + " rounds"});
 
   // PCH: instantiation 0 makes the worker's PCH; instantiation 1 reuses it.
   const Instance first = bench.Nth("norm.rmsnorm", 0);

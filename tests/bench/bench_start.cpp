@@ -183,15 +183,20 @@ double HotGrowthMiB(const fs::path& kernels, const std::string& hot, double boun
   serve_all();
   serve_all();
   // The daemon gives freed answer buffers back within about a second
-  // (daemon/memory_trim.h): poll until the growth is within `bound`, for
-  // at most 10 s, and report where it settled and when.
+  // (daemon/memory_trim.h). The figure is the growth a fixed 3 s after the
+  // last answer, whatever it is then (not the first sample under the
+  // bound, which could not fail); `settle_ms` says when it first came
+  // within `bound_mib` (-1: never, in those 3 s).
   const Clock::time_point served = Clock::now();
+  *settle_ms = -1;
   double growth = jitd::bench::ResidentMiB(pid) - before;
-  while (growth > bound_mib && Clock::now() - served < std::chrono::seconds(10)) {
+  while (Clock::now() - served < std::chrono::seconds(3)) {
+    if (growth <= bound_mib && *settle_ms < 0) {
+      *settle_ms = std::chrono::duration<double, std::milli>(Clock::now() - served).count();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     growth = jitd::bench::ResidentMiB(pid) - before;
   }
-  *settle_ms = std::chrono::duration<double, std::milli>(Clock::now() - served).count();
   return growth;
 }
 
@@ -260,10 +265,12 @@ int Run(uint64_t entries, int rounds, const std::string& json, const fs::path& s
     const double bound = std::stod(hot) * 1.25 + 8;
     double settle_ms = 0;
     const double growth = HotGrowthMiB(hot_kernels, hot, bound, &settle_ms);
-    report.Add({"RSS growth serving 48 x 1 MiB, --hot-cache-bytes " + std::string(hot), "MiB", growth, "", 0,
-                Figure::Target::kAtMost, bound,
-                "bound: the hot cache's bytes + 25% + 8 MiB; settled " + std::to_string(static_cast<int>(settle_ms)) +
-                    " ms after the last answer"});
+    report.Add(
+        {"RSS growth serving 48 x 1 MiB, --hot-cache-bytes " + std::string(hot), "MiB", growth, "", 0,
+         Figure::Target::kAtMost, bound,
+         "bound: the hot cache's bytes + 25% + 8 MiB; measured 3 s after the last answer; " +
+             (settle_ms < 0 ? std::string("never within the bound in those 3 s")
+                            : "within the bound " + std::to_string(static_cast<int>(settle_ms)) + " ms after it")});
   }
   report.Print();
   if (!json.empty()) OrDie(report.WriteJson(json), "json");
