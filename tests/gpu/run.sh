@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh OUT_DIR: the GPU proof of issue 5, in one command, on a GPU
+# tests/gpu/run.sh OUT_DIR: the GPU proof of issues 5 and 17, in one command, on a GPU
 # host, from a checkout whose build was bundled into .gpu/bundle
 # (tests/gpu/bundle.sh on the build machine; see tests/gpu/README.md).
 #
@@ -9,10 +9,18 @@
 #   2. test_gpu_kernels: every kernel through daemon, client, module load and
 #      launch against the CPU references (gtest XML in OUT_DIR), dumping the
 #      diffusion cases for step 3;
-#   3. crosscheck.py: the same cubins through CuPy and eager PyTorch;
-#   4. first_use.py: first-use latency, jitd against CuPy, nvcc and NVRTC;
-#   5. jitctl stats, then SIGTERM to the daemon and a wait for its exit;
-#   6. OUT_DIR/report.md (write_report.py) from what the steps left in OUT_DIR,
+#      then a check that at least one of its tests ran: when every test was
+#      skipped (no device, no driver) the run proved nothing, and a failed
+#      step "no GPU test ran" says so (issue 17, item 5);
+#   3. crosscheck.py: the diffusion cubins through CuPy and eager PyTorch, and
+#      against the C++ client's dumped outputs;
+#   4. crosscheck_torch.py: all seven kernels against PyTorch references
+#      (bit-exact or within the ulps KERNELS.md promises);
+#   5. first_use.py: first-use latency, jitd against CuPy, nvcc and NVRTC;
+#   6. kernel_bench.py: every kernel's µs, GB/s and % of a device copy, and
+#      eager PyTorch's µs, on the serving shapes (about 120 s at most);
+#   7. jitctl stats, then SIGTERM to the daemon and a wait for its exit;
+#   8. OUT_DIR/report.md (write_report.py) from what the steps left in OUT_DIR,
 #      also when the script is interrupted.
 # A failing step does not stop the ones after it; the exit status is 1 when
 # any step failed, 2 for a usage or setup error.
@@ -187,23 +195,53 @@ step "test_gpu_kernels" 300 "$out/test_gpu_kernels.txt" \
   env JITD_ENDPOINT="$endpoint" JITD_GPU_DUMP_DIR="$work/dump" \
   "$bin/test_gpu_kernels" --gtest_output="xml:$out/test_gpu_kernels.xml"
 
+# Every test skipped (no driver, no device) proves nothing: a failed step.
+# write_report.py --gtest-ran reads the XML: exit 0 when a test ran, 1 when
+# none did, 2 when there is no readable XML.
+ran_start=$SECONDS
+ran_summary=$(python3 "$root/tests/gpu/write_report.py" --gtest-ran "$out/test_gpu_kernels.xml" 2>&1)
+ran_rc=$?
+ran_summary=$(printf '%s' "$ran_summary" | tr '\t\n|' '   ')
+if [ "$ran_rc" -eq 0 ]; then
+  record_status "GPU tests ran ($ran_summary)" passed $((SECONDS - ran_start)) test_gpu_kernels.xml
+else
+  record_status "no GPU test ran" "failed ($ran_summary)" $((SECONDS - ran_start)) test_gpu_kernels.xml
+fi
+
 # --- 3. CuPy and eager PyTorch ----------------------------------------------------
 step "crosscheck.py (CuPy, eager PyTorch)" 180 "$out/crosscheck.txt" \
   python3 tests/gpu/crosscheck.py --jitctl "$bin/jitctl" --endpoint "$endpoint" --work "$work/cubins" \
   --dump "$work/dump"
 
-# --- 4. First-use latency ----------------------------------------------------------
+# --- 4. All seven kernels against PyTorch --------------------------------------------
+step "crosscheck_torch.py (seven kernels vs PyTorch)" 150 "$out/crosscheck_torch.txt" \
+  python3 tests/gpu/crosscheck_torch.py --jitctl "$bin/jitctl" --endpoint "$endpoint" --work "$work/cubins" \
+  --report "$out/crosscheck_torch.md" --json "$out/crosscheck_torch.json"
+
+# --- 5. First-use latency ----------------------------------------------------------
 step "first_use.py (latency)" 420 "$out/first_use.txt" \
   python3 tests/gpu/first_use.py --first-use "$bin/first_use" --endpoint "$endpoint" --kernels "$root/kernels" \
   --runs "$runs" --json "$out/first_use.json"
 
-# --- 5. The daemon's account, then stop it ------------------------------------------
+# --- 6. Kernel benchmark --------------------------------------------------------------
+# 120 s at most, or what the deadline leaves; the script starts no case past
+# its budget (20 s less), so it writes its tables before `timeout` would end it.
+bench_limit=120
+bench_left=$((deadline - SECONDS - 30))
+[ "$bench_limit" -le "$bench_left" ] || bench_limit=$bench_left
+bench_budget=$((bench_limit - 20))
+[ "$bench_budget" -ge 5 ] || bench_budget=5
+step "kernel_bench.py (µs, GB/s, vs copy and eager)" "$bench_limit" "$out/kernel_bench.txt" \
+  python3 tests/gpu/kernel_bench.py --jitctl "$bin/jitctl" --endpoint "$endpoint" --work "$work/cubins" \
+  --budget-s "$bench_budget" --report "$out/kernel_bench.md" --json "$out/kernel_bench.json"
+
+# --- 7. The daemon's account, then stop it ------------------------------------------
 # Outside the deadline's reckoning: its reserve is for this.
 stats_start=$SECONDS
 timeout 15 "$bin/jitctl" --endpoint "$endpoint" stats >"$out/jitd_stats.txt" 2>&1
 record "jitctl stats" $? $((SECONDS - stats_start)) jitd_stats.txt
 timeout 15 "$bin/jitctl" --endpoint "$endpoint" --json stats >"$out/jitd_stats.json" 2>/dev/null
 
-# --- 6. The report (finish, on exit) ---------------------------------------------------
+# --- 8. The report (finish, on exit) ---------------------------------------------------
 finish
 exit "$failed"

@@ -2,10 +2,17 @@
 """Writes OUT_DIR/report.md from what tests/gpu/run.sh left in OUT_DIR.
 
     python3 tests/gpu/write_report.py OUT_DIR "COMMAND"
+    python3 tests/gpu/write_report.py --gtest-ran test_gpu_kernels.xml
 
 Reads (each may be missing: a step that failed early leaves less, and the
 report says so): steps.tsv, host.txt, test_gpu_kernels.xml and .txt,
-crosscheck.txt, first_use.json and .txt, jitd_stats.txt, jitd.log.
+crosscheck.txt, crosscheck_torch.md and .txt, first_use.json and .txt,
+kernel_bench.md and .txt, jitd_stats.txt, jitd.log.
+
+--gtest-ran: run.sh's check that the GPU tests did run (issue 17, item 5):
+prints how many tests the XML holds and how many were skipped; exits 0 when
+at least one test ran (passed or failed), 1 when none did (all skipped or not
+run, or no test at all), 2 when the XML is missing or unreadable.
 Standard library only.
 """
 import datetime
@@ -47,11 +54,9 @@ def steps_section(out):
     return "\n".join(lines) + "\n"
 
 
-def gtest_section(out):
-    text = read(out, "test_gpu_kernels.xml")
-    if text is None:
-        return "_(test_gpu_kernels.xml missing: the test program did not finish; its output follows)_\n\n" + block(
-            read(out, "test_gpu_kernels.txt"), 60)
+def gtest_cases(text):
+    """(suite, name, result, time, messages) per test case of a gtest XML;
+    result is passed, FAILED or skipped (skipped and not run alike)."""
     root = ET.fromstring(text)
     cases = []
     for suite in root.iter("testsuite"):
@@ -69,6 +74,37 @@ def gtest_section(out):
                 messages = [skip.get("message") or skip.text or ""]
             cases.append((case.get("classname", suite.get("name", "")), case.get("name", ""), result,
                           case.get("time", ""), messages))
+    return cases
+
+
+def gtest_ran(path):
+    """--gtest-ran: 0 when a test ran, 1 when none did, 2 without a readable XML."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            cases = gtest_cases(f.read())
+    except (OSError, ET.ParseError) as error:
+        print(f"no readable gtest XML: {error}")
+        return 2
+    skipped = [c for c in cases if c[2] == "skipped"]
+    ran = len(cases) - len(skipped)
+    reason = ""
+    if skipped and skipped[0][4] and skipped[0][4][0]:
+        why = skipped[0][4][0].strip().splitlines()[-1]
+        reason = "; first reason: " + (why if len(why) <= 160 else why[:157] + "...")
+    print(f"{len(cases)} tests, {ran} ran, {len(skipped)} skipped{reason}")
+    return 0 if ran > 0 else 1
+
+
+def gtest_section(out):
+    text = read(out, "test_gpu_kernels.xml")
+    if text is None:
+        return "_(test_gpu_kernels.xml missing: the test program did not finish; its output follows)_\n\n" + block(
+            read(out, "test_gpu_kernels.txt"), 60)
+    try:
+        cases = gtest_cases(text)
+    except ET.ParseError as error:
+        return f"_(test_gpu_kernels.xml unreadable: {error}; the test output follows)_\n\n" + block(
+            read(out, "test_gpu_kernels.txt"), 60)
     counts = {r: sum(1 for c in cases if c[2] == r) for r in ("passed", "FAILED", "skipped")}
     lines = [f"**{len(cases)} tests: {counts['passed']} passed, {counts['FAILED']} failed, "
              f"{counts['skipped']} skipped** (test_gpu_kernels, gtest XML `test_gpu_kernels.xml`)", ""]
@@ -114,6 +150,19 @@ def crosscheck_section(out):
     return head + block(text, 120)
 
 
+def embedded_section(out, name, log, summary_prefix, what):
+    """A section a script wrote itself (NAME.md), with its summary line from
+    its log; without the .md, the log's last lines."""
+    text = read(out, log)
+    summary = [line for line in (text or "").splitlines() if line.startswith(summary_prefix)]
+    head = f"`{summary[-1]}`\n\n" if summary else ""
+    md = read(out, name)
+    if md is not None:
+        return head + md + "\n"
+    return (head + f"_({name} missing: {what} did not write its section; the end of `{log}` follows)_\n\n"
+            + block(text, 60))
+
+
 def first_use_section(out):
     parts = []
     doc = read(out, "first_use.json")
@@ -137,6 +186,8 @@ def first_use_section(out):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--gtest-ran":
+        return gtest_ran(sys.argv[2])
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
@@ -145,7 +196,7 @@ def main():
     all_passed = all(line.split("\t")[1] == "passed" for line in steps.splitlines()[1:] if line)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     report = [
-        "# jitd on the GPU: kernels, cross-checks, first-use latency",
+        "# jitd on the GPU: kernels, cross-checks, first-use latency, kernel benchmark",
         "",
         f"Produced by `{command}` on {now}. Overall: **{'all steps passed' if all_passed else 'SOME STEPS FAILED'}**.",
         "",
@@ -157,8 +208,12 @@ def main():
         gtest_section(out),
         "## Cross-check: CuPy RawModule and eager PyTorch (crosscheck.py)",
         crosscheck_section(out),
+        "## Cross-check of all seven kernels against PyTorch (crosscheck_torch.py)",
+        embedded_section(out, "crosscheck_torch.md", "crosscheck_torch.txt", "crosscheck_torch:", "crosscheck_torch.py"),
         "## First-use latency (first_use.py)",
         first_use_section(out),
+        "## Kernel benchmark: jitd's cubins vs a device copy and eager PyTorch (kernel_bench.py)",
+        embedded_section(out, "kernel_bench.md", "kernel_bench.txt", "kernel_bench:", "kernel_bench.py"),
         "## The daemon's account (jitctl stats, before SIGTERM)",
         block(read(out, "jitd_stats.txt")),
         "## jitd log (last lines)",
