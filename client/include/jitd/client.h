@@ -117,6 +117,21 @@ absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path
 absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& socket_path);
 
 // ---------------------------------------------------------------------------
+// Launch choices the kernels leave to the caller, made as measured.
+
+// The `threads` param of norm.rmsnorm for rows of `dim` elements: a power of
+// two near dim / 32, from 128 to 1024 (about four 16-byte packs of a bf16
+// row per thread): 128 up to dim 4096, 256 up to 8192, 512 up to 16384,
+// then 1024. On the H200 it was the fastest of the four values at dims
+// 2048, 4096 and 8192 (docs/KERNELS.md, norm.rmsnorm; tests/gpu/kernel_bench.py).
+// The Python client's jitd.rmsnorm_threads is the same rule.
+constexpr int RmsnormThreads(int64_t dim) {
+  int threads = 128;
+  while (threads < 1024 && static_cast<int64_t>(threads) * 32 < dim) threads *= 2;
+  return threads;
+}
+
+// ---------------------------------------------------------------------------
 // Spec files: the instantiations `jitctl warm --manifest FILE` and
 // `jitd warm --manifest FILE` warm.
 //

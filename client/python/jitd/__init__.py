@@ -40,6 +40,7 @@ from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Intern
                      KernelsMissing, NotFound, PermissionDenied, ResourceExhausted, Unavailable, Unimplemented,
                      WarmFailed)
 from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, print_progress
+from .launch_rules import rmsnorm_threads
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelEntry, KernelInfo, KernelParam, KernelResult,
                     KernelSpec, Manifest, Mode, Stats, VerifyResult, WarmProgress, WarmResult)
@@ -54,7 +55,7 @@ __all__ = [
     "Unavailable", "DeadlineExceeded", "Cancelled", "DataLoss", "Internal", "Unimplemented", "KernelsMissing",
     "WarmFailed",
     "default_client", "default_kernel_set", "kernel", "print_progress",
-    "default_endpoint", "resolve_endpoint", "read_admin_token_file",
+    "default_endpoint", "resolve_endpoint", "read_admin_token_file", "rmsnorm_threads",
 ]
 
 # Submodules loaded on first attribute access, so that `jitd.torch.launch(...)`

@@ -1,0 +1,26 @@
+"""Launch choices the kernels leave to the caller, made as measured.
+
+``rmsnorm_threads(dim)`` is the ``threads`` param of ``norm.rmsnorm`` for rows
+of ``dim`` elements: a power of two near ``dim / 32``, from 128 to 1024, so
+that each thread reads about four 16-byte packs of a bf16/fp16 row. On the
+H200 (``tests/gpu/kernel_bench.py``, bf16, 8192 rows, docs/gpu-runs/2026-12-02)
+that choice was the fastest of 128/256/512/1024 at every dim measured: 2048
+and 4096 with 128 threads (96% and 87% of a device copy of the same bytes),
+8192 with 256 (88%); 1024 threads ran those dims at 31-59%.
+"""
+
+from __future__ import annotations
+
+__all__ = ["rmsnorm_threads"]
+
+
+def rmsnorm_threads(dim: int) -> int:
+    """The ``threads`` value to request ``norm.rmsnorm`` with for rows of
+    ``dim`` elements (any dtype): 128 up to dim 4096, 256 up to 8192, 512 up
+    to 16384, then 1024. ValueError for a dim below 1."""
+    if int(dim) != dim or dim < 1:
+        raise ValueError(f"dim must be a positive integer, got {dim!r}")
+    threads = 128
+    while threads < 1024 and threads * 32 < dim:
+        threads *= 2
+    return threads
