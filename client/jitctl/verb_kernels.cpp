@@ -21,6 +21,13 @@ std::string DescribeParams(const v1::KernelInfo& kernel) {
   return absl::StrJoin(parts, " ");
 }
 
+bool HasDefault(const v1::KernelInfo& kernel) {
+  for (const v1::KernelParam& param : kernel.params()) {
+    if (!param.default_value().empty()) return true;
+  }
+  return false;
+}
+
 class KernelsVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
@@ -44,7 +51,9 @@ class KernelsVerb final : public Verb {
         output.out << kernel.name() << '\n';
         std::vector<std::pair<std::string, std::string>> fields = {
             {"  what", kernel.description()},
-            {"  params", DescribeParams(kernel).empty() ? "(none)" : DescribeParams(kernel) + "  (* = default)"},
+            {"  params", DescribeParams(kernel).empty() ? "(none)"
+                         : HasDefault(kernel)           ? DescribeParams(kernel) + "  (* = default)"
+                                                        : DescribeParams(kernel)},
             {"  entry point", kernel.name_expression()},
             {"  signature", kernel.signature().empty() ? "(not declared in the manifest)" : kernel.signature()},
             {"  launch", kernel.launch().empty() ? "(not declared in the manifest)" : kernel.launch()},
@@ -54,7 +63,8 @@ class KernelsVerb final : public Verb {
         Table::PrintRecord(output.out, fields);
         output.out << '\n';
       }
-      output.out << response->kernels_size() << " kernels; default arch " << response->default_arch()
+      output.out << response->kernels_size() << (response->kernels_size() == 1 ? " kernel" : " kernels")
+                 << "; default arch " << response->default_arch()
                  << "; supported: " << absl::StrJoin(response->supported_archs(), " ") << '\n';
       return 0;
     }
@@ -64,7 +74,8 @@ class KernelsVerb final : public Verb {
           {kernel.name(), DescribeParams(kernel), absl::StrCat(kernel.instantiations()), kernel.description()});
     }
     table.Print(output.out);
-    output.out << response->kernels_size() << " kernels; default arch " << response->default_arch()
+    output.out << response->kernels_size() << (response->kernels_size() == 1 ? " kernel" : " kernels")
+               << "; default arch " << response->default_arch()
                << "; supported: " << absl::StrJoin(response->supported_archs(), " ") << '\n'
                << "Signatures and launch rules: jitctl kernels -l [GLOB]\n";
     return 0;

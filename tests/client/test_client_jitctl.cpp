@@ -246,6 +246,12 @@ TEST_F(JitctlTest, KernelsLongShowsEachKernelsSignatureAndLaunchRule) {
   EXPECT_THAT(kernels.output, ContainsRegex("  launch +one warp: grid \\(1,1,1\\), block \\(32,1,1\\)"));
   EXPECT_THAT(kernels.output, Not(HasSubstr("diffusion.")));
   EXPECT_THAT(kernels.output, HasSubstr("3 kernels;"));
+  const ProcessResult one = Jitctl({"kernels", "-l", "norm.rmsnorm"});
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_THAT(one.output, HasSubstr("\n1 kernel;"));
+  EXPECT_THAT(one.output, ContainsRegex("  params +dtype=bf16\\|fp16\\|fp32 threads=128\\|256\\|512\\|1024\n"))
+      << "no '(* = default)' where no param has a default";
+  EXPECT_THAT(one.output, HasSubstr("jitd.rmsnorm_threads(dim)"));
 }
 
 TEST_F(JitctlTest, WarmNeedsAllOrAManifest) { EXPECT_EQ(Jitctl({"warm"}).exit_code, 2); }
