@@ -51,7 +51,7 @@ int Run(int rounds, bool quick, const std::string& json) {
   jitd::testing::TempDir dir;
   Report report("bench_warmup", "build/tests/bench/bench_warmup --json FILE --rounds " + std::to_string(rounds));
   report.AddContext("machine", std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " CPUs");
-  report.AddContext("manifest", std::string(JITD_KERNELS_DIR) + "/kernels.toml, every instantiation, sm_90");
+  report.AddContext("manifest", "kernels/kernels.toml of the source tree, every instantiation, sm_90");
 
   // Answers the median with 2 workers.
   auto two_vs_one = [&](const std::string& name, const fs::path& kernels, int n, const std::string& note) {
