@@ -61,7 +61,8 @@ class RecordingAdmin final : public v1::CacheAdmin::Service {
   void Note(const std::string& call, const grpc::ServerContext& context) {
     std::string authorization = "none";
     const auto& metadata = context.client_metadata();
-    if (auto it = metadata.find("authorization"); it != metadata.end()) authorization.assign(it->second.data(), it->second.size());
+    if (auto it = metadata.find("authorization"); it != metadata.end())
+      authorization.assign(it->second.data(), it->second.size());
     std::lock_guard lock(mu_);
     seen_.push_back(call + ": " + authorization);
   }
