@@ -267,6 +267,40 @@ grpc::Status CompilerService::GetKernelCounted(grpc::ServerContext* context, con
   return grpc::Status::OK;
 }
 
+v1::LocalAnswer CompilerService::AnswerLocal(const v1::GetKernelRequest& request, const std::string& peer) {
+  const auto started = Steady::now();
+  const InFlightCalls::Scope in_flight(calls_);
+  v1::LocalAnswer answer;
+  absl::Status status;
+  serving::Origin origin = serving::Origin::kNone;
+  if (request.mode() != v1::GetKernelRequest::CACHED_ONLY) {
+    status = absl::InvalidArgumentError(
+        "the local path answers CACHED_ONLY requests only; ask for a compile over gRPC (jitd.v1.Compiler/GetKernel)");
+  } else if (request.delivery() != v1::GetKernelRequest::BYTES && request.delivery() != v1::GetKernelRequest::PATH) {
+    status = absl::InvalidArgumentError(
+        Cat("unknown delivery ", static_cast<int>(request.delivery()), " (BYTES = 0, PATH = 1)"));
+  } else if (std::optional<serving::KernelAnswer> hit = service_.Find(
+                 ToKernelRequest(request.kernel(), request.params(), request.arch(), request.options()))) {
+    v1::GetKernelResponse* response = answer.mutable_response();
+    FillResponse(*hit, request.delivery() == v1::GetKernelRequest::PATH, response);
+    origin = hit->origin;
+    const auto served_us = std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - started).count();
+    response->set_served_us(static_cast<uint64_t>(served_us));
+    if (options_.log_hits) {
+      spdlog::info("hit {} {} {} key={} from {} in {}us (local path, {})", hit->kernel, hit->params, hit->arch,
+                   hit->key.substr(0, 12), serving::OriginName(hit->origin), served_us, peer);
+    }
+  } else {
+    // Not in memory or on disk, or a request the resolver rejects: either
+    // way gRPC's GetKernel, which the client asks next, has the answer.
+    status = absl::NotFoundError("not in this daemon's memory or disk cache; ask over gRPC");
+  }
+  answer.set_code(static_cast<int32_t>(status.code()));
+  answer.set_message(std::string(status.message()));
+  if (options_.metrics != nullptr) options_.metrics->ObserveLocal(status.code(), origin, Steady::now() - started);
+  return answer;
+}
+
 std::string CompilerService::PeerOf(const grpc::ServerContext& context) const {
   return options_.peer_of ? options_.peer_of(context.peer()) : context.peer();
 }

@@ -12,6 +12,7 @@
 //                The manifest instantiations it warms (no extra options)
 //                are pinned: ad-hoc entries never evict them.
 //   ListKernels  the manifest the service resolves with right now.
+//   AnswerLocal  a cache hit for the local path (local_server.h).
 //
 // Thread safety: gRPC calls every method from its own threads, concurrently.
 #pragma once
@@ -54,6 +55,13 @@ class CompilerService final : public v1::Compiler::Service {
                     grpc::ServerWriter<v1::WarmProgress>* writer) override;
   grpc::Status ListKernels(grpc::ServerContext* context, const v1::ListKernelsRequest* request,
                            v1::ListKernelsResponse* response) override;
+
+  // One request of the local path (local_server.h) from `peer`, on its one
+  // thread: a CACHED_ONLY request answered from memory or disk only
+  // (KernelService::Find), never waiting; NOT_FOUND for anything else there
+  // (a miss, a request the resolver rejects), which the client asks again
+  // over gRPC; INVALID_ARGUMENT for another mode.
+  v1::LocalAnswer AnswerLocal(const v1::GetKernelRequest& request, const std::string& peer);
 
  private:
   serving::KernelService& service_;

@@ -46,6 +46,13 @@ absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create() {
                                 metrics::ExponentialBuckets(0.01, 2, 16));
   if (!compile_seconds.ok()) return compile_seconds.status();
   m->compile_seconds_ = *compile_seconds;
+  auto local = m->registry_.AddCounter(
+      "jitd_local_requests_total",
+      "Requests of the local path (a same-host client without gRPC), by outcome: ok, not_found (a miss, which the "
+      "client asks again over gRPC) or another gRPC code. Its answers also count in jitd_requests_total.",
+      {"outcome"});
+  if (!local.ok()) return local.status();
+  m->local_ = *local;
   return m;
 }
 
@@ -66,6 +73,17 @@ void DaemonMetrics::ObserveRequest(absl::StatusCode code, serving::Origin origin
     latency_slot.store(latency, std::memory_order_release);
   }
   latency->Observe(took.count());
+}
+
+void DaemonMetrics::ObserveLocal(absl::StatusCode code, serving::Origin origin, std::chrono::duration<double> took) {
+  const size_t c = std::min(static_cast<size_t>(code), kCodes - 1);
+  metrics::Counter* counter = local_series_[c].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    counter = &local_->WithLabels({OutcomeName(code)});
+    local_series_[c].store(counter, std::memory_order_release);
+  }
+  counter->Increment();
+  if (code != absl::StatusCode::kNotFound) ObserveRequest(code, origin, took);
 }
 
 void DaemonMetrics::ObserveCompile(std::string_view result, std::chrono::duration<double> took) {

@@ -10,6 +10,8 @@
 //   jitd_compiles_total{result}                ok | failed (NVRTC rejected
 //                                              the program) | error
 //   jitd_compile_duration_seconds              wall time of each compile
+//   jitd_local_requests_total{outcome}         requests of the local path
+//                                              (local_server.h)
 //   plus gauges and counters read when scraped: cache, hot cache, workers
 //   and queue, single flight, remote tier (docs/OPERATIONS.md lists them).
 //
@@ -54,6 +56,9 @@ class DaemonMetrics {
   // One GetKernel call: its status, where the answer came from (kNone for
   // errors) and how long the daemon took.
   void ObserveRequest(absl::StatusCode code, serving::Origin origin, std::chrono::duration<double> took);
+  // One request of the local path. Its answers count as GetKernel calls
+  // too, except misses (NOT_FOUND), which the client asks again over gRPC.
+  void ObserveLocal(absl::StatusCode code, serving::Origin origin, std::chrono::duration<double> took);
   // One compile run by a worker: "ok", "failed" or "error", and its wall time.
   void ObserveCompile(std::string_view result, std::chrono::duration<double> took);
 
@@ -69,9 +74,11 @@ class DaemonMetrics {
   metrics::HistogramFamily* request_seconds_ = nullptr;
   metrics::CounterFamily* compiles_ = nullptr;
   metrics::HistogramFamily* compile_seconds_ = nullptr;
+  metrics::CounterFamily* local_ = nullptr;
   // Series made on first use, then read without the family's lock.
   std::array<std::atomic<metrics::Counter*>, kCodes * kOrigins> request_series_{};
   std::array<std::atomic<metrics::Histogram*>, kOrigins> latency_series_{};
+  std::array<std::atomic<metrics::Counter*>, kCodes> local_series_{};
 };
 
 }  // namespace jitd::daemon

@@ -34,6 +34,7 @@
 #include "kernel_service.h"
 #include "listen_address.h"
 #include "listener_probe.h"
+#include "local_server.h"
 #include "memory_trim.h"
 #include "serving_stats.h"
 #include "tcp_credentials.h"
@@ -111,6 +112,9 @@ class Server::Impl {
   // Accepts on the Unix sockets and hands connections to gRPC; made before
   // the services (which ask it who a peer is), started once gRPC runs.
   std::unique_ptr<UnixAcceptor> acceptor;
+  // The local path on the same sockets (local_server.h): stopped right
+  // after the acceptor, before the services it calls.
+  std::unique_ptr<LocalServer> local;
   std::unique_ptr<ListenerProbe> probe;
   std::atomic<bool> listener_deaf{false};
   // Without --admin-token-file: the token made at start, and its files.
@@ -124,6 +128,7 @@ class Server::Impl {
     StopToolkitListener();
     probe.reset();
     if (acceptor != nullptr) acceptor->Stop();
+    if (local != nullptr) local->Stop();
     if (grpc_server != nullptr && !shut_down) grpc_server->Shutdown();
   }
 
@@ -477,8 +482,14 @@ class Server::Impl {
         }
       }
     }
+    local = std::make_unique<LocalServer>(LocalServer::Options{
+        .answer = [c = compiler.get()](const v1::GetKernelRequest& request, const std::string& peer) {
+          return c->AnswerLocal(request, peer);
+        }});
+    if (absl::Status started = local->Start(); !started.ok()) return started;
     if (absl::Status started =
-            acceptor->Start([server = grpc_server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); });
+            acceptor->Start([server = grpc_server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); },
+                            [l = local.get()](int fd) { l->Adopt(fd); });
         !started.ok()) {
       return started;
     }
@@ -571,6 +582,9 @@ absl::Status Server::Shutdown(std::chrono::milliseconds drain) {
   // No new connection from here on; those open are gRPC's to end.
   impl_->probe.reset();
   impl_->acceptor->Stop();
+  // The local path answers lookups only: the one being answered finishes,
+  // and its clients ask gRPC (and see it shutting down) from here on.
+  if (impl_->local != nullptr) impl_->local->Stop();
   // NOT_SERVING first, so load balancers and readiness probes stop sending
   // work while the calls in flight finish.
   impl_->health->Shutdown();

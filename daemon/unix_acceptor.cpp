@@ -10,9 +10,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "jitd/detail/local_wire.h"
 #include "jitd/detail/text.h"
 
 namespace jitd::daemon {
@@ -80,8 +82,9 @@ absl::Status UnixAcceptor::Listen(const std::filesystem::path& path) {
   return absl::OkStatus();
 }
 
-absl::Status UnixAcceptor::Start(std::function<void(int fd)> hand_off) {
+absl::Status UnixAcceptor::Start(std::function<void(int fd)> hand_off, std::function<void(int fd)> local_hand_off) {
   hand_off_ = std::move(hand_off);
+  local_hand_off_ = std::move(local_hand_off);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return absl::InternalError(Cat("eventfd: ", std::strerror(errno)));
   reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -98,6 +101,8 @@ void UnixAcceptor::Stop() {
   }
   for (int fd : listen_fds_) close(fd);
   listen_fds_.clear();
+  for (const Undecided& u : undecided_) close(u.fd);
+  undecided_.clear();
   if (wake_fd_ >= 0) close(wake_fd_);
   if (reserve_fd_ >= 0) close(reserve_fd_);
   wake_fd_ = reserve_fd_ = -1;
@@ -124,7 +129,15 @@ void UnixAcceptor::Run() {
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     for (int fd : listen_fds_) fds.push_back({pause_ms > 0 ? -1 : fd, POLLIN, 0});
-    const int ready = poll(fds.data(), fds.size(), pause_ms > 0 ? pause_ms : kSweepIntervalMs);
+    const size_t first_undecided = fds.size();
+    int timeout_ms = pause_ms > 0 ? pause_ms : kSweepIntervalMs;
+    const auto now = std::chrono::steady_clock::now();
+    for (const Undecided& u : undecided_) {
+      fds.push_back({u.fd, POLLIN, 0});
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(u.deadline - now).count() + 1;
+      timeout_ms = std::min<int>(timeout_ms, static_cast<int>(std::max<int64_t>(left, 0)));
+    }
+    const int ready = poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) {
       spdlog::error("the Unix socket acceptor's poll failed: {}; no new connections are accepted",
                     std::strerror(errno));
@@ -136,8 +149,21 @@ void UnixAcceptor::Run() {
       std::lock_guard lock(mu_);
       SweepLocked();
     }
+    // Those that spoke (or ran out of time) go where their bytes say.
+    std::vector<Undecided> still;
+    const auto after = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < undecided_.size(); ++i) {
+      const Undecided& u = undecided_[i];
+      const bool spoke = ready > 0 && fds[first_undecided + i].revents != 0;
+      if (!spoke && u.deadline > after) {
+        still.push_back(u);
+      } else if (!Route(u.fd, /*silent_goes_to_grpc=*/!spoke || u.deadline <= after)) {
+        still.push_back(u);
+      }
+    }
+    undecided_ = std::move(still);
     if (ready <= 0) continue;
-    for (size_t i = 1; i < fds.size(); ++i) {
+    for (size_t i = 1; i < first_undecided; ++i) {
       if (fds[i].revents == 0) continue;
       AcceptReady(fds[i].fd);
       if (out_of_fds_ && reserve_fd_ < 0) pause_ms = kNoFdsPauseMs;
@@ -188,8 +214,46 @@ void UnixAcceptor::AcceptReady(int listen_fd) {
       TellAndClose(fd, RefusalText(refusal));
       continue;
     }
-    hand_off_(fd);
+    if (!Route(fd, /*silent_goes_to_grpc=*/false)) {
+      undecided_.push_back({fd, std::chrono::steady_clock::now() + kSniffTimeout});
+    }
   }
+}
+
+UnixAcceptor::Protocol UnixAcceptor::Sniff(int fd) {
+  char first[local_wire::kPreface.size()];
+  ssize_t n;
+  do {
+    n = recv(fd, first, sizeof(first), MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? Protocol::kUndecided : Protocol::kGone;
+  if (n == 0) return Protocol::kGone;  // hung up without a word
+  // A start of the preface is enough: no HTTP/2 client sends one, and the
+  // local server reads the rest (or closes the connection) on its own.
+  const std::string_view got(first, static_cast<size_t>(n));
+  return got == local_wire::kPreface.substr(0, got.size()) ? Protocol::kLocal : Protocol::kGrpc;
+}
+
+bool UnixAcceptor::Route(int fd, bool silent_goes_to_grpc) {
+  if (!local_hand_off_) {
+    hand_off_(fd);
+    return true;
+  }
+  switch (Sniff(fd)) {
+    case Protocol::kLocal:
+      local_hand_off_(fd);
+      return true;
+    case Protocol::kGone:
+      close(fd);  // the next sweep forgets it
+      return true;
+    case Protocol::kUndecided:
+      if (!silent_goes_to_grpc) return false;
+      [[fallthrough]];
+    case Protocol::kGrpc:
+      hand_off_(fd);
+      return true;
+  }
+  return true;
 }
 
 void UnixAcceptor::OnNoDescriptors(int listen_fd, int err) {

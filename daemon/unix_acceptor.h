@@ -22,6 +22,14 @@
 //   peers     gRPC names such a connection "fd:N"; PeerOf() turns that into
 //             "uid:U" while the connection is open, so that per-peer limits
 //             are per user and not per socket.
+//   local     with a local hand-off (Start's second argument), a connection
+//             whose first bytes are local_wire::kPreface goes there instead
+//             of to gRPC (local_server.h): the acceptor peeks at the first
+//             bytes a client sends (an HTTP/2 client's preface starts
+//             "PRI "), waiting up to kSniffTimeout for them on its own
+//             poll, never blocking; a connection still silent then goes to
+//             gRPC, as every connection did before. Both kinds count in the
+//             bounds.
 //   closing   gRPC closes a connection's descriptor itself. The acceptor
 //             notices at its next sweep (the descriptor no longer names the
 //             socket it accepted, by inode): at least once a second, and
@@ -35,6 +43,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -73,8 +82,13 @@ class UnixAcceptor {
   absl::Status Listen(const std::filesystem::path& path);
 
   // Starts the accept thread. `hand_off` receives each admitted connection
-  // (non-blocking, close-on-exec) and owns it from then on.
-  absl::Status Start(std::function<void(int fd)> hand_off);
+  // (non-blocking, close-on-exec) and owns it from then on; `local_hand_off`,
+  // when set, those that open with the local path's preface (unread).
+  absl::Status Start(std::function<void(int fd)> hand_off, std::function<void(int fd)> local_hand_off = {});
+
+  // How long an admitted connection may stay silent before it is handed to
+  // gRPC without knowing its protocol.
+  static constexpr std::chrono::milliseconds kSniffTimeout{1000};
 
   // Closes the listening sockets and joins the thread; the connections
   // already handed off are gRPC's to close. Idempotent.
@@ -90,9 +104,18 @@ class UnixAcceptor {
     uid_t uid = 0;
   };
   enum class Refusal { kNone, kTotal, kPeer };
+  // An admitted connection that has not sent enough to tell its protocol.
+  struct Undecided {
+    int fd = -1;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  enum class Protocol { kGrpc, kLocal, kUndecided, kGone };
 
   void Run();
   void AcceptReady(int listen_fd);
+  // Hands `fd` over by its first bytes; false while they have not arrived.
+  bool Route(int fd, bool silent_goes_to_grpc);
+  static Protocol Sniff(int fd);
   void OnNoDescriptors(int listen_fd, int err);
   // Forgets the connections gRPC has closed. Needs mu_.
   void SweepLocked();
@@ -106,6 +129,8 @@ class UnixAcceptor {
   int wake_fd_ = -1;     // an eventfd; Stop() writes it
   int reserve_fd_ = -1;  // /dev/null, let go when descriptors run out
   std::function<void(int)> hand_off_;
+  std::function<void(int)> local_hand_off_;
+  std::vector<Undecided> undecided_;  // the accept thread's
   std::thread thread_;
 
   mutable std::mutex mu_;

@@ -121,6 +121,23 @@ KernelService::Stats KernelService::stats() const {
   return s;
 }
 
+std::optional<KernelAnswer> KernelService::Find(const manifest::KernelRequest& request) {
+  absl::StatusOr<manifest::ResolvedKernel> resolved = Resolve(request);
+  if (!resolved.ok()) return std::nullopt;
+  std::optional<TierStack::Hit> hit = tiers_->Lookup(resolved->key, kMemoryLevel, kLocalTiers);
+  if (!hit.has_value()) return std::nullopt;
+  Bump(counters_.requests);
+  Bump(hit->origin == Origin::kMemory ? counters_.memory_hits : counters_.disk_hits);
+  KernelAnswer answer;
+  answer.key = resolved->key;
+  answer.kernel = resolved->kernel;
+  answer.params = resolved->params;
+  answer.arch = resolved->arch;
+  answer.origin = hit->origin;
+  answer.entry = std::move(hit->entry);
+  return answer;
+}
+
 KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request, Mode mode,
                                           const CallContext& context) {
   Bump(counters_.requests);

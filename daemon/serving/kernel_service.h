@@ -157,6 +157,13 @@ class KernelService {
   // or CANCELLED when the caller gave up first.
   absl::StatusOr<KernelAnswer> Get(const manifest::KernelRequest& request, Mode mode, const CallContext& context);
 
+  // The answer from memory or disk, for the local path: nullopt on a miss
+  // and on the resolver's errors, which count nothing (the caller asks
+  // Get() next, which counts them); a hit counts as a request and a hit,
+  // and records its use in every tier below, exactly as Get()'s would.
+  // Never waits: no remote tier, no flight.
+  std::optional<KernelAnswer> Find(const manifest::KernelRequest& request);
+
   // Get(COMPILE) without a waiting thread: `done` gets the same answer, at
   // once on this thread when it is known now (a hit, a remembered failure,
   // a refused request), else on a thread of the service when the flight

@@ -1,0 +1,255 @@
+#include "local_server.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "jitd/detail/local_wire.h"
+#include "jitd/detail/text.h"
+
+namespace jitd::daemon {
+
+using text::Cat;
+using Steady = std::chrono::steady_clock;
+namespace wire = local_wire;
+
+namespace {
+
+// How long the thread sleeps when no connection has a deadline.
+constexpr int kIdlePollMs = 1000;
+// Requests answered from one connection before the others get their turn.
+constexpr int kFramesPerTurn = 8;
+
+std::string PeerName(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return "uid:?";
+  return Cat("uid:", cred.uid);
+}
+
+v1::LocalAnswer ErrorAnswer(absl::StatusCode code, std::string message) {
+  v1::LocalAnswer answer;
+  answer.set_code(static_cast<int32_t>(code));
+  answer.set_message(std::move(message));
+  return answer;
+}
+
+}  // namespace
+
+struct LocalServer::Connection {
+  int fd = -1;
+  std::string peer;
+  bool greeted = false;  // the preface has been read (and echoed)
+  std::string in;        // bytes of an unfinished preface or frame
+  std::string out;       // an answer not yet sent
+  size_t out_at = 0;
+  bool close_after_send = false;
+  // When the unfinished input or the unsent answer began; max() = none.
+  Steady::time_point waiting_since = Steady::time_point::max();
+};
+
+LocalServer::LocalServer(Options options) : options_(std::move(options)) {}
+
+LocalServer::~LocalServer() { Stop(); }
+
+absl::Status LocalServer::Start() {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return absl::InternalError(Cat("eventfd: ", std::strerror(errno)));
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void LocalServer::Adopt(int fd) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_ && thread_.joinable()) {
+      adopted_.push_back(fd);
+      fd = -1;
+    }
+  }
+  if (fd >= 0) {
+    close(fd);
+    return;
+  }
+  const uint64_t one = 1;
+  while (write(wake_fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
+
+void LocalServer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    while (write(wake_fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+  }
+  for (int fd : adopted_) close(fd);
+  adopted_.clear();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  wake_fd_ = -1;
+}
+
+void LocalServer::Run() {
+  std::vector<std::unique_ptr<Connection>> connections;
+  std::vector<pollfd> fds;
+  const auto drop = [&](size_t i) {
+    close(connections[i]->fd);
+    connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(i));
+    open_.fetch_sub(1, std::memory_order_relaxed);
+  };
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) break;
+      for (int fd : adopted_) {
+        auto c = std::make_unique<Connection>();
+        c->fd = fd;
+        c->peer = PeerName(fd);
+        c->waiting_since = Steady::now();  // the preface is due
+        connections.push_back(std::move(c));
+        open_.fetch_add(1, std::memory_order_relaxed);
+      }
+      adopted_.clear();
+    }
+    // Closed for taking too long: an unfinished frame or an untaken answer.
+    const Steady::time_point now = Steady::now();
+    Steady::time_point next_deadline = Steady::time_point::max();
+    for (size_t i = connections.size(); i-- > 0;) {
+      const Connection& c = *connections[i];
+      if (c.waiting_since == Steady::time_point::max()) continue;
+      const Steady::time_point deadline = c.waiting_since + options_.frame_timeout;
+      if (deadline <= now) {
+        spdlog::debug("local path: closing {}'s connection: {} unfinished for {} ms", c.peer,
+                      c.out.empty() ? "a request" : "an answer", options_.frame_timeout.count());
+        drop(i);
+        continue;
+      }
+      next_deadline = std::min(next_deadline, deadline);
+    }
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    for (const auto& c : connections) {
+      // One answer buffered at most: a client that does not read its
+      // answers is not read from either.
+      fds.push_back({c->fd, static_cast<short>(c->out.empty() ? POLLIN : POLLOUT), 0});
+    }
+    // Frames left over from a connection's last turn are answered without
+    // waiting for more bytes.
+    const bool backlog = std::any_of(connections.begin(), connections.end(),
+                                     [](const auto& c) { return c->out.empty() && HasFrame(*c); });
+    int timeout_ms = backlog ? 0 : kIdlePollMs;
+    if (!backlog && next_deadline != Steady::time_point::max()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now).count() + 1;
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 1, kIdlePollMs));
+    }
+    const int ready = poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0 && errno != EINTR) {
+      spdlog::error("the local path's poll failed: {}; its connections are closed", std::strerror(errno));
+      break;
+    }
+    if (ready < 0) continue;
+    if (fds[0].revents != 0) {
+      uint64_t count = 0;
+      (void)read(wake_fd_, &count, sizeof(count));
+    }
+    // Back to front, so that dropping one leaves the others' indices.
+    for (size_t i = connections.size(); i-- > 0;) {
+      const short revents = fds[i + 1].revents;
+      if (revents == 0 && !(connections[i]->out.empty() && HasFrame(*connections[i]))) continue;
+      if (!Serve(*connections[i], revents)) drop(i);
+    }
+  }
+  while (!connections.empty()) drop(connections.size() - 1);
+}
+
+bool LocalServer::Serve(Connection& c, short revents) {
+  if ((revents & POLLERR) != 0) return false;
+  // Hung up with an answer still to take: nobody will.
+  if ((revents & POLLHUP) != 0 && !c.out.empty()) return false;
+  if ((revents & POLLOUT) != 0 && !Send(c)) return false;
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && c.out.empty()) {
+    char buffer[16 << 10];
+    const ssize_t n = recv(c.fd, buffer, sizeof(buffer), 0);
+    if (n == 0) return false;  // the client hung up
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (n > 0) {
+      if (c.in.empty()) c.waiting_since = Steady::now();
+      c.in.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  if (!c.greeted) {
+    if (c.in.size() < wire::kPreface.size()) return true;
+    // The acceptor peeked these bytes; anything else is not this protocol.
+    if (std::string_view(c.in).substr(0, wire::kPreface.size()) != wire::kPreface) return false;
+    c.in.erase(0, wire::kPreface.size());
+    c.greeted = true;
+    c.out.append(wire::kPreface);
+    if (!Send(c)) return false;
+  }
+  // A few frames per turn, each answer sent before the next is read.
+  for (int turn = 0; turn < kFramesPerTurn && c.out.empty() && HasFrame(c); ++turn) {
+    AnswerOne(c);
+    if (!Send(c)) return false;
+  }
+  if (c.out.empty() && c.close_after_send) return false;
+  if (c.out.empty()) c.waiting_since = c.in.empty() ? Steady::time_point::max() : c.waiting_since;
+  return true;
+}
+
+bool LocalServer::HasFrame(const Connection& c) {
+  if (c.in.size() < wire::kHeaderBytes) return false;
+  const uint32_t length = wire::FrameLength(c.in.data());
+  return length > wire::kMaxRequestBytes || c.in.size() >= wire::kHeaderBytes + length;
+}
+
+void LocalServer::AnswerOne(Connection& c) {
+  const uint32_t length = wire::FrameLength(c.in.data());
+  v1::LocalAnswer answer;
+  if (length > wire::kMaxRequestBytes) {
+    answer = ErrorAnswer(absl::StatusCode::kInvalidArgument,
+                         Cat("a local-path request of ", length, " bytes; the most is ", wire::kMaxRequestBytes));
+    c.close_after_send = true;
+    c.in.clear();
+  } else {
+    v1::GetKernelRequest request;
+    if (request.ParseFromArray(c.in.data() + wire::kHeaderBytes, static_cast<int>(length))) {
+      answer = options_.answer(request, c.peer);
+    } else {
+      answer = ErrorAnswer(absl::StatusCode::kInvalidArgument, "a local-path frame that is not a GetKernelRequest");
+      c.close_after_send = true;
+    }
+    c.in.erase(0, wire::kHeaderBytes + length);
+  }
+  wire::AppendFrame(answer.SerializeAsString(), &c.out);
+  c.waiting_since = Steady::now();  // the answer is due to leave
+  answered_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool LocalServer::Send(Connection& c) {
+  while (c.out_at < c.out.size()) {
+    const ssize_t n = send(c.fd, c.out.data() + c.out_at, c.out.size() - c.out_at, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK;  // the rest when the socket has room
+    }
+    c.out_at += static_cast<size_t>(n);
+  }
+  c.out.clear();
+  c.out_at = 0;
+  c.waiting_since = c.in.empty() ? Steady::time_point::max() : Steady::now();
+  return true;
+}
+
+}  // namespace jitd::daemon
