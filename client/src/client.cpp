@@ -52,6 +52,11 @@ constexpr std::chrono::milliseconds kHealthPollTimeout{500};
 // Pause between polls while the daemon answers NOT_SERVING (it is starting
 // or draining); short, as readiness follows within milliseconds.
 constexpr std::chrono::milliseconds kNotServingPause{20};
+// The local path: a daemon answers its preface and a cache lookup in well
+// under a millisecond; one that takes longer than these is asked over gRPC
+// (which then waits as long as the call's own deadline allows).
+constexpr std::chrono::milliseconds kLocalOpenTimeout{500};
+constexpr std::chrono::milliseconds kLocalAskTimeout{500};
 
 absl::StatusOr<std::string> ReadPemFile(const std::filesystem::path& path, const char* what) {
   std::ifstream in(path);
@@ -66,7 +71,9 @@ absl::StatusOr<std::string> ReadPemFile(const std::filesystem::path& path, const
 // TLS for a TCP endpoint when any TLS file is set; plaintext otherwise.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(const ClientOptions& options) {
   const bool tls = !options.tls_ca_file.empty() || !options.tls_cert_file.empty() || !options.tls_key_file.empty();
-  if (options.endpoint.starts_with("unix:") || !tls) return grpc::InsecureChannelCredentials();
+  // Insecure credentials start gRPC's runtime (its threads, ~0.5 ms): made
+  // with the channel instead, which the local path may never need.
+  if (options.endpoint.starts_with("unix:") || !tls) return nullptr;
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return absl::InvalidArgumentError("a client certificate and its key go together: set both or neither");
   }
@@ -158,33 +165,84 @@ std::string RefusalReason(const std::string& endpoint) {
     got.append(buffer, static_cast<size_t>(n));
   }
   close(fd);
-  // Frames: 3 bytes length, type, flags, 4 bytes stream; GOAWAY is type 7:
-  // 4 bytes last stream, 4 bytes error code, then its text.
-  for (size_t at = 0; at + 9 <= got.size();) {
-    const size_t length = (static_cast<unsigned char>(got[at]) << 16) | (static_cast<unsigned char>(got[at + 1]) << 8) |
-                          static_cast<unsigned char>(got[at + 2]);
-    if (got[at + 3] == 7 && length >= 8 && at + 9 + length <= got.size()) {
-      return Cat("the daemon refused the connection: ", got.substr(at + 17, length - 8));
-    }
-    at += 9 + length;
-  }
-  return "";
+  const std::string text = client_detail::GoAwayText(got);
+  return text.empty() ? "" : Cat("the daemon refused the connection: ", text);
 }
 
 }  // namespace
 
-Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
-    : options_(std::move(options)),
-      channel_(std::move(channel)),
-      admin_(v1::CacheAdmin::NewStub(channel_)),
-      compiler_(v1::Compiler::NewStub(channel_)) {
+Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : options_(std::move(options)), credentials_(std::move(credentials)) {
   if (!options_.fallback_cache_dir.empty()) {
     fallback_ = std::make_unique<client_detail::FallbackCache>(options_.fallback_cache_dir);
   }
 }
 
+const std::shared_ptr<grpc::Channel>& Client::Impl::channel() {
+  std::call_once(channel_once_, [this] {
+    channel_ =
+        MakeChannel(options_.endpoint, credentials_ != nullptr ? credentials_ : grpc::InsecureChannelCredentials());
+    admin_ = v1::CacheAdmin::NewStub(channel_);
+    compiler_ = v1::Compiler::NewStub(channel_);
+  });
+  return channel_;
+}
+
+v1::Compiler::Stub& Client::Impl::compiler() {
+  channel();
+  return *compiler_;
+}
+
+v1::CacheAdmin::Stub& Client::Impl::admin() {
+  channel();
+  return *admin_;
+}
+
+absl::Status Client::Impl::OpenLocal(std::string* refusal) {
+  std::lock_guard lock(local_mu_);
+  if (local_ != nullptr) return absl::OkStatus();
+  return OpenLocalLocked(std::chrono::steady_clock::now(), /*await_preface=*/true, refusal);
+}
+
+absl::Status Client::Impl::OpenLocalLocked(std::chrono::steady_clock::time_point now, bool await_preface,
+                                           std::string* refusal) {
+  // As long as a connect may take, and never long: a daemon that does not
+  // answer the preface at once is asked over gRPC instead.
+  const std::chrono::milliseconds timeout =
+      options_.connect_timeout.count() > 0 ? std::min(options_.connect_timeout, kLocalOpenTimeout) : kLocalOpenTimeout;
+  absl::StatusOr<std::unique_ptr<client_detail::LocalChannel>> opened =
+      client_detail::LocalChannel::Open(options_.endpoint.substr(5), timeout, await_preface, refusal);
+  if (!opened.ok()) {
+    local_next_try_ = now + kLocalRetry;
+    return opened.status();
+  }
+  local_ = *std::move(opened);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::LocalAnswer> Client::Impl::AskLocal(const v1::GetKernelRequest& request, bool* refused) {
+  *refused = false;
+  std::lock_guard lock(local_mu_);
+  if (local_ == nullptr) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < local_next_try_) return absl::UnavailableError("the local path failed moments ago");
+    if (absl::Status opened = OpenLocalLocked(now, /*await_preface=*/false, nullptr); !opened.ok()) return opened;
+  }
+  absl::StatusOr<v1::LocalAnswer> answer = local_->Ask(request, std::min(options_.call_timeout, kLocalAskTimeout));
+  if (!answer.ok()) {
+    if (!local_->refusal().empty()) {
+      *refused = true;
+      answer = absl::UnavailableError(
+          Cat("cannot reach jitd at ", endpoint(), ": the daemon refused the connection: ", local_->refusal()));
+    }
+    local_.reset();  // broken: the next request opens a new one
+  }
+  return answer;
+}
+
 absl::Status Client::Impl::AwaitConnected() {
   const auto deadline = Clock::now() + options_.connect_timeout;
+  channel();
   grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY) {
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
@@ -217,6 +275,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (absl::Status valid = ValidateEndpoint(options.endpoint); !valid.ok()) return valid;
   if (options.fallback_cache_dir.empty()) options.fallback_cache_dir = EnvOrEmpty("JITD_FALLBACK_CACHE_DIR");
   if (!options.prefer_path.has_value()) options.prefer_path = options.endpoint.starts_with("unix:");
+  if (!options.endpoint.starts_with("unix:")) options.local_path = false;
+  if (!options.local_path.has_value()) options.local_path = true;
   absl::StatusOr<std::string> token = std::string();
   if (options.admin_token.empty() && options.read_socket_admin_token && options.endpoint.starts_with("unix:")) {
     // The daemon's own token, when this user may read it; otherwise admin
@@ -226,11 +286,21 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = ChannelCredentialsFor(options);
   if (!credentials.ok()) return credentials.status();
-  auto impl = std::make_unique<Impl>(options, MakeChannel(options.endpoint, *credentials));
+  auto impl = std::make_unique<Impl>(options, *std::move(credentials));
   impl->socket_token_unread_ = token.status();
   if (options.connect_timeout.count() > 0) {
     absl::Status reachable = CheckUnixSocketExists(options.endpoint);
-    if (reachable.ok()) reachable = impl->AwaitConnected();
+    // The local path's preface proves a daemon is there (one round trip,
+    // where gRPC's connect costs a channel); a refusal says why at once;
+    // anything else (an older daemon) is left to gRPC's connect.
+    std::string refusal;
+    if (reachable.ok() && *options.local_path && !impl->OpenLocal(&refusal).ok()) {
+      reachable = refusal.empty() ? impl->AwaitConnected()
+                                  : absl::UnavailableError(Cat("cannot reach jitd at ", options.endpoint,
+                                                               ": the daemon refused the connection: ", refusal));
+    } else if (reachable.ok() && !*options.local_path) {
+      reachable = impl->AwaitConnected();
+    }
     // With a fallback, an absent daemon is what the client is built for:
     // kernels come from the fallback until the daemon answers again.
     if (!reachable.ok() && !(absl::IsUnavailable(reachable) && impl->fallback_ != nullptr)) return reachable;
@@ -246,7 +316,7 @@ const std::string& Client::endpoint() const { return impl_->endpoint(); }
 const absl::Status& Client::socket_token_status() const { return impl_->socket_token_unread_; }
 
 absl::StatusOr<bool> Client::IsServing() {
-  return client_detail::CheckServing(impl_->channel_, endpoint(), impl_->options_.call_timeout,
+  return client_detail::CheckServing(impl_->channel(), endpoint(), impl_->options_.call_timeout,
                                      /*wait_for_ready=*/false);
 }
 
@@ -256,7 +326,7 @@ absl::Status Client::WaitUntilServing(std::chrono::milliseconds timeout) {
   while (Clock::now() < deadline) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     absl::StatusOr<bool> serving = client_detail::CheckServing(
-        impl_->channel_, endpoint(), std::min(left, kHealthPollTimeout), /*wait_for_ready=*/true);
+        impl_->channel(), endpoint(), std::min(left, kHealthPollTimeout), /*wait_for_ready=*/true);
     if (serving.ok() && *serving) return absl::OkStatus();
     if (serving.ok()) {
       last = absl::UnavailableError("the daemon answers NOT_SERVING");
@@ -272,19 +342,19 @@ absl::Status Client::WaitUntilServing(std::chrono::milliseconds timeout) {
 absl::StatusOr<v1::GetKernelResponse> Client::GetKernel(const v1::GetKernelRequest& request) {
   impl_->get_kernel_rpcs_.fetch_add(1, std::memory_order_relaxed);
   return impl_->Unary<v1::GetKernelResponse>(
-      [&](auto* context, auto* response) { return impl_->compiler_->GetKernel(context, request, response); });
+      [&](auto* context, auto* response) { return impl_->compiler().GetKernel(context, request, response); });
 }
 
 absl::StatusOr<v1::ListKernelsResponse> Client::ListKernels(const v1::ListKernelsRequest& request) {
   return impl_->Unary<v1::ListKernelsResponse>(
-      [&](auto* context, auto* response) { return impl_->compiler_->ListKernels(context, request, response); });
+      [&](auto* context, auto* response) { return impl_->compiler().ListKernels(context, request, response); });
 }
 
 absl::StatusOr<v1::WarmProgress> Client::Warm(const v1::WarmRequest& request,
                                               const std::function<void(const v1::WarmProgress&)>& on_progress) {
   grpc::ClientContext context;
   impl_->Prepare(&context, impl_->options_.warm_timeout);
-  std::unique_ptr<grpc::ClientReader<v1::WarmProgress>> reader = impl_->compiler_->Warm(&context, request);
+  std::unique_ptr<grpc::ClientReader<v1::WarmProgress>> reader = impl_->compiler().Warm(&context, request);
   v1::WarmProgress progress;
   v1::WarmProgress last;
   while (reader->Read(&progress)) {
@@ -298,23 +368,23 @@ absl::StatusOr<v1::WarmProgress> Client::Warm(const v1::WarmRequest& request,
 
 absl::StatusOr<v1::StatsResponse> Client::Stats() {
   return impl_->Unary<v1::StatsResponse>(
-      [&](auto* context, auto* response) { return impl_->admin_->Stats(context, v1::StatsRequest(), response); });
+      [&](auto* context, auto* response) { return impl_->admin().Stats(context, v1::StatsRequest(), response); });
 }
 
 absl::StatusOr<v1::ListEntriesResponse> Client::ListEntries(const v1::ListEntriesRequest& request) {
   return impl_->Unary<v1::ListEntriesResponse>(
-      [&](auto* context, auto* response) { return impl_->admin_->ListEntries(context, request, response); });
+      [&](auto* context, auto* response) { return impl_->admin().ListEntries(context, request, response); });
 }
 
 absl::StatusOr<v1::EvictResponse> Client::Evict(const v1::EvictRequest& request) {
   return impl_->Unary<v1::EvictResponse>(
-      [&](auto* context, auto* response) { return impl_->admin_->Evict(context, request, response); },
+      [&](auto* context, auto* response) { return impl_->admin().Evict(context, request, response); },
       Impl::Call::kAdmin);
 }
 
 absl::StatusOr<v1::VerifyResponse> Client::Verify(const v1::VerifyRequest& request) {
   return impl_->Unary<v1::VerifyResponse>(
-      [&](auto* context, auto* response) { return impl_->admin_->Verify(context, request, response); },
+      [&](auto* context, auto* response) { return impl_->admin().Verify(context, request, response); },
       Impl::Call::kAdmin);
 }
 

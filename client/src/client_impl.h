@@ -5,10 +5,12 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
+#include <grpcpp/security/credentials.h>
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "fallback_cache.h"
@@ -16,6 +18,7 @@
 #include "jitd/client.h"
 #include "jitd/v1/cache_admin.grpc.pb.h"
 #include "jitd/v1/compiler.grpc.pb.h"
+#include "local_channel.h"
 #include "single_flight_memo.h"
 
 namespace jitd {
@@ -24,12 +27,32 @@ class Client::Impl {
  public:
   using Clock = std::chrono::system_clock;
 
-  // `options` is resolved: endpoint, fallback_cache_dir and prefer_path set.
-  Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  // `options` is resolved: endpoint, fallback_cache_dir, prefer_path and
+  // local_path set. The gRPC channel is made from `credentials` (null:
+  // insecure) when first needed: a client whose requests the local path
+  // answers never pays for it.
+  Impl(ClientOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   // Waits for the channel to connect, failing at the first refused attempt
   // rather than retrying until the timeout.
   absl::Status AwaitConnected();
+
+  const std::shared_ptr<grpc::Channel>& channel();
+  v1::Compiler::Stub& compiler();
+  v1::CacheAdmin::Stub& admin();
+
+  // One request over the local path (options_.local_path), opening its
+  // connection first when there is none: UNAVAILABLE when the path cannot
+  // be used now (no connection, an older daemon, a broken connection), for
+  // the caller to use gRPC instead, unless `refused` is set: the daemon
+  // refused the connection (a bound; the message says which), as it would
+  // refuse gRPC's. After a failed open the path is not tried again for
+  // kLocalRetry.
+  absl::StatusOr<v1::LocalAnswer> AskLocal(const v1::GetKernelRequest& request, bool* refused);
+  // Opens the local path's connection now and reads the daemon's preface
+  // (Connect()); OK when it is open; `*refusal` is the daemon's reason when
+  // it refused the connection.
+  absl::Status OpenLocal(std::string* refusal);
 
   // kAdmin: a CacheAdmin call that may change state (Evict, Verify), the
   // only calls that carry the admin token.
@@ -53,9 +76,10 @@ class Client::Impl {
   // Why Connect() could not read the daemon's token beside its socket (OK
   // when it did, or did not try).
   absl::Status socket_token_unread_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::CacheAdmin::Stub> admin_;
-  std::unique_ptr<v1::Compiler::Stub> compiler_;
+
+  // Kernels over the local path (local_channel.h).
+  static constexpr std::chrono::seconds kLocalRetry{2};
+  std::atomic<uint64_t> local_answers_{0};
 
   // Kernels (client_kernels.cpp).
   client_detail::SingleFlightMemo<KernelBinary> binaries_;  // by CanonicalSpec
@@ -66,6 +90,20 @@ class Client::Impl {
   std::atomic<uint64_t> memo_hits_{0};
   std::atomic<uint64_t> fallback_answers_{0};
   std::atomic<uint64_t> module_loads_{0};
+
+ private:
+  // Needs local_mu_.
+  absl::Status OpenLocalLocked(std::chrono::steady_clock::time_point now, bool await_preface, std::string* refusal);
+
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  std::once_flag channel_once_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::CacheAdmin::Stub> admin_;
+  std::unique_ptr<v1::Compiler::Stub> compiler_;
+
+  std::mutex local_mu_;
+  std::unique_ptr<client_detail::LocalChannel> local_;      // guarded by local_mu_
+  std::chrono::steady_clock::time_point local_next_try_{};  // guarded by local_mu_
 };
 
 }  // namespace jitd

@@ -3,6 +3,7 @@
 // loaded modules memoized per CUDA context.
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "client_impl.h"
 #include "cuda_driver.h"
@@ -77,10 +78,39 @@ absl::StatusOr<KernelBinary> ReadDeliveredBlob(const v1::GetKernelResponse& resp
   return binary;
 }
 
-// One answer from the daemon: by path when preferred (verified here), by
-// bytes otherwise or when the named file cannot be read.
-absl::StatusOr<KernelBinary> FetchFromDaemon(Client& client, const Client::Impl& impl, const KernelSpec& spec,
-                                             Mode mode) {
+// A cache hit over the local path, or nothing: a miss, an error, a file
+// that cannot be read or a path that cannot be used now all leave the
+// request to gRPC, so that the local path changes no answer, only how fast
+// a hit arrives. A blob that fails verification is DATA_LOSS, as over gRPC;
+// a connection the daemon refused (a bound) is UNAVAILABLE saying why.
+std::optional<absl::StatusOr<KernelBinary>> FetchLocal(Client::Impl& impl, const KernelSpec& spec) {
+  const bool by_path = impl.options_.prefer_path.value_or(false);
+  bool refused = false;
+  absl::StatusOr<v1::LocalAnswer> answer =
+      impl.AskLocal(ToRequest(spec, v1::GetKernelRequest::CACHED_ONLY, by_path), &refused);
+  if (refused) return answer.status();
+  if (!answer.ok() || answer->code() != 0) return std::nullopt;
+  const v1::GetKernelResponse& response = answer->response();
+  absl::StatusOr<KernelBinary> binary;
+  if (!response.blob_path().empty()) {
+    binary = ReadDeliveredBlob(response);
+    if (!binary.ok() && !absl::IsDataLoss(binary.status())) return std::nullopt;  // evicted since; unreadable
+  } else {
+    binary = Describe(response);
+    binary->cubin = response.cubin();
+  }
+  impl.get_kernel_rpcs_.fetch_add(1, std::memory_order_relaxed);
+  impl.local_answers_.fetch_add(1, std::memory_order_relaxed);
+  return binary;
+}
+
+// One answer from the daemon: a hit over the local path when it can, else
+// by gRPC: by path when preferred (verified here), by bytes otherwise or
+// when the named file cannot be read.
+absl::StatusOr<KernelBinary> FetchFromDaemon(Client& client, Client::Impl& impl, const KernelSpec& spec, Mode mode) {
+  if (impl.options_.local_path.value_or(false)) {
+    if (std::optional<absl::StatusOr<KernelBinary>> local = FetchLocal(impl, spec)) return *std::move(local);
+  }
   absl::StatusOr<v1::GetKernelResponse> response =
       client.GetKernel(ToRequest(spec, mode, impl.options_.prefer_path.value_or(false)));
   if (!response.ok()) return response.status();
@@ -159,6 +189,7 @@ absl::StatusOr<std::shared_ptr<const Module>> Client::GetKernel(const KernelSpec
 ClientCounters Client::counters() const {
   ClientCounters counters;
   counters.get_kernel_rpcs = impl_->get_kernel_rpcs_.load(std::memory_order_relaxed);
+  counters.local_answers = impl_->local_answers_.load(std::memory_order_relaxed);
   counters.memo_hits = impl_->memo_hits_.load(std::memory_order_relaxed);
   counters.fallback_answers = impl_->fallback_answers_.load(std::memory_order_relaxed);
   counters.module_loads = impl_->module_loads_.load(std::memory_order_relaxed);

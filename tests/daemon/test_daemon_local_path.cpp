@@ -1,0 +1,284 @@
+// The local path against the real daemon: a fresh client's cached kernel
+// answered without gRPC on the same socket, a miss asked over gRPC and
+// counted once, the daemon learning of every local hit (its stats, its
+// metrics, the disk's use record), the connection bound applying to local
+// connections too, and the rule that matters most: under concurrent
+// eviction and recompiles, the path never yields a cubin other than the
+// one its key names.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jitd/client.h"
+#include "jitd/detail/local_wire.h"
+#include "kernel_fixtures.h"
+#include "poll_until.h"
+#include "scrape.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+using testing::TestDaemon;
+using namespace std::chrono_literals;
+namespace wire = local_wire;
+
+const KernelSpec kFill{.kernel = "small.fill", .params = {{"dtype", "fp32"}}, .arch = "sm_90"};
+
+std::vector<std::string> Small(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--kernels", testing::SmallKernelsDir().string(), "--workers", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::unique_ptr<Client> Fresh(const TestDaemon& daemon, std::optional<bool> local_path = std::nullopt) {
+  ClientOptions options;
+  options.endpoint = daemon.endpoint();
+  options.local_path = local_path;
+  auto client = Client::Connect(options);
+  EXPECT_TRUE(client.ok()) << client.status();
+  return client.ok() ? *std::move(client) : nullptr;
+}
+
+// A raw local-path connection: the preface sent and its echo read.
+class RawLocal {
+ public:
+  explicit RawLocal(const std::filesystem::path& socket) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket.c_str());
+    connected_ = connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                 send(fd_, wire::kPreface.data(), wire::kPreface.size(), MSG_NOSIGNAL) ==
+                     static_cast<ssize_t>(wire::kPreface.size()) &&
+                 Receive(wire::kPreface.size()) == wire::kPreface;
+  }
+  ~RawLocal() { close(fd_); }
+  bool connected() const { return connected_; }
+
+  v1::LocalAnswer Ask(const v1::GetKernelRequest& request) {
+    std::string frame;
+    wire::AppendFrame(request.SerializeAsString(), &frame);
+    EXPECT_EQ(send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL), static_cast<ssize_t>(frame.size()));
+    v1::LocalAnswer answer;
+    const std::string header = Receive(wire::kHeaderBytes);
+    if (header.size() == wire::kHeaderBytes) {
+      EXPECT_TRUE(answer.ParseFromString(Receive(wire::FrameLength(header.data()))));
+    }
+    return answer;
+  }
+
+ private:
+  std::string Receive(size_t n) {
+    std::string got(n, '\0');
+    size_t at = 0;
+    while (at < n) {
+      const ssize_t r = recv(fd_, got.data() + at, n - at, 0);
+      if (r <= 0) break;
+      at += static_cast<size_t>(r);
+    }
+    got.resize(at);
+    return got;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+TEST(LocalPath, AFreshClientsCachedKernelComesOverTheLocalPathAndTheDaemonCountsIt) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--metrics-listen", "127.0.0.1:0"}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+
+  // A miss: asked locally, then compiled over gRPC; one request in all.
+  auto first = Fresh(daemon);
+  auto compiled = first->GetKernelBinary(kFill);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ((*compiled)->source, v1::GetKernelResponse::COMPILED);
+  EXPECT_EQ(first->counters().local_answers, 0u);
+  EXPECT_EQ(first->counters().get_kernel_rpcs, 1u);
+
+  // A new process's first request: a hit, and no gRPC call to get it.
+  auto second = Fresh(daemon);
+  auto hit = second->GetKernelBinary(kFill);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ((*hit)->source, v1::GetKernelResponse::MEMORY);
+  EXPECT_EQ((*hit)->key, (*compiled)->key);
+  EXPECT_EQ((*hit)->cubin, (*compiled)->cubin);
+  EXPECT_EQ((*hit)->symbols, (*compiled)->symbols);
+  EXPECT_THAT((*hit)->blob_path, HasSubstr(daemon.cache_dir().string() + "/blobs/"));
+  EXPECT_EQ(second->counters().local_answers, 1u);
+  EXPECT_EQ(second->counters().get_kernel_rpcs, 1u);
+
+  // The daemon learnt of it as of any request: a request and a memory hit,
+  // in its stats and its metrics; the local miss counted nowhere but in
+  // jitd_local_requests_total.
+  const v1::StatsResponse stats = daemon.Stats();
+  EXPECT_EQ(stats.requests(), 2u);
+  EXPECT_EQ(stats.memory_hits(), 1u);
+  EXPECT_EQ(stats.compiles(), 1u);
+  auto port = testing::MetricsPort(daemon);
+  ASSERT_TRUE(port.has_value());
+  const std::string body = testing::HttpGet(*port);
+  EXPECT_EQ(testing::Sample(body, R"(jitd_local_requests_total{outcome="ok"})"), 1);
+  EXPECT_EQ(testing::Sample(body, R"(jitd_local_requests_total{outcome="not_found"})"), 1);
+  EXPECT_EQ(testing::Sample(body, R"(jitd_requests_total{outcome="ok",source="memory"})"), 1);
+  EXPECT_EQ(testing::Sample(body, R"(jitd_requests_total{outcome="ok",source="compiled"})"), 1);
+  EXPECT_FALSE(testing::Sample(body, R"(jitd_requests_total{outcome="not_found",source="none"})").has_value());
+}
+
+TEST(LocalPath, AHitOnDiskIsRecordedThereAsAUse) {
+  TempDir dir;
+  std::string key;
+  {
+    TestDaemon daemon(dir, Small());
+    ASSERT_TRUE(daemon.WaitUntilServing().ok());
+    auto compiled = Fresh(daemon)->GetKernelBinary(kFill);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    key = (*compiled)->key;
+  }
+  TestDaemon daemon(dir, Small());  // the same cache, nothing in memory
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  auto client = Fresh(daemon);
+  auto hit = client->GetKernelBinary(kFill);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ((*hit)->source, v1::GetKernelResponse::DISK);
+  EXPECT_EQ(client->counters().local_answers, 1u);
+  EXPECT_EQ(daemon.Stats().disk_hits(), 1u);
+  v1::ListEntriesRequest list;
+  auto entries = client->ListEntries(list);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->entries_size(), 1);
+  EXPECT_EQ(entries->entries(0).key(), key);
+  EXPECT_EQ(entries->entries(0).hits(), 1u) << "the local hit is recorded on disk";
+}
+
+TEST(LocalPath, TurnedOffEveryRequestGoesOverGrpc) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small());
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  ASSERT_TRUE(Fresh(daemon)->GetKernelBinary(kFill).ok());
+  auto client = Fresh(daemon, /*local_path=*/false);
+  auto hit = client->GetKernelBinary(kFill);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ((*hit)->source, v1::GetKernelResponse::MEMORY);
+  EXPECT_EQ(client->counters().local_answers, 0u);
+  EXPECT_EQ(client->counters().get_kernel_rpcs, 1u);
+}
+
+TEST(LocalPath, ItAnswersCachedOnlyLookupsAndSaysWhereTheRestGo) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small());
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  RawLocal raw(daemon.socket_path());
+  ASSERT_TRUE(raw.connected());
+
+  v1::GetKernelRequest compile = testing::KernelRequest("small.fill", {{"dtype", "fp32"}});
+  v1::LocalAnswer refused = raw.Ask(compile);
+  EXPECT_EQ(refused.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(refused.message(), HasSubstr("CACHED_ONLY requests only; ask for a compile over gRPC"));
+
+  v1::GetKernelRequest lookup = compile;
+  lookup.set_mode(v1::GetKernelRequest::CACHED_ONLY);
+  v1::LocalAnswer miss = raw.Ask(lookup);
+  EXPECT_EQ(miss.code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_THAT(miss.message(), HasSubstr("ask over gRPC"));
+  EXPECT_EQ(daemon.Stats().compiles(), 0u) << "a local lookup never compiles";
+
+  // gRPC on the same socket, then the same lookup hits on the same connection.
+  auto client = daemon.Connect();
+  ASSERT_TRUE(client->GetKernel(compile).ok());
+  lookup.set_delivery(v1::GetKernelRequest::BYTES);
+  v1::LocalAnswer hit = raw.Ask(lookup);
+  EXPECT_EQ(hit.code(), 0) << hit.message();
+  EXPECT_EQ(hit.response().source(), v1::GetKernelResponse::MEMORY);
+  EXPECT_FALSE(hit.response().cubin().empty());
+  EXPECT_EQ(hit.response().cubin_size(), hit.response().cubin().size());
+}
+
+TEST(LocalPath, LocalConnectionsCountAgainstTheConnectionBound) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--max-connections", "3", "--max-connections-per-peer", "3"}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  std::vector<std::unique_ptr<RawLocal>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<RawLocal>(daemon.socket_path()));
+    ASSERT_TRUE(held.back()->connected());
+  }
+  // A client beyond the bound is told so, over the local path or gRPC.
+  ClientOptions options;
+  options.endpoint = daemon.endpoint();
+  options.connect_timeout = 0ms;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto refused = (*client)->GetKernelBinary(kFill);
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--max-connections"));
+  // Once one lets go, a client is served.
+  held.pop_back();
+  EXPECT_TRUE(testing::PollUntil([&] { return Fresh(daemon) != nullptr; }, 10s));
+}
+
+TEST(LocalPath, UnderConcurrentEvictionItNeverServesAWrongOrTornCubin) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small());
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  auto reference = Fresh(daemon)->GetKernelBinary(kFill);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string key = (*reference)->key;
+  const std::string cubin = (*reference)->cubin;
+
+  // One thread evicts the entry (memory and disk) and compiles it again,
+  // over and over; others ask for it from fresh clients meanwhile.
+  std::atomic<bool> stop{false};
+  std::atomic<int> evictions{0};
+  std::thread churn([&] {
+    auto admin = Fresh(daemon, /*local_path=*/false);
+    v1::EvictRequest evict;
+    evict.add_keys(key);
+    evict.set_include_pinned(true);
+    while (!stop) {
+      if (admin->Evict(evict).ok()) ++evictions;
+      (void)admin->GetKernel(testing::KernelRequest("small.fill", {{"dtype", "fp32"}}));
+    }
+  });
+  std::atomic<int> local{0}, served{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      for (int i = 0; i < 40; ++i) {
+        auto client = Fresh(daemon);
+        if (client == nullptr) continue;
+        auto answer = client->GetKernelBinary(kFill);
+        if (!answer.ok()) {
+          ADD_FAILURE() << answer.status();
+          continue;
+        }
+        ++served;
+        local += static_cast<int>(client->counters().local_answers);
+        if ((*answer)->key != key || (*answer)->cubin != cubin) ++wrong;
+      }
+    });
+  }
+  for (auto& r : readers) r.join();
+  stop = true;
+  churn.join();
+  EXPECT_EQ(served, 120);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(evictions, 0);
+  EXPECT_GT(local, 0) << "some answers came over the local path";
+  std::cout << "served " << served << " (" << local << " over the local path) across " << evictions << " evictions\n";
+}
+
+}  // namespace
+}  // namespace jitd
