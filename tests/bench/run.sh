@@ -35,7 +35,7 @@ done
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 
-benches=(bench_serving bench_cold bench_start bench_warmup bench_cache_lookup)
+benches=(bench_serving bench_cold bench_start bench_warmup bench_cache_lookup bench_first_use)
 if [ "$do_build" = 1 ]; then
   echo "== building ${benches[*]} jitd jitctl in $build"
   cmake --build "$build" -j"$(nproc)" --target "${benches[@]}" jitd jitctl >"$out/build.log" 2>&1 \
@@ -49,6 +49,7 @@ if [ "$quick" = 1 ]; then
   warmup_args=(--rounds 1 --quick)
   lookup_args=(--benchmark_min_time=0.01)
   lookup_env=(JITD_BENCH_ENTRIES=2000)
+  first_use_args=(--rounds 3)
 else
   serving_args=()
   cold_args=()
@@ -56,6 +57,7 @@ else
   warmup_args=()
   lookup_args=(--benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
   lookup_env=()
+  first_use_args=(--rounds 41)
 fi
 
 run() {  # run NAME ARGS...: NAME's output to OUT/NAME.log, its table shown
@@ -77,9 +79,11 @@ run bench_start "$bin/bench_start" --json "$out/start.json" "${start_args[@]}"
 run bench_warmup "$bin/bench_warmup" --json "$out/warmup.json" "${warmup_args[@]}"
 run bench_cache_lookup env "${lookup_env[@]}" "$bin/bench_cache_lookup" --benchmark_out="$out/cache_lookup.json" \
   --benchmark_out_format=json "${lookup_args[@]}"
+run bench_first_use "$bin/bench_first_use" --json "$out/first_use.json" "${first_use_args[@]}"
 
 python3 "$here/report.py" --out "$out/bench.json" --markdown "$out/bench.md" \
-  "$out/serving.json" "$out/cold.json" "$out/start.json" "$out/warmup.json" "$out/cache_lookup.json"
+  "$out/serving.json" "$out/cold.json" "$out/start.json" "$out/warmup.json" "$out/cache_lookup.json" \
+  "$out/first_use.json"
 if python3 -c "import matplotlib" 2>/dev/null; then
   python3 "$here/plot.py" "$out/bench.json" "$out/latency_vs_concurrency.png"
 else
