@@ -53,8 +53,9 @@ __device__ __forceinline__ float silu_fp32(float a) { return __fdiv_rn(a, __fadd
 // fp16 have 2^16 inputs each, the bound is proven by trying them all: with
 // 8, every finite bf16 and fp16 a gives the fp64 evaluation's output (the
 // H200, crosscheck_torch.py); with 4, two fp16 inputs do not. Each fp64
-// fallback costs its whole warp, so the guard is no wider than that: 16
-// took the kernel from 82% to 74% of copy bandwidth at 8192 x 14336.
+// fallback costs its whole warp, so the guard is no wider than that: at
+// 8192 x 14336 bf16 the kernel runs at 81% of copy bandwidth with 8, 74%
+// with 16 (kernel_bench.py, docs/gpu-runs/2026-12-02-local-path).
 inline constexpr int kGuardUlps = 8;
 
 // Whether R(v) to T is the same for every fp32 within kGuardUlps of v. The
@@ -100,10 +101,6 @@ __device__ __forceinline__ T silu_and_mul(T a, T b) {
 }
 
 // Output element o = (r, d) reads a at r * 2 * dim + d and b dim further.
-// The packed loop carries each thread's (row, pack in row) from one pack to
-// the next (the grid stride split once into rows and packs), so no pack
-// pays for a division: at 8192 x 14336 a division per pack cost 8% of the
-// kernel's time.
 template <typename T, typename Index>
 __device__ void silu_and_mul_all(T* __restrict__ out, const T* __restrict__ in, int64_t rows, int64_t dim,
                                  bool packed) {
@@ -111,28 +108,16 @@ __device__ void silu_and_mul_all(T* __restrict__ out, const T* __restrict__ in, 
   const Index row = static_cast<Index>(dim);
   if (packed) {
     constexpr int kSize = Pack<T>::kSize;
-    const Index row_packs = static_cast<Index>(dim / kSize);
     const int64_t packs = total / kSize;
-    const int64_t first = grid_thread_index();
-    const int64_t stride = grid_thread_count();
-    Index r = static_cast<Index>(first / row_packs);
-    Index c = static_cast<Index>(first % row_packs);
-    const Index step_rows = static_cast<Index>(stride / row_packs);
-    const Index step_packs = static_cast<Index>(stride % row_packs);
-    for (int64_t p = first; p < packs; p += stride) {
-      const Index a_at = 2 * r * row + c * kSize;
+    for (int64_t p = grid_thread_index(); p < packs; p += grid_thread_count()) {
+      const Index o = static_cast<Index>(p * kSize);
+      const Index a_at = o + o / row * row;
       const Pack<T> av = load_pack(in + a_at);
       const Pack<T> bv = load_pack(in + a_at + row);
       Pack<T> ov;
 #pragma unroll
       for (int k = 0; k < kSize; ++k) ov.elem[k] = silu_and_mul(av.elem[k], bv.elem[k]);
-      store_pack(out + (r * row + c * kSize), ov);
-      r += step_rows;
-      c += step_packs;
-      if (c >= row_packs) {
-        c -= row_packs;
-        ++r;
-      }
+      store_pack(out + o, ov);
     }
   } else {
     for (int64_t e = grid_thread_index(); e < total; e += grid_thread_count()) {
