@@ -8,9 +8,11 @@
 // device 0's primary context retained and current, one allocation made), as
 // first_use.py's CuPy probe does, so the figure is what jitd or NVRTC adds
 // to a process that already uses the GPU. Then, timed:
-//   daemon  jitd::Client::Connect(EP), GetKernel(spec) (the daemon answers
-//           from its cache or compiles; the client loads the cubin with
-//           cuModuleLoadData), GetFunction(the module's one name expression).
+//   daemon  jitd::Client::Connect(EP) (phase connect), GetKernelBinary(spec)
+//           (get_binary: the daemon answers from its cache or compiles; the
+//           client reads and verifies the blob), Module::Load (module_load:
+//           cuModuleLoadData), GetFunction(the module's one name expression)
+//           (get_function): GetKernel(spec) in its two halves.
 //   nvrtc   what the process pays doing it alone: the kernels tree read and
 //           resolved (jitd_manifest's KernelTree and Resolver, no snapshot),
 //           CompileInProcess (NVRTC here, no precompiled header), then
@@ -138,7 +140,13 @@ absl::StatusOr<Timed> DaemonPath(const Args& a, const std::string& arch) {
   if (!client.ok()) return client.status();
   const Clock::time_point connected = Clock::now();
   const KernelSpec spec{.kernel = a.kernel, .params = a.params, .arch = arch, .options = a.options};
-  absl::StatusOr<std::shared_ptr<const Module>> module = (*client)->GetKernel(spec);
+  // GetKernel(spec) in its two halves, timed apart: the cubin (jitd's part:
+  // the request, the blob read and verified) and cuModuleLoadData (the
+  // driver's).
+  absl::StatusOr<std::shared_ptr<const KernelBinary>> binary = (*client)->GetKernelBinary(spec);
+  if (!binary.ok()) return binary.status();
+  const Clock::time_point got = Clock::now();
+  absl::StatusOr<std::unique_ptr<Module>> module = Module::Load((*binary)->cubin, (*binary)->symbols, (*binary)->key);
   if (!module.ok()) return module.status();
   const Clock::time_point loaded = Clock::now();
   if ((*module)->symbols().size() != 1) {
@@ -149,11 +157,10 @@ absl::StatusOr<Timed> DaemonPath(const Args& a, const std::string& arch) {
   const Clock::time_point done = Clock::now();
   t.total_ms = MsSince(start, done);
   t.phases = {{"connect", MsSince(start, connected)},
-              {"get_kernel", MsSince(connected, loaded)},
+              {"get_binary", MsSince(connected, got)},
+              {"module_load", MsSince(got, loaded)},
               {"get_function", MsSince(loaded, done)}};
-  // After the clock: the memo answers without a request.
-  absl::StatusOr<std::shared_ptr<const KernelBinary>> binary = (*client)->GetKernelBinary(spec);
-  if (binary.ok()) t.source = v1::GetKernelResponse::Source_Name((*binary)->source);
+  t.source = v1::GetKernelResponse::Source_Name((*binary)->source);
   return t;
 }
 

@@ -2,8 +2,10 @@
 """First-use latency on the GPU host: from "I need kernel X" to a launchable
 function handle, in fresh processes, after CUDA is initialised (GPU host only).
 
-  (a) jitd, kernel cached:   a fresh client process connects, GetKernel, loads
-                             the module, gets the function (tests/gpu/first_use)
+  (a) jitd, kernel cached:   a fresh client process connects, gets the cubin,
+                             loads the module, gets the function
+                             (tests/gpu/first_use), with each phase's median
+                             and jitd's share (all but the driver's two)
   (b) jitd, cold:            the same, but the daemon compiles (a unique -D per
                              run gives a new key each time)
   (c) CuPy RawModule:        the same source and options, cold (an empty
@@ -46,9 +48,13 @@ print(json.dumps({"ms": (time.perf_counter() - t0) * 1e3}))
 """
 
 
-def run_json(cmd, env=None):
+def run_doc(cmd, env=None):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1]
-    return json.loads(out)["ms"]
+    return json.loads(out)
+
+
+def run_json(cmd, env=None):
+    return run_doc(cmd, env)["ms"]
 
 
 def median(xs):
@@ -70,7 +76,9 @@ def main():
         base = [a.first_use, "--endpoint", a.endpoint, "--kernel", kernel] + pflags
         rows = {}
         run_json(base)  # make sure it is cached
-        rows["(a) jitd, cached"] = [run_json(base) for _ in range(a.runs)]
+        cached = [run_doc(base) for _ in range(a.runs)]
+        rows["(a) jitd, cached"] = [d["ms"] for d in cached]
+        phases = {p: median([d["phases_ms"][p] for d in cached]) for p in cached[0]["phases_ms"]}
         nonce = int(time.time())
         rows["(b) jitd, cold (daemon compiles)"] = [
             run_json(base + ["--option", f"-DJITD_FIRST_USE_NONCE={nonce}{i}"]) for i in range(a.runs)]
@@ -103,10 +111,16 @@ def main():
         rows["(e) NVRTC in the process"] = [
             run_json(base + ["--mode", "nvrtc", "--kernels", a.kernels]) for _ in range(a.runs)]
         results[kernel] = {k: {"median_ms": median(v), "runs_ms": v} for k, v in rows.items()}
+        # jitd's own share: everything but the driver's module load and
+        # function lookup.
+        share = [d["ms"] - d["phases_ms"]["module_load"] - d["phases_ms"]["get_function"] for d in cached]
+        results[kernel]["(a) jitd, cached"].update(phases_median_ms=phases, jitd_share_median_ms=median(share))
         ref = median(rows["(a) jitd, cached"])
         print(f"\n{kernel} {params}: medians of {a.runs} fresh processes, after CUDA init")
         for k, v in rows.items():
             print(f"  {k:<42} {median(v):10.2f} ms   {median(v) / ref:8.1f}x (a)")
+        print("  (a)'s phases: " + ", ".join(f"{p} {ms:.3f} ms" for p, ms in phases.items()) +
+              f"; jitd's share (all but module_load and get_function) {median(share):.3f} ms")
         sys.stdout.flush()
     if a.json:
         with open(a.json, "w") as f:
