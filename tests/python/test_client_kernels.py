@@ -38,6 +38,29 @@ def test_a_fresh_instantiation_is_compiled_once_and_the_memo_answers_after(make_
     assert (stats.compiles, stats.requests, stats.entries) == (1, 1, 1)
 
 
+def test_a_fresh_clients_cached_kernel_comes_over_the_local_path_and_is_counted(make_daemon):
+    daemon = make_daemon()
+    compiled = daemon.client().get_kernel("small.fill", dtype="fp32")
+    fresh = daemon.client()
+    hit = fresh.get_kernel("small.fill", dtype="fp32")
+    assert hit.origin == "memory"
+    assert (hit.key, hit.cubin, hit.symbols) == (compiled.key, compiled.cubin, compiled.symbols)
+    assert fresh.counters == jitd.ClientCounters(get_kernel_rpcs=1, memo_hits=0, retries=0, local_answers=1)
+    # A miss is asked again over gRPC, and counted once.
+    assert fresh.get_kernel("small.fill", dtype="fp64").origin == "compiled"
+    assert fresh.counters.get_kernel_rpcs == 2 and fresh.counters.local_answers == 1
+    stats = fresh.stats()
+    assert (stats.requests, stats.memory_hits, stats.compiles) == (3, 1, 2)
+
+
+def test_with_the_local_path_off_every_request_goes_over_grpc(make_daemon):
+    daemon = make_daemon()
+    daemon.client().get_kernel("small.fill", dtype="fp32")
+    with jitd.Client(daemon.endpoint, local_path=False) as grpc_only:
+        assert grpc_only.get_kernel("small.fill", dtype="fp32").origin == "memory"
+        assert grpc_only.counters.local_answers == 0 and grpc_only.counters.get_kernel_rpcs == 1
+
+
 def test_cached_only_hit_returns_the_entry_and_a_miss_is_not_found_without_compiling(make_daemon):
     daemon = make_daemon()
     warmer, strict = daemon.client(), daemon.client()

@@ -64,7 +64,8 @@ class Settings:
                  retries: Union[RetryPolicy, int, None] = None, admin_token: Optional[str] = None,
                  admin_token_file: Union[str, "os.PathLike[str]", None] = None, arch: Optional[str] = None,
                  warm_timeout: Optional[float] = None, tls_ca_file: Optional[str] = None,
-                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None) -> None:
+                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
+                 local_path: Optional[bool] = None) -> None:
         self._endpoint = _endpoint.resolve_endpoint(endpoint)
         _endpoint.validate_endpoint(self._endpoint)
         self._timeout = timeout
@@ -81,8 +82,12 @@ class Settings:
         self._settings = dict(endpoint=self._endpoint, timeout=timeout, retries=self._retry, admin_token=admin_token,
                               admin_token_file=self._admin_token_file, arch=arch, warm_timeout=warm_timeout,
                               tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file)
+        # The local path only where there is a Unix socket to speak it on.
+        self._local_path = self._endpoint.startswith("unix:") and local_path is not False
+        if local_path is not None:
+            self._settings["local_path"] = local_path
         self._lock = threading.Lock()
-        self._counts = {"get_kernel_rpcs": 0, "memo_hits": 0, "retries": 0}
+        self._counts = {"get_kernel_rpcs": 0, "memo_hits": 0, "retries": 0, "local_answers": 0}
 
     @property
     def endpoint(self) -> str:

@@ -1,4 +1,5 @@
-"""jitd.Client: typed calls to a running jitd daemon over gRPC."""
+"""jitd.Client: typed calls to a running jitd daemon over gRPC (and cached
+kernels over the local path of a same-host daemon, _local.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union
 
 import grpc
 
-from . import _calls, _health
+from . import _calls, _health, _local
 from ._calls import KernelsLike
 from ._memo import SingleFlightMemo, deadline_after
 from ._proto.jitd.v1 import cache_admin_pb2_grpc, compiler_pb2_grpc
@@ -96,6 +97,12 @@ class Client(_calls.Settings):
         tls_ca_file, tls_cert_file, tls_key_file: PEM files for a TLS
             ``HOST:PORT`` endpoint (the daemon's CA; this client's
             certificate and key for mutual TLS). Ignored for ``unix:``.
+        local_path: ask a ``unix:`` daemon for cached kernels over the local
+            path first (jitd's own framing on the same socket, without gRPC;
+            docs/CONTRACT.md): a first get_kernel then costs a connect and one
+            round trip instead of a gRPC channel. Misses, compiles and every
+            other call go over gRPC, as does everything with a daemon that
+            does not speak it. Default: on for ``unix:``; never for TCP.
 
     Thread safety: share one client between threads; calls are independent.
     Fork safety: a forked child may keep using the client: it opens its own
@@ -113,11 +120,16 @@ class Client(_calls.Settings):
                  retries: Union[RetryPolicy, int, None] = None, admin_token: Optional[str] = None,
                  admin_token_file: Union[str, "os.PathLike[str]", None] = None, arch: Optional[str] = None,
                  warm_timeout: Optional[float] = None, tls_ca_file: Optional[str] = None,
-                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None) -> None:
+                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
+                 local_path: Optional[bool] = None) -> None:
         super().__init__(endpoint, timeout=timeout, retries=retries, admin_token=admin_token,
                          admin_token_file=admin_token_file, arch=arch, warm_timeout=warm_timeout,
-                         tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file)
+                         tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file,
+                         local_path=local_path)
         self._connection: Optional[_Connection] = None
+        self._local: Optional[_local.LocalChannel] = None
+        self._local_lock = threading.Lock()
+        self._local_next_try = 0.0
         self._memo: SingleFlightMemo[KernelResult] = SingleFlightMemo()
         _CLIENTS.add(self)
 
@@ -129,6 +141,10 @@ class Client(_calls.Settings):
             connection, self._connection = self._connection, None
         if connection is not None and connection.pid == os.getpid():
             connection.channel.close()
+        with self._local_lock:
+            local, self._local = self._local, None
+        if local is not None and local.pid == os.getpid():
+            local.close()
 
     def clear_memo(self) -> None:
         """Forgets every remembered kernel: the next get_kernel asks again."""
@@ -150,6 +166,8 @@ class Client(_calls.Settings):
         # Runs in a forked child before anything else: the parent's threads
         # are gone, and so may be whoever held these locks.
         self._lock = threading.Lock()
+        self._local_lock = threading.Lock()
+        self._local = None  # the parent's socket: its frames are not this process's
         self._memo.after_fork()
         if self._connection is not None:
             _INHERITED_CHANNELS.append(self._connection.channel)
@@ -258,6 +276,10 @@ class Client(_calls.Settings):
         return result
 
     def _fetch(self, spec: KernelSpec, mode: Mode, timeout: Optional[float]) -> tuple[KernelResult, bool]:
+        if self._local_path:
+            hit = self._fetch_local(spec)
+            if hit is not None:
+                return hit
         request = _calls.get_kernel_request(spec, mode)
 
         def invoke(connection: _Connection, left: Optional[float]) -> Any:
@@ -265,6 +287,34 @@ class Client(_calls.Settings):
             return connection.compiler.GetKernel(request, timeout=left)
 
         return _calls.kernel_result(spec, self._call(f"GetKernel {spec}", invoke, timeout))
+
+    def _fetch_local(self, spec: KernelSpec) -> Optional[tuple[KernelResult, bool]]:
+        """A cache hit over the local path, or None: a miss, an error or a
+        path that cannot be used now leave the request to gRPC, so that the
+        local path changes no answer, only how fast a hit arrives."""
+        request = _calls.get_kernel_request(spec, Mode.CACHED_ONLY)
+        with self._local_lock:
+            local = self._local
+            if local is None or local.pid != os.getpid():
+                if time.monotonic() < self._local_next_try:
+                    return None
+                try:
+                    local = _local.LocalChannel(self._endpoint[len("unix:"):])
+                except _local.LocalError:
+                    self._local_next_try = time.monotonic() + _local.RETRY_AFTER_S
+                    return None
+                self._local = local
+            try:
+                answer = local.ask(request)
+            except _local.LocalError:
+                local.close()
+                self._local = None  # broken: the next request opens a new one
+                return None
+        if answer.code != 0:
+            return None
+        self._count("get_kernel_rpcs")
+        self._count("local_answers")
+        return _calls.kernel_result(spec, answer.response)
 
     def kernels(self, glob: str = "", *, timeout: Optional[float] = None) -> Manifest:
         """The kernels the daemon's manifest registers (``glob`` filters

@@ -685,9 +685,13 @@ class ClientCounters:
     """What a :class:`jitd.Client` has done so far (monotonic; for tests and
     metrics)."""
 
-    #: GetKernel RPCs sent (retries included).
+    #: GetKernel requests the daemon answered: RPCs sent (retries
+    #: included) and local-path answers used (a local-path miss, asked again
+    #: as an RPC, counts once).
     get_kernel_rpcs: int
     #: get_kernel() answers served by the memo without an RPC.
     memo_hits: int
     #: Attempts repeated after UNAVAILABLE or RESOURCE_EXHAUSTED.
     retries: int
+    #: Of get_kernel_rpcs, the answers that came over the local path.
+    local_answers: int = 0
