@@ -41,8 +41,8 @@ using jitd::bench::Median;
 using jitd::bench::Report;
 using Clock = std::chrono::steady_clock;
 
-double MsSince(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
+double UsSince(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
 const jitd::KernelSpec& Spec() {
@@ -63,8 +63,8 @@ int Child(std::string_view mode, const std::string& endpoint) {
     auto binary = (*client)->GetKernelBinary(Spec());
     if (!binary.ok()) throw std::runtime_error(binary.status().ToString());
     const Clock::time_point got = Clock::now();
-    std::printf("connect %.4f\nget %.4f\ntotal %.4f\n", MsSince(start, connected), MsSince(connected, got),
-                MsSince(start, got));
+    std::printf("connect %.1f\nget %.1f\ntotal %.1f\n", UsSince(start, connected), UsSince(connected, got),
+                UsSince(start, got));
     return 0;
   }
   if (mode == "grpc") {
@@ -73,7 +73,7 @@ int Child(std::string_view mode, const std::string& endpoint) {
     if (!client.ok()) throw std::runtime_error(client.status().ToString());
     auto serving = (*client)->IsServing();
     if (!serving.ok() || !*serving) throw std::runtime_error("not serving");
-    std::printf("total %.4f\n", MsSince(start, Clock::now()));
+    std::printf("total %.1f\n", UsSince(start, Clock::now()));
     return 0;
   }
   if (mode.starts_with("floor:")) {
@@ -86,7 +86,7 @@ int Child(std::string_view mode, const std::string& endpoint) {
     if (absl::Status s = jitd::cache::DecodeBlob(*bytes, &meta, &cubin); !s.ok()) {
       throw std::runtime_error(s.ToString());
     }
-    std::printf("total %.4f\n", MsSince(start, Clock::now()));
+    std::printf("total %.1f\n", UsSince(start, Clock::now()));
     return 0;
   }
   throw std::runtime_error("unknown child mode");
@@ -164,14 +164,14 @@ int main(int argc, char** argv) {
     report.AddContext("kernel", "diffusion.modulate_scale_shift{dtype=bf16}@sm_90, cached in the daemon's memory");
     report.AddContext("samples", std::to_string(rounds) + " fresh processes per path, alternating");
     const std::vector<double>& total = jitd_phases["total"];
-    report.Add({"first use p50: Connect + GetKernelBinary", "ms", Median(total), "a gRPC channel + one call",
+    report.Add({"first use p50: Connect + GetKernelBinary", "us", Median(total), "a gRPC channel + one call",
                 Median(grpc_ms), Figure::Target::kRatioAtMost, 0.5,
                 "the local path; what every gRPC client pays is the baseline"});
-    report.Add({"first use p99", "ms", jitd::bench::Percentile(total, 0.99), "a gRPC channel + one call, p99",
+    report.Add({"first use p99", "us", jitd::bench::Percentile(total, 0.99), "a gRPC channel + one call, p99",
                 jitd::bench::Percentile(grpc_ms, 0.99), Figure::Target::kNone, 0, ""});
-    report.Add({"first use p50: Connect", "ms", Median(jitd_phases["connect"]), "", 0, Figure::Target::kNone, 0,
+    report.Add({"first use p50: Connect", "us", Median(jitd_phases["connect"]), "", 0, Figure::Target::kNone, 0,
                 "the socket token read, the local path's connection"});
-    report.Add({"first use p50: GetKernelBinary", "ms", Median(jitd_phases["get"]), "the blob read and verified alone",
+    report.Add({"first use p50: GetKernelBinary", "us", Median(jitd_phases["get"]), "the blob read and verified alone",
                 Median(floor_ms), Figure::Target::kNone, 0, "one local-path round trip + the same read"});
     report.Print();
     if (!json.empty()) {
