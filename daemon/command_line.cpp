@@ -43,6 +43,7 @@ struct ServeFlags {
   std::string hot_cache_bytes;
   std::string negative_ttl;
   bool log_hits = false;
+  bool no_local_path = false;
   bool allow_guard_findings = false;
   std::string tls_cert;
   std::string tls_key;
@@ -137,6 +138,9 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
                               "0 = off (default: ", kDefaultNegativeTtl.count(), "s)"))
       ->type_name("SECONDS");
   app.add_flag("--log-hits", flags.log_hits, "Log one line per cache hit (compiles are always logged)");
+  app.add_flag("--no-local-path", flags.no_local_path,
+               "Serve gRPC only on the Unix sockets: no local path, jitd's own framing for same-host clients' cached "
+               "kernels (docs/CONTRACT.md)");
   app.add_option("--tls-cert", flags.tls_cert, "PEM certificate chain for TCP addresses (TLS)")
       ->check(ExistingFile())
       ->type_name("FILE");
@@ -250,6 +254,7 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
     layer.negative_ttl = *ttl;
   }
   if (given("--log-hits")) layer.log_hits = flags.log_hits;
+  if (given("--no-local-path")) layer.local_path = !flags.no_local_path;
   if (given("--allow-guard-findings")) layer.allow_guard_findings = flags.allow_guard_findings;
   if (given("--tls-cert")) layer.tls_cert = std::filesystem::absolute(flags.tls_cert);
   if (given("--tls-key")) layer.tls_key = std::filesystem::absolute(flags.tls_key);

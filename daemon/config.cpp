@@ -87,6 +87,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   Overlay(merged.hot_cache_bytes, flags.hot_cache_bytes);
   Overlay(merged.negative_ttl, flags.negative_ttl);
   Overlay(merged.log_hits, flags.log_hits);
+  Overlay(merged.local_path, flags.local_path);
   Overlay(merged.allow_guard_findings, flags.allow_guard_findings);
   Overlay(merged.tls_cert, flags.tls_cert);
   Overlay(merged.tls_key, flags.tls_key);
@@ -121,6 +122,7 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   config.hot_cache_bytes = merged.hot_cache_bytes.value_or(kDefaultHotCacheBytes);
   config.negative_ttl = merged.negative_ttl.value_or(kDefaultNegativeTtl);
   config.log_hits = merged.log_hits.value_or(false);
+  config.local_path = merged.local_path.value_or(true);
   config.allow_guard_findings = merged.allow_guard_findings.value_or(false);
   config.tls_cert = merged.tls_cert.value_or("");
   config.tls_key = merged.tls_key.value_or("");

@@ -41,6 +41,7 @@ struct ConfigLayer {
   std::optional<uint64_t> hot_cache_bytes;
   std::optional<std::chrono::seconds> negative_ttl;
   std::optional<bool> log_hits;
+  std::optional<bool> local_path;
   std::optional<bool> allow_guard_findings;
   std::optional<std::filesystem::path> tls_cert;
   std::optional<std::filesystem::path> tls_key;
@@ -100,6 +101,8 @@ struct DaemonConfig {
   std::chrono::seconds negative_ttl{0};
   // Log one line per cache hit (compiles are always logged).
   bool log_hits = false;
+  // Answer the local path (local_server.h) on the Unix sockets besides gRPC.
+  bool local_path = true;
   // Serve even when the namespace guard's source check has findings.
   bool allow_guard_findings = false;
   // TLS for TCP addresses (PEM files): the server's certificate chain and

@@ -214,6 +214,7 @@ std::map<std::string, KeyReader, std::less<>> KeyReaders(const std::filesystem::
       {"hot_cache_bytes", ByteSizeKey(&ConfigLayer::hot_cache_bytes)},
       {"negative_ttl", ReadNegativeTtl},
       {"log_hits", BoolKey(&ConfigLayer::log_hits)},
+      {"local_path", BoolKey(&ConfigLayer::local_path)},
       {"allow_guard_findings", BoolKey(&ConfigLayer::allow_guard_findings)},
       {"tls_cert", PathKey(&ConfigLayer::tls_cert, base)},
       {"tls_key", PathKey(&ConfigLayer::tls_key, base)},

@@ -14,6 +14,7 @@
 //   hot_cache_bytes = "256M"         # or an integer number of bytes
 //   negative_ttl = "30s"             # or an integer number of seconds
 //   log_hits = false
+//   local_path = true                # the local path beside gRPC on Unix sockets
 //   allow_guard_findings = false
 //
 // Relative paths (cache_dir, kernels, admin_token_file, unix: listen

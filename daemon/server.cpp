@@ -482,14 +482,20 @@ class Server::Impl {
         }
       }
     }
-    local = std::make_unique<LocalServer>(LocalServer::Options{
-        .answer = [c = compiler.get()](const v1::GetKernelRequest& request, const std::string& peer) {
-          return c->AnswerLocal(request, peer);
-        }});
-    if (absl::Status started = local->Start(); !started.ok()) return started;
+    std::function<void(int)> local_hand_off;
+    if (config.local_path) {
+      local = std::make_unique<LocalServer>(LocalServer::Options{
+          .answer = [c = compiler.get()](const v1::GetKernelRequest& request, const std::string& peer) {
+            return c->AnswerLocal(request, peer);
+          }});
+      if (absl::Status started = local->Start(); !started.ok()) return started;
+      local_hand_off = [l = local.get()](int fd) { l->Adopt(fd); };
+    } else {
+      spdlog::info("local path: off (--no-local-path): the Unix sockets serve gRPC only");
+    }
     if (absl::Status started =
             acceptor->Start([server = grpc_server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); },
-                            [l = local.get()](int fd) { l->Adopt(fd); });
+                            std::move(local_hand_off));
         !started.ok()) {
       return started;
     }

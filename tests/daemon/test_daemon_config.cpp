@@ -24,6 +24,7 @@ TEST(DaemonConfig, DefaultsListenOnTheClientsDefaultEndpointNeverTcp) {
   EXPECT_EQ(config.hot_cache_bytes, kDefaultHotCacheBytes);
   EXPECT_EQ(config.negative_ttl, kDefaultNegativeTtl);
   EXPECT_FALSE(config.log_hits);
+  EXPECT_TRUE(config.local_path);
   EXPECT_FALSE(config.allow_guard_findings);
 }
 
@@ -33,8 +34,10 @@ TEST(DaemonConfig, ServingSettingsLayerLikeTheOthers) {
   file.hot_cache_bytes = 1 << 20;
   file.log_hits = true;
   file.allow_guard_findings = true;
+  file.local_path = true;
   ConfigLayer flags;
   flags.max_queue = 20;
+  flags.local_path = false;
   flags.negative_ttl = std::chrono::seconds(0);
   flags.allow_guard_findings = false;
   const DaemonConfig config = ResolveConfig(file, flags);
@@ -43,6 +46,7 @@ TEST(DaemonConfig, ServingSettingsLayerLikeTheOthers) {
   EXPECT_EQ(config.negative_ttl, std::chrono::seconds(0));
   EXPECT_TRUE(config.log_hits);
   EXPECT_FALSE(config.allow_guard_findings);
+  EXPECT_FALSE(config.local_path);
 }
 
 // Sets an environment variable for one scope, restoring it after.

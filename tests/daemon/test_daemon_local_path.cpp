@@ -176,6 +176,24 @@ TEST(LocalPath, TurnedOffEveryRequestGoesOverGrpc) {
   EXPECT_EQ(client->counters().get_kernel_rpcs, 1u);
 }
 
+TEST(LocalPath, WithoutItTheDaemonServesGrpcOnlyAndClientsNeverNotice) {
+  // Also what a client meets at a daemon that predates the local path: its
+  // preface goes to gRPC, which refuses it, and the client uses gRPC.
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--no-local-path"}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("local path: off (--no-local-path)"));
+  EXPECT_FALSE(RawLocal(daemon.socket_path()).connected());
+  ASSERT_TRUE(Fresh(daemon)->GetKernelBinary(kFill).ok());
+  auto client = Fresh(daemon);
+  ASSERT_NE(client, nullptr);
+  auto hit = client->GetKernelBinary(kFill);
+  ASSERT_TRUE(hit.ok()) << hit.status();
+  EXPECT_EQ((*hit)->source, v1::GetKernelResponse::MEMORY);
+  EXPECT_EQ(client->counters().local_answers, 0u);
+  EXPECT_EQ(client->counters().get_kernel_rpcs, 1u);
+}
+
 TEST(LocalPath, ItAnswersCachedOnlyLookupsAndSaysWhereTheRestGo) {
   TempDir dir;
   TestDaemon daemon(dir, Small());
