@@ -27,6 +27,8 @@ namespace {
 constexpr int kIdlePollMs = 1000;
 // Requests answered from one connection before the others get their turn.
 constexpr int kFramesPerTurn = 8;
+// One read from a connection.
+constexpr size_t kReadBytes = 16 << 10;
 
 std::string PeerName(int fd) {
   ucred cred{};
@@ -143,7 +145,10 @@ void LocalServer::Run() {
     for (const auto& c : connections) {
       // One answer buffered at most: a client that does not read its
       // answers is not read from either.
-      fds.push_back({c->fd, static_cast<short>(c->out.empty() ? POLLIN : POLLOUT), 0});
+      // Nor from one with a whole frame still unanswered (its turn comes
+      // first): what a connection buffers is one frame and one read.
+      const short events = !c->out.empty() ? POLLOUT : HasFrame(*c) ? 0 : POLLIN;
+      fds.push_back({c->fd, events, 0});
     }
     // Frames left over from a connection's last turn are answered without
     // waiting for more bytes.
@@ -179,14 +184,17 @@ bool LocalServer::Serve(Connection& c, short revents) {
   // Hung up with an answer still to take: nobody will.
   if ((revents & POLLHUP) != 0 && !c.out.empty()) return false;
   if ((revents & POLLOUT) != 0 && !Send(c)) return false;
-  if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && c.out.empty()) {
-    char buffer[16 << 10];
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && c.out.empty() && !HasFrame(c)) {
+    char buffer[kReadBytes];
     const ssize_t n = recv(c.fd, buffer, sizeof(buffer), 0);
     if (n == 0) return false;  // the client hung up
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
     if (n > 0) {
       if (c.in.empty()) c.waiting_since = Steady::now();
       c.in.append(buffer, static_cast<size_t>(n));
+      size_t peak = peak_input_bytes_.load(std::memory_order_relaxed);
+      while (c.in.size() > peak && !peak_input_bytes_.compare_exchange_weak(peak, c.in.size())) {
+      }
     }
   }
   if (!c.greeted) {

@@ -13,8 +13,9 @@
 // every connection; the client asks a miss again over gRPC.
 //
 // What one connection may cost is bounded: a request frame is at most
-// kMaxRequestBytes; while an answer is unsent nothing more is read from
-// that connection (one answer buffered at most); a connection that starts
+// kMaxRequestBytes; while an answer is unsent, or a whole request waits
+// for its turn, nothing more is read from that connection (one answer and
+// one frame plus one read buffered at most); a connection that starts
 // a frame (or the preface) and does not finish it, or does not take its
 // answer, within frame_timeout is closed. How many connections there are is
 // the acceptor's to bound (they count against --max-connections).
@@ -59,9 +60,11 @@ class LocalServer {
   // is answered first. Idempotent.
   void Stop();
 
-  // Connections open now, and requests answered so far (for tests).
+  // Connections open now, requests answered so far, and the most bytes of
+  // requests one connection has had buffered at once (for tests).
   size_t connections() const { return open_.load(std::memory_order_relaxed); }
   uint64_t answered() const { return answered_.load(std::memory_order_relaxed); }
+  size_t peak_input_bytes() const { return peak_input_bytes_.load(std::memory_order_relaxed); }
 
  private:
   struct Connection;
@@ -83,6 +86,7 @@ class LocalServer {
   bool stopping_ = false;     // guarded by mu_
   std::atomic<size_t> open_{0};
   std::atomic<uint64_t> answered_{0};
+  std::atomic<size_t> peak_input_bytes_{0};
 };
 
 }  // namespace jitd::daemon

@@ -230,6 +230,28 @@ TEST_F(LocalServerTest, AClientThatDoesNotReadItsAnswersIsNotReadFromEither) {
   EXPECT_EQ(calls_, 20);
 }
 
+TEST_F(LocalServerTest, AFloodOfPipelinedFramesIsAnsweredInOrderWithoutBufferingIt) {
+  Start();
+  const int fd = Connect();
+  constexpr int kFrames = 20000;
+  // Empty requests: 4 bytes a frame, 4,000 to a read, 8 answered a turn.
+  std::thread flood([&] {
+    std::string frames(wire::kPreface);
+    for (int i = 0; i < kFrames; ++i) frames += Frame("");
+    SendAll(fd, frames);
+  });
+  EXPECT_EQ(Receive(fd, wire::kPreface.size()), wire::kPreface);
+  int in_order = 0;
+  for (int i = 0; i < kFrames; ++i) {
+    const v1::LocalAnswer answer = ReceiveAnswer(fd);
+    if (answer.code() == 0 && answer.response().key().empty()) ++in_order;
+  }
+  flood.join();
+  EXPECT_EQ(in_order, kFrames);
+  // One read (16 KiB) at most beyond the frame being answered.
+  EXPECT_LE(server_->peak_input_bytes(), size_t{16 << 10} + wire::kPreface.size());
+}
+
 TEST_F(LocalServerTest, ManyConnectionsAreAllServedByTurns) {
   Start();
   constexpr int kConnections = 16;
