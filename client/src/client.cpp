@@ -169,6 +169,11 @@ std::string RefusalReason(const std::string& endpoint) {
   return text.empty() ? "" : Cat("the daemon refused the connection: ", text);
 }
 
+// A connection the daemon closed at once with a GOAWAY saying `why`.
+absl::Status Refused(const std::string& endpoint, const std::string& why) {
+  return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint, ": the daemon refused the connection: ", why));
+}
+
 }  // namespace
 
 Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials)
@@ -232,8 +237,7 @@ absl::StatusOr<v1::LocalAnswer> Client::Impl::AskLocal(const v1::GetKernelReques
   if (!answer.ok()) {
     if (!local_->refusal().empty()) {
       *refused = true;
-      answer = absl::UnavailableError(
-          Cat("cannot reach jitd at ", endpoint(), ": the daemon refused the connection: ", local_->refusal()));
+      answer = Refused(endpoint(), local_->refusal());
     }
     local_.reset();  // broken: the next request opens a new one
   }
@@ -293,13 +297,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
     // The local path's preface proves a daemon is there (one round trip,
     // where gRPC's connect costs a channel); a refusal says why at once;
     // anything else (an older daemon) is left to gRPC's connect.
-    std::string refusal;
-    if (reachable.ok() && *options.local_path && !impl->OpenLocal(&refusal).ok()) {
-      reachable = refusal.empty() ? impl->AwaitConnected()
-                                  : absl::UnavailableError(Cat("cannot reach jitd at ", options.endpoint,
-                                                               ": the daemon refused the connection: ", refusal));
-    } else if (reachable.ok() && !*options.local_path) {
-      reachable = impl->AwaitConnected();
+    if (reachable.ok()) {
+      std::string refusal;
+      const bool local_open = *options.local_path && impl->OpenLocal(&refusal).ok();
+      if (!refusal.empty()) {
+        reachable = Refused(options.endpoint, refusal);
+      } else if (!local_open) {
+        reachable = impl->AwaitConnected();
+      }
     }
     // With a fallback, an absent daemon is what the client is built for:
     // kernels come from the fallback until the daemon answers again.
