@@ -81,6 +81,10 @@ void LocalServer::Adopt(int fd) {
     close(fd);
     return;
   }
+  Wake();
+}
+
+void LocalServer::Wake() {
   const uint64_t one = 1;
   while (write(wake_fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
   }
@@ -92,9 +96,7 @@ void LocalServer::Stop() {
     stopping_ = true;
   }
   if (thread_.joinable()) {
-    const uint64_t one = 1;
-    while (write(wake_fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
-    }
+    Wake();
     thread_.join();
   }
   for (int fd : adopted_) close(fd);
@@ -143,10 +145,9 @@ void LocalServer::Run() {
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     for (const auto& c : connections) {
-      // One answer buffered at most: a client that does not read its
-      // answers is not read from either.
-      // Nor from one with a whole frame still unanswered (its turn comes
-      // first): what a connection buffers is one frame and one read.
+      // A connection with an answer unsent, or a whole frame unanswered
+      // (its turn comes first), is not read from: what one buffers is an
+      // answer, a frame and one read.
       const short events = !c->out.empty() ? POLLOUT : HasFrame(*c) ? 0 : POLLIN;
       fds.push_back({c->fd, events, 0});
     }

@@ -74,6 +74,8 @@ class LocalServer {
   // connection is to be closed.
   bool Serve(Connection& c, short revents);
   static bool HasFrame(const Connection& c);
+  // Rouses the thread from its poll (Adopt, Stop).
+  void Wake();
   void AnswerOne(Connection& c);
   // Sends what the socket takes of c.out; false on a broken connection.
   static bool Send(Connection& c);
