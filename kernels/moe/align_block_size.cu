@@ -12,28 +12,36 @@
 //     ceil(max_pad / block_size) entries
 // Entries outside [0, num_experts) are skipped.
 //
-// Launch: one block of 1024 threads, no dynamic shared memory;
-// num_experts <= 1024, numel < 2^24. Other launches trap.
+// Launch: 1 to 64 blocks of 1024 threads (grid.x; every grid gives the same
+// outputs), no dynamic shared memory; num_experts <= 1024, numel < 2^24.
+// Other launches trap.
 //
-// Algorithm: [0, numel) is cut into S contiguous segments in index order,
+// Algorithm: block b of G owns chunk b of [0, numel), cut into G contiguous
+// chunks in index order, and cuts its chunk into S segments,
 // S = min(32, 8192 / E2) with E2 = num_experts rounded up to a power of two,
-// so the S x E2 per-segment counts fit in 32 KiB of shared memory. Every warp
-// helps count (segment, expert) pairs; thread e then turns its column into
-// cursors: cursor[s][e] = o_e + the entries of e in segments before s. Warp s
-// alone scatters segment s, 32 entries per step, and the warps never wait on
-// each other while they do.
+// so the S x E2 per-segment counts fit in 32 KiB of shared memory. Every
+// block reads the whole input: its own chunk counted per (segment, expert),
+// what lies before and after it per expert. So every block knows every c_e
+// and o_e without waiting for any other block (no grid-wide barrier, no
+// block depends on another being scheduled). Thread e then turns its column
+// into cursors: cursor[s][e] = o_e + the entries of e before the chunk + the
+// entries of e in the chunk's segments before s. Warp s alone scatters
+// segment s, 32 entries per step, and the warps never wait on each other
+// while they do. The padding, the tail and expert_ids are shared out among
+// the blocks.
 //
 // Determinism: the order inside an expert's range is the index order, not the
 // order in which atomics happen to land. Segment s's entries of e land after
-// those of every earlier segment (its cursor starts past them), a warp walks
-// its segment in index order, and inside a step an entry's rank is the number
-// of same-expert lanes below it. Atomics only form counts, which are
-// commutative sums.
+// those of every earlier segment and chunk (its cursor starts past them), a
+// warp walks its segment in index order, and inside a step an entry's rank is
+// the number of same-expert lanes below it. Atomics only form counts, which
+// are commutative sums.
 //
-// Cost, on an H200 at 32768 entries and 256 experts: the scatter dominates,
-// and it is bound by the SM's store path. Each token index is a 4-byte store
-// to its own 32-byte sector (the lanes of a step belong to different
-// experts), and one SM moves about 16 bytes of stores per cycle.
+// Cost, on an H200 at 32768 entries and 256 experts: with one block the
+// scatter dominates, bound by the SM's store path (each token index is a
+// 4-byte store to its own 32-byte sector: the lanes of a step belong to
+// different experts), so several blocks share it out; what each block then
+// pays is its count of the whole input, 32768 shared-memory atomics.
 #include "common/types.cuh"
 #include "common/warp.cuh"
 
@@ -41,6 +49,7 @@ namespace sglang::moe {
 
 inline constexpr int kAlignThreads = 1024;
 inline constexpr int kAlignWarps = kAlignThreads / kWarpSize;
+inline constexpr int kAlignMaxBlocks = 64;
 inline constexpr int32_t kAlignMaxExperts = 1024;
 inline constexpr int64_t kAlignMaxNumel = int64_t{1} << 24;
 // Segments times rounded-up experts, the size of the cursor table.
@@ -136,43 +145,66 @@ __device__ __forceinline__ void scatter_segment(const int32_t* __restrict__ topk
   }
 }
 
+// Counts into hist[e] every valid id in [begin, end), the block's threads
+// striding together, kAlignCountLoads ids in flight per thread.
+__device__ __forceinline__ void count_range(const int32_t* __restrict__ topk_ids, int32_t begin, int32_t end,
+                                            int32_t num_experts, int32_t* hist) {
+  for (int32_t i = begin + static_cast<int32_t>(threadIdx.x); i < end; i += kAlignCountLoads * kAlignThreads) {
+    int32_t ids[kAlignCountLoads];
+#pragma unroll
+    for (int d = 0; d < kAlignCountLoads; ++d) ids[d] = id_at(topk_ids, i + d * kAlignThreads, end);
+#pragma unroll
+    for (int d = 0; d < kAlignCountLoads; ++d) {
+      if (is_expert(ids[d], num_experts)) atomicAdd(&hist[ids[d]], 1);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kAlignThreads)
     align_block_size_kernel(const int32_t* __restrict__ topk_ids, int64_t numel, int32_t num_experts,
                             int32_t block_size, int32_t* __restrict__ sorted_token_ids,
                             int32_t* __restrict__ expert_ids, int32_t* __restrict__ num_tokens_post_pad) {
-  if (blockDim.x != kAlignThreads || blockDim.y != 1 || blockDim.z != 1 || gridDim.x != 1 || gridDim.y != 1 ||
-      gridDim.z != 1 || num_experts < 0 || num_experts > kAlignMaxExperts || block_size <= 0 || numel < 0 ||
-      numel >= kAlignMaxNumel) {
+  if (blockDim.x != kAlignThreads || blockDim.y != 1 || blockDim.z != 1 || gridDim.x > kAlignMaxBlocks ||
+      gridDim.y != 1 || gridDim.z != 1 || num_experts < 0 || num_experts > kAlignMaxExperts || block_size <= 0 ||
+      numel < 0 || numel >= kAlignMaxNumel) {
     __trap();
   }
   // 40 KiB of static shared memory, under the 48 KiB a block gets without
   // opting in to more.
   __shared__ int32_t cursor[kAlignCursorCells];  // [segment][expert], row stride E2: counts, then cursors
-  __shared__ int32_t offset[kAlignMaxExperts];   // o_e
-  __shared__ int32_t fill[kAlignMaxExperts];     // o_e + c_e, where e's padding starts
+  __shared__ int32_t offset[kAlignMaxExperts];   // counts before the chunk, then o_e
+  __shared__ int32_t fill[kAlignMaxExperts];     // counts after the chunk, then o_e + c_e (e's padding)
   __shared__ int32_t warp_total[kAlignWarps];
 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = lane_id();
   const int warp = warp_id();
+  const int block = static_cast<int>(blockIdx.x);
+  const int blocks = static_cast<int>(gridDim.x);
   // numel < 2^24, so every index and count below fits an int32.
   const int32_t n = static_cast<int32_t>(numel);
   const int32_t sentinel = n;
 
+  const int32_t chunk_len = (n + blocks - 1) / blocks;
+  const int32_t chunk_begin = min(block * chunk_len, n);
+  const int32_t chunk_end = min(chunk_begin + chunk_len, n);
   const int row_shift = num_experts <= 1 ? 0 : 32 - __clz(num_experts - 1);  // log2(E2)
   const int segments = min(kAlignMaxSegments, kAlignCursorCells >> row_shift);
-  const int32_t segment_len = (n + segments - 1) / segments;
+  const int32_t segment_len = (chunk_end - chunk_begin + segments - 1) / segments;
 
   for (int k = tid; k < (segments << row_shift); k += kAlignThreads) cursor[k] = 0;
+  offset[tid] = 0;
+  fill[tid] = 0;
   __syncthreads();
 
-  // 1. Per-segment counts. segments divides the warp count (both are powers of
-  // two), so each segment gets the same number of warps.
+  // 1. Counts: per segment in the chunk, per expert before and after it.
+  // segments divides the warp count (both are powers of two), so each segment
+  // gets the same number of warps.
   {
     const int s = warp % segments;
     const int32_t stride = kAlignWarps / segments * kWarpSize;
-    const int32_t begin = min(s * segment_len, n);
-    const int32_t end = min(begin + segment_len, n);
+    const int32_t begin = min(chunk_begin + s * segment_len, chunk_end);
+    const int32_t end = min(begin + segment_len, chunk_end);
     int32_t* row = cursor + (s << row_shift);
     for (int32_t i = begin + warp / segments * kWarpSize + lane; i < end; i += kAlignCountLoads * stride) {
       int32_t ids[kAlignCountLoads];
@@ -184,13 +216,16 @@ __global__ void __launch_bounds__(kAlignThreads)
       }
     }
   }
+  count_range(topk_ids, 0, chunk_begin, num_experts, offset);
+  count_range(topk_ids, chunk_end, n, num_experts, fill);
   __syncthreads();
 
   // 2. o_e: exclusive prefix sum of p_e over the 1024 threads, thread e
   // holding expert e (0 past num_experts). Its column of counts is read once
   // into registers: a fixed trip count lets the loads issue back to back.
   int32_t column[kAlignMaxSegments];
-  int32_t c = 0;
+  const int32_t before = offset[tid];
+  int32_t c = before + fill[tid];
 #pragma unroll
   for (int s = 0; s < kAlignMaxSegments; ++s) {
     column[s] = s < segments && tid < num_experts ? cursor[(s << row_shift) + tid] : 0;
@@ -204,10 +239,11 @@ __global__ void __launch_bounds__(kAlignThreads)
   __syncthreads();
   const int32_t start = inclusive - padded + (warp > 0 ? warp_total[warp - 1] : 0);
   const int32_t total = warp_total[kAlignWarps - 1];
+  // Thread e alone read offset[e] and fill[e], so it may overwrite them.
   offset[tid] = start;
   fill[tid] = start + c;
   if (tid < num_experts) {
-    int32_t next = start;
+    int32_t next = start + before;
 #pragma unroll
     for (int s = 0; s < kAlignMaxSegments; ++s) {
       if (s < segments) cursor[(s << row_shift) + tid] = next;
@@ -216,32 +252,34 @@ __global__ void __launch_bounds__(kAlignThreads)
   }
   __syncthreads();
 
-  // 3. Everything that is not a token index: the padding of each expert's
-  // range (a warp per expert, so the stores coalesce), the tail past the
-  // padded total, and expert_ids. None of it overlaps what step 4 writes.
-  for (int e = warp; e < num_experts; e += kAlignWarps) {
+  // 3. Everything that is not a token index, shared out among the blocks: the
+  // padding of each expert's range (a warp per expert, so the stores
+  // coalesce), the tail past the padded total, and expert_ids. None of it
+  // overlaps what step 4 writes.
+  for (int e = block * kAlignWarps + warp; e < num_experts; e += blocks * kAlignWarps) {
     const int32_t end = e + 1 < num_experts ? offset[e + 1] : total;
     for (int32_t pos = fill[e] + lane; pos < end; pos += kWarpSize) sorted_token_ids[pos] = sentinel;
   }
   const int64_t max_pad = numel + static_cast<int64_t>(num_experts) * (block_size - 1);
-  for (int64_t pos = total + tid; pos < max_pad; pos += kAlignThreads) {
-    sorted_token_ids[pos] = sentinel;
-  }
+  const int64_t first = static_cast<int64_t>(block) * kAlignThreads + tid;
+  const int64_t step = static_cast<int64_t>(blocks) * kAlignThreads;
+  for (int64_t pos = total + first; pos < max_pad; pos += step) sorted_token_ids[pos] = sentinel;
   // ceil(max_pad / block_size) = num_experts + ceil((numel - num_experts) /
   // block_size), in int32 and without an int64 division; for a negative
   // numerator the truncating division is the ceiling.
   const int32_t surplus = n - num_experts;
-  const int32_t blocks = num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
-  const int32_t used_blocks = total / block_size;
-  for (int32_t j = tid; j < blocks; j += kAlignThreads) {
-    expert_ids[j] = j < used_blocks ? expert_at(offset, num_experts, j * block_size) : -1;
+  const int32_t slots = num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
+  const int32_t used_slots = total / block_size;
+  for (int64_t j = first; j < slots; j += step) {
+    const auto k = static_cast<int32_t>(j);
+    expert_ids[k] = k < used_slots ? expert_at(offset, num_experts, static_cast<int64_t>(k) * block_size) : -1;
   }
-  if (tid == 0) num_tokens_post_pad[0] = total;
+  if (block == 0 && tid == 0) num_tokens_post_pad[0] = total;
 
-  // 4. The token indices, warp s scattering segment s.
+  // 4. The chunk's token indices, warp s scattering segment s.
   if (warp < segments) {
-    const int32_t begin = min(warp * segment_len, n);
-    const int32_t end = min(begin + segment_len, n);
+    const int32_t begin = min(chunk_begin + warp * segment_len, chunk_end);
+    const int32_t end = min(begin + segment_len, chunk_end);
     int32_t* row = cursor + (warp << row_shift);
     if (row_shift <= 8) {
       scatter_segment<8>(topk_ids, begin, end, num_experts, row, sorted_token_ids);

@@ -80,5 +80,16 @@ TEST(RmsnormThreads, KeepsAboutFourPacksPerThreadFrom128To1024) {
   EXPECT_EQ(RmsnormThreads(int64_t{1} << 40), 1024);
 }
 
+// The same rule as the Python client's jitd.align_block_size_grid.
+static_assert(AlignBlockSizeGrid(0) == 1 && AlignBlockSizeGrid(1024) == 1 && AlignBlockSizeGrid(1025) == 2);
+
+TEST(AlignBlockSizeGrid, GivesABlockPer1024EntriesFrom1To32) {
+  for (int64_t numel : {-1, 0, 1, 1024}) EXPECT_EQ(AlignBlockSizeGrid(numel), 1) << numel;
+  EXPECT_EQ(AlignBlockSizeGrid(2048), 2);
+  EXPECT_EQ(AlignBlockSizeGrid(2049), 3);
+  EXPECT_EQ(AlignBlockSizeGrid(32768), 32);
+  EXPECT_EQ(AlignBlockSizeGrid((int64_t{1} << 24) - 1), 32);
+}
+
 }  // namespace
 }  // namespace jitd

@@ -49,6 +49,7 @@ import gpu_common as gc
 
 SEED = 20261203
 RMS_ULPS = {"bf16": 2.0, "fp16": 2.0, "fp32": 16.0}
+ALIGN_OTHER_GRIDS = (1, 7, 64)  # besides the rule's grid: one block, an odd count, the most allowed
 SILU_MAX_ULPS, SILU_MIN_EXACT = 1, 0.999
 DIFFUSION_SHAPES = [(1, 4096, 3072), (1, 512, 3072), (2, 1024, 3072), (1, 17, 64)]
 
@@ -299,7 +300,7 @@ class Checker:
                 # align_block_size on the same ids, this cubin, cut (KERNELS.md: the outputs equal it)
                 full = [torch.full((n,), -7, dtype=torch.int32, device=self.dev) for n in (
                     gc.align_max_pad(topk, experts, bs), gc.align_expert_slots(topk, experts, bs), 1)]
-                grid, block = gc.ALIGN_BLOCK_SIZE_LAUNCH
+                grid, block = gc.align_block_size_launch(topk)
                 self.launch("moe.align_block_size", {}, grid, block, {
                     "topk_ids": dev_ids, "numel": topk, "num_experts": experts, "block_size": bs,
                     "sorted_token_ids": full[0], "expert_ids": full[1], "num_tokens_post_pad": full[2]})
@@ -330,16 +331,28 @@ class Checker:
 
             def fn(row, ids=ids, numel=numel, experts=experts, bs=bs):
                 dev_ids = torch.tensor(ids, dtype=torch.int32, device=self.dev)
-                got = [torch.full((n,), -7, dtype=torch.int32, device=self.dev) for n in (
-                    gc.align_max_pad(numel, experts, bs), gc.align_expert_slots(numel, experts, bs), 1)]
-                grid, block = gc.ALIGN_BLOCK_SIZE_LAUNCH
-                self.launch("moe.align_block_size", {}, grid, block, {
-                    "topk_ids": dev_ids, "numel": numel, "num_experts": experts, "block_size": bs,
-                    "sorted_token_ids": got[0], "expert_ids": got[1], "num_tokens_post_pad": got[2]})
+
+                def run(grid):
+                    got = [torch.full((n,), -7, dtype=torch.int32, device=self.dev) for n in (
+                        gc.align_max_pad(numel, experts, bs), gc.align_expert_slots(numel, experts, bs), 1)]
+                    g, block = gc.align_block_size_launch(numel, grid)
+                    self.launch("moe.align_block_size", {}, g, block, {
+                        "topk_ids": dev_ids, "numel": numel, "num_experts": experts, "block_size": bs,
+                        "sorted_token_ids": got[0], "expert_ids": got[1], "num_tokens_post_pad": got[2]})
+                    return got
                 want = gc.ref_align_block_size(ids, experts, bs)
-                equal_outputs(row, got, (want[0], want[1], [want[2]]), tr.torch_align_block_size(dev_ids, experts, bs))
+                want = (want[0], want[1], [want[2]])
+                equal_outputs(row, run(None), want, tr.torch_align_block_size(dev_ids, experts, bs))
+                # Every grid gives the same outputs (KERNELS.md): also one block,
+                # an odd count, and the most the kernel allows.
+                for grid in ALIGN_OTHER_GRIDS:
+                    if [g.tolist() for g in run(grid)] != list(want):
+                        row["ok"] = False
+                        row["exact_fraction"] = 0.0
+                        row["detail"] += f"; grid {grid} differs"
             self.case("moe.align_block_size", "int32", f"{tokens} tok x top-{topk}, {experts} exp, block {bs}"
-                      + (f", {kind}" if kind else ""), {}, "every output equal to the semantics", fn)
+                      + (f", {kind}" if kind else ""), {"grid": "rule, " + ", ".join(map(str, ALIGN_OTHER_GRIDS))},
+                      "every output equal to the semantics, at every grid", fn)
 
 
 def exact_vs(row, tr, got, want):

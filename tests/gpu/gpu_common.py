@@ -41,9 +41,34 @@ DEFAULT_KERNELS = os.path.join(ROOT, "kernels")
 # use 132 * 16 (16 blocks per SM of the H200) as the cap. Any grid is correct.
 ELEMENTWISE_BLOCK = 256
 ELEMENTWISE_MAX_GRID = 132 * 16
-ALIGN_BLOCK_SIZE_LAUNCH = ((1, 1, 1), (1024, 1, 1))   # exactly, or it traps
+ALIGN_BLOCK_SIZE_BLOCK = (1024, 1, 1)                 # exactly, or it traps
+ALIGN_BLOCK_SIZE_MAX_GRID = 64                        # kAlignMaxBlocks; more traps
 ALIGN_SINGLE_TOKEN_LAUNCH = ((1, 1, 1), (32, 1, 1))   # one warp
 PACK_BYTES = 16                                        # the vector path's load
+
+
+def _launch_rules():
+    """The Python client's launch rules (client/python/jitd/launch_rules.py),
+    loaded by path: the rule lives in one place, and these scripts need
+    neither the jitd package nor gRPC."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "jitd_launch_rules", os.path.join(ROOT, "client", "python", "jitd", "launch_rules.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LAUNCH_RULES = _launch_rules()
+
+
+def align_block_size_launch(numel, grid=None):
+    """(grid, block) for moe.align_block_size over numel entries: the grid
+    jitd.align_block_size_grid picks, or the one given (1 to 64)."""
+    g = LAUNCH_RULES.align_block_size_grid(numel) if grid is None else int(grid)
+    if not 1 <= g <= ALIGN_BLOCK_SIZE_MAX_GRID:
+        raise ValueError(f"align_block_size grid {g} is outside 1..{ALIGN_BLOCK_SIZE_MAX_GRID}")
+    return (g, 1, 1), ALIGN_BLOCK_SIZE_BLOCK
 
 
 def elementwise_launch(n):
@@ -303,6 +328,32 @@ class CudaBackend:
                 runs.append(start.elapsed_time(end) * 1000.0 / inner)
         return statistics.median(runs), runs
 
+    def graph_time_us(self, fn, reps, inner):
+        """fn's inner launches captured once in a CUDA graph, the graph
+        replayed reps times between CUDA events: per launch, the GPU's time
+        without the host's launch rate."""
+        torch = self.torch
+        with self.scope():
+            fn()  # anything lazy happens before the capture
+            self.stream.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=self.stream, capture_error_mode="thread_local"):
+                for _ in range(inner):
+                    fn()
+            graph.replay()
+            self.stream.synchronize()
+            runs = []
+            for _ in range(reps):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record(self.stream)
+                graph.replay()
+                end.record(self.stream)
+                end.synchronize()
+                runs.append(start.elapsed_time(end) * 1000.0 / inner)
+            del graph
+        return statistics.median(runs), runs
+
     def describe(self):
         torch, cp = self.torch, self.cp
         p = torch.cuda.get_device_properties(0)
@@ -337,7 +388,8 @@ class DryBackend:
             self.cubins.get(kernel, params)
         pack(self.signatures[kernel], values, FakeCp)  # names and widths as the real launch
         if kernel == "moe.align_block_size":
-            assert (grid, block) == ALIGN_BLOCK_SIZE_LAUNCH
+            assert block == ALIGN_BLOCK_SIZE_BLOCK and grid[1:] == (1, 1)
+            assert 1 <= grid[0] <= ALIGN_BLOCK_SIZE_MAX_GRID
         if kernel == "moe.align_single_token":
             assert (grid, block) == ALIGN_SINGLE_TOKEN_LAUNCH
         if kernel == "norm.rmsnorm":
@@ -359,6 +411,9 @@ class DryBackend:
                 fn()
             runs.append((time.perf_counter() - t0) * 1e6 / inner)
         return statistics.median(runs), runs
+
+    def graph_time_us(self, fn, reps, inner):
+        return self.time_us(fn, reps, inner)  # no graphs on the CPU: the same wall-clock timing
 
     def describe(self):
         return {"gpu": "none (dry run)", "torch": self.torch.__version__}

@@ -56,6 +56,8 @@ EPS = 1e-6
 SEED = 20261202
 ISSUE_SILU_US = 239.0  # issue 17: silu_and_mul 8192x14336 at 239 µs, "71%" of a copy
 ISSUE_SILU_PCT = 71.0
+ALIGN_GRIDS_4096 = (1, 4, 8, 16, 64)
+ALIGN_GRIDS_256 = (1, 4, 8)
 
 
 # ---------------------------------------------------------------- the cases
@@ -106,11 +108,17 @@ def bench_cases():
     cases += [C(single, {"topk": 8, "block_size": 64, "num_experts": 256}),
               C(single, {"topk": 32, "block_size": 64, "num_experts": 256})]
     align = "moe.align_block_size"
-    cases += [C(align, {"tokens": 4096, "topk": 8, "num_experts": 256, "block_size": 64}, anchor=True),
-              C(align, {"tokens": 256, "topk": 8, "num_experts": 256, "block_size": 64}, anchor=True),
-              C(align, {"tokens": 16, "topk": 8, "num_experts": 256, "block_size": 64}),
-              C(align, {"tokens": 1, "topk": 8, "num_experts": 256, "block_size": 64},
-                note="one token: compare with align_single_token")]
+    routing = {"topk": 8, "num_experts": 256, "block_size": 64}
+    cases += [C(align, {"tokens": 4096, **routing}, anchor=True),
+              C(align, {"tokens": 256, **routing}, anchor=True),
+              C(align, {"tokens": 16, **routing}),
+              C(align, {"tokens": 1, **routing}, note="one token: compare with align_single_token")]
+    # The grid is the caller's choice (every grid gives the same outputs): the
+    # rule's (above) against others, at the two anchor sizes.
+    cases += [C(align, {"tokens": 4096, **routing, "grid": g}, note="grid chosen here, not by the rule")
+              for g in ALIGN_GRIDS_4096]
+    cases += [C(align, {"tokens": 256, **routing, "grid": g}, note="grid chosen here, not by the rule")
+              for g in ALIGN_GRIDS_256]
     return cases
 
 
@@ -121,7 +129,8 @@ def short(kernel):
 def shape_label(case):
     s, k = case["shape"], case["kernel"]
     if k in ("moe.align_block_size",):
-        return f"{s['tokens']} tok x top-{s['topk']}, {s['num_experts']} exp, block {s['block_size']}"
+        grid = f", grid {s['grid']}" if "grid" in s else ""
+        return f"{s['tokens']} tok x top-{s['topk']}, {s['num_experts']} exp, block {s['block_size']}{grid}"
     if k == "moe.align_single_token":
         return f"top-{s['topk']}, block {s['block_size']}"
     if k == "activation.silu_and_mul":
@@ -285,7 +294,7 @@ def build(case, backend, torch, gen):
         sorted_ids = torch.full((gc.align_max_pad(numel, E, bs),), -7, dtype=torch.int32, device=dev)
         expert_ids = torch.full((gc.align_expert_slots(numel, E, bs),), -7, dtype=torch.int32, device=dev)
         ntpp = torch.full((1,), -7, dtype=torch.int32, device=dev)
-        grid, block = gc.ALIGN_BLOCK_SIZE_LAUNCH
+        grid, block = gc.align_block_size_launch(numel, s.get("grid"))
         launch = backend.launcher(k, case["params"], grid, block, {
             "topk_ids": ids, "numel": numel, "num_experts": E, "block_size": bs, "sorted_token_ids": sorted_ids,
             "expert_ids": expert_ids, "num_tokens_post_pad": ntpp})
@@ -351,6 +360,14 @@ def measure(case, backend, torch, gen, copies, reps, inner):
         row.update(path=path, grid=list(grid), block=list(block))
         us, runs = backend.time_us(launch, reps, inner)
         row.update(us=us, us_runs=runs)
+        # The same launches replayed from a CUDA graph: what the GPU takes per
+        # launch, without the host's launch rate (the launch floor row).
+        try:
+            graph_us, graph_runs = backend.graph_time_us(launch, reps, inner)
+            row.update(graph_us=graph_us, graph_runs=graph_runs)
+        except Exception as e:  # noqa: BLE001 - the row keeps its other figures
+            row["graph_error"] = f"{type(e).__name__}: {str(e).strip()[:200]}"
+            backend.sync_all()
         ok, detail = check()
         backend.sync_all()
         row.update(check_ok=bool(ok), check=detail)
@@ -380,20 +397,23 @@ def base_row(case):
             "bytes": bytes_moved(case), "eager_op": EAGER_OPS[case["kernel"]], "check_rule": CHECKS[case["kernel"]],
             "path": "-", "grid": None, "block": None, "us": None, "us_runs": [], "gbps": None, "copy_bytes": None,
             "copy_us": None, "copy_gbps": None, "copy_runs": [], "pct_of_copy": None, "eager_us": None,
-            "eager_runs": [], "speedup": None, "check_ok": None, "check": "", "error": "", "status": "not run"}
+            "eager_runs": [], "graph_us": None, "graph_runs": [], "speedup": None, "check_ok": None, "check": "", "error": "", "status": "not run"}
 
 
 def method():
     return {
         "timing": f"median of {REPS} repetitions; each: a CUDA event, {INNER} back-to-back launches, a CUDA event, "
                   f"elapsed / {INNER}; one batch of {INNER} launches before as warm-up; torch and CuPy on one stream",
+        "graph": f"the cubin's {INNER} launches captured once in a CUDA graph; median of {REPS} replays between CUDA "
+                 f"events, elapsed / {INNER}: the GPU's time per launch, free of the host's launch rate",
         "bytes": "every tensor the semantics read, once, plus every tensor they write, once (bf16 2 B, int32 4 B)",
         "copy": "torch dst.copy_(src), uint8, src of bytes/2: bytes/2 read + bytes/2 written; same timing; "
                 "% of copy = kernel GB/s / copy GB/s = copy µs / kernel µs",
         "eager": "eager PyTorch, same timing, outputs allocated by torch's caching allocator",
         "speedup": "eager µs / jitd µs (above 1: the cubin is faster)",
         "launch": "element-wise: block 256, grid min(ceil(n/256), 132*16); rmsnorm: block threads, grid rows; "
-                  "align_block_size: grid 1, block 1024; align_single_token: grid 1, block 32",
+                  "align_block_size: block 1024, grid jitd.align_block_size_grid(numel) unless the shape names one; "
+                  "align_single_token: grid 1, block 32",
         "inputs": f"bf16 randn*2 (rmsnorm weight 1+0.25*randn, eps {EPS}), seed {SEED}; routing ids uniform",
         "caveat": "a few-µs kernel is bounded by the host's launch rate (see the launch floor row); L2 (50 MB on "
                   "the H200) holds the small shapes, so their GB/s can pass the DRAM copy's",
@@ -430,19 +450,19 @@ def render(doc):
               f"{sum(1 for r in rows if r['error'])} errors, {sum(1 for r in rows if r['status'].startswith('not run'))}"
               f" not run** ({doc.get('elapsed_s', 0):.0f} s{'' if doc.get('finished') else ', INCOMPLETE'}).", ""]
     headers = ["kernel", "shape", "params", "path", "MB", "µs", "GB/s", "% of copy", "copy GB/s", "copy µs",
-               "eager µs", "×eager", "check"]
-    right = {4, 5, 6, 7, 8, 9, 10, 11}
+               "eager µs", "×eager", "graph µs", "check"]
+    right = {4, 5, 6, 7, 8, 9, 10, 11, 12}
 
     def cells(r):
         if r["status"] != "measured":
             why = r["error"] or r["status"]
             return [r["kernel"], r["shape_label"], params_label_row(r), r["path"], gc.fmt(r["bytes"] / 1e6, 2),
-                    "-", "-", "-", "-", "-", "-", "-", f"**{why[:160]}**"]
+                    "-", "-", "-", "-", "-", "-", "-", "-", f"**{why[:160]}**"]
         chk = r["check"] if r["check_ok"] else f"**BAD: {r['check']}**"
         return [r["kernel"] + (" ⚓" if r["anchor"] else ""), r["shape_label"], params_label_row(r), r["path"],
                 gc.fmt(r["bytes"] / 1e6, 2), gc.fmt(r["us"], 2), gc.fmt(r["gbps"], 0), gc.fmt(r["pct_of_copy"], 0),
                 gc.fmt(r["copy_gbps"], 0), gc.fmt(r["copy_us"], 2), gc.fmt(r["eager_us"], 2),
-                gc.fmt(r["speedup"], 2), chk]
+                gc.fmt(r["speedup"], 2), gc.fmt(r.get("graph_us"), 2), chk]
 
     anchors = [r for r in rows if r["anchor"]]
     if anchors:
@@ -655,7 +675,7 @@ def self_test(a):
     table_rows = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| kernel")]
     anchors = sum(1 for c in cases if c["anchor"])
     expect(len(table_rows) == len(cases) + anchors, f"markdown rows: {len(table_rows)} != {len(cases)} + {anchors}")
-    expect(all(line.count(" | ") == 12 for line in table_rows), "13 cells in every row")
+    expect(all(line.count(" | ") == 13 for line in table_rows), "14 cells in every row")
     expect("**CUDARuntimeError" in md and "**BAD: max 3 ulp**" in md and "not run (the 110 s budget" in md,
            "errors, bad checks and skipped cases show")
     expect("of this run's copy" in md and "704.6 MB" in md, "the silu reading note")

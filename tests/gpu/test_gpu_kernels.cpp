@@ -74,11 +74,12 @@ absl::Status LaunchResidual(const Function& f, LaunchShape s, CUdeviceptr out, C
 
 // align_block_size_kernel(const int32_t* topk_ids, int64_t numel, int32_t num_experts, int32_t block_size,
 //                         int32_t* sorted_token_ids, int32_t* expert_ids, int32_t* num_tokens_post_pad)
-// Launch: exactly one block of 1024 threads (the kernel traps otherwise).
-absl::Status LaunchAlignBlockSize(const Function& f, CUdeviceptr topk_ids, std::int64_t numel, std::int32_t num_experts,
-                                  std::int32_t block_size, CUdeviceptr sorted_token_ids, CUdeviceptr expert_ids,
-                                  CUdeviceptr num_tokens_post_pad) {
-  return Launch(f, LaunchShape{1, 1024}, topk_ids, numel, num_experts, block_size, sorted_token_ids, expert_ids,
+// Launch: blocks of exactly 1024 threads, a grid of 1 to 64 (the kernel traps
+// otherwise); every grid gives the same outputs.
+absl::Status LaunchAlignBlockSize(const Function& f, unsigned grid, CUdeviceptr topk_ids, std::int64_t numel,
+                                  std::int32_t num_experts, std::int32_t block_size, CUdeviceptr sorted_token_ids,
+                                  CUdeviceptr expert_ids, CUdeviceptr num_tokens_post_pad) {
+  return Launch(f, LaunchShape{grid, 1024}, topk_ids, numel, num_experts, block_size, sorted_token_ids, expert_ids,
                 num_tokens_post_pad);
 }
 
@@ -490,7 +491,8 @@ std::vector<std::int32_t> MakeRouting(std::int32_t tokens, std::int32_t topk, st
 
 // align_block_size on the GPU, every output entry.
 absl::StatusOr<reference::MoeAlignment> RunAlignBlockSize(const Function& f, const std::vector<std::int32_t>& ids,
-                                                          std::int32_t experts, std::int32_t block_size) {
+                                                          std::int32_t experts, std::int32_t block_size,
+                                                          unsigned grid) {
   const auto numel = static_cast<std::int64_t>(ids.size());
   const auto sorted_size = static_cast<std::size_t>(reference::align_max_padded(numel, experts, block_size));
   const auto blocks = static_cast<std::size_t>(reference::align_expert_blocks(numel, experts, block_size));
@@ -498,7 +500,7 @@ absl::StatusOr<reference::MoeAlignment> RunAlignBlockSize(const Function& f, con
   GPU_ASSIGN(auto sorted, DeviceArray<std::int32_t>::Output(sorted_size));
   GPU_ASSIGN(auto expert_ids, DeviceArray<std::int32_t>::Output(blocks));
   GPU_ASSIGN(auto post_pad, DeviceArray<std::int32_t>::Output(1));
-  GPU_TRY(LaunchAlignBlockSize(f, topk_ids.ptr(), numel, experts, block_size, sorted.ptr(), expert_ids.ptr(),
+  GPU_TRY(LaunchAlignBlockSize(f, grid, topk_ids.ptr(), numel, experts, block_size, sorted.ptr(), expert_ids.ptr(),
                                post_pad.ptr()));
   reference::MoeAlignment out;
   GPU_ASSIGN(out.sorted_token_ids, sorted.Read());
@@ -531,6 +533,30 @@ void ExpectSameAlignment(const reference::MoeAlignment& got, const reference::Mo
   EXPECT_EQ(got.num_tokens_post_pad, want.num_tokens_post_pad) << "num_tokens_post_pad";
   EXPECT_TRUE(SameInts(got.sorted_token_ids, want.sorted_token_ids)) << "sorted_token_ids";
   EXPECT_TRUE(SameInts(got.expert_ids, want.expert_ids)) << "expert_ids";
+}
+
+// The grids each align_block_size case runs at: the one the clients pick
+// (jitd::AlignBlockSizeGrid), one block, an odd count (chunks that do not
+// divide evenly), and the most the kernel allows (empty chunks at small
+// numel). KERNELS.md: every grid gives the same outputs.
+std::vector<unsigned> AlignGrids(std::size_t numel) {
+  std::vector<unsigned> grids = {static_cast<unsigned>(jitd::AlignBlockSizeGrid(static_cast<std::int64_t>(numel)))};
+  for (unsigned g : {1u, 7u, 64u}) {
+    if (std::find(grids.begin(), grids.end(), g) == grids.end()) grids.push_back(g);
+  }
+  return grids;
+}
+
+// align_block_size at every grid of AlignGrids against the reference.
+void ExpectAlignmentAtEveryGrid(const Function& f, const std::vector<std::int32_t>& ids, std::int32_t experts,
+                                std::int32_t block_size) {
+  const reference::MoeAlignment want = reference::align_block_size(ids, experts, block_size);
+  for (unsigned grid : AlignGrids(ids.size())) {
+    SCOPED_TRACE(text::Cat("grid ", grid));
+    absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(f, ids, experts, block_size, grid);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectSameAlignment(*got, want);
+  }
 }
 
 // align_block_size's output cut as KERNELS.md defines align_single_token's:
@@ -570,9 +596,7 @@ TEST_P(MoeAlignBlockSize, MatchesReferenceWithUnusedExperts) {
   ASSERT_TRUE(f.ok()) << f.status();
   Rng rng(CaseSeed({3, c.topk, c.block_size, c.tokens, c.experts}));
   const std::vector<std::int32_t> ids = MakeRouting(c.tokens, c.topk, c.experts, rng);
-  absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(*f, ids, c.experts, c.block_size);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ExpectSameAlignment(*got, reference::align_block_size(ids, c.experts, c.block_size));
+  ExpectAlignmentAtEveryGrid(*f, ids, c.experts, c.block_size);
 }
 
 INSTANTIATE_TEST_SUITE_P(Routing, MoeAlignBlockSize, ::testing::ValuesIn(AlignBlockSizeCases()), AlignCaseName);
@@ -587,9 +611,7 @@ TEST_F(MoeAlignBlockSizeEdges, SkipsIdsOutsideTheExpertRange) {
   std::vector<std::int32_t> ids = MakeRouting(513, 8, kExperts, rng);
   const std::int32_t outside[] = {-1, kExperts, kExperts + 1, 1 << 30, INT32_MIN, -kExperts};
   for (std::size_t i = 0; i < ids.size(); i += 1 + rng.Below(20)) ids[i] = outside[rng.Below(std::size(outside))];
-  absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(*f, ids, kExperts, 16);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ExpectSameAlignment(*got, reference::align_block_size(ids, kExperts, 16));
+  ExpectAlignmentAtEveryGrid(*f, ids, kExperts, 16);
 }
 
 TEST_F(MoeAlignBlockSizeEdges, MostExpertsTheKernelAllows) {
@@ -598,9 +620,7 @@ TEST_F(MoeAlignBlockSizeEdges, MostExpertsTheKernelAllows) {
   constexpr std::int32_t kExperts = 1024;  // KERNELS.md: num_experts <= 1024
   Rng rng(CaseSeed({5}));
   const std::vector<std::int32_t> ids = MakeRouting(4096, 8, kExperts, rng);
-  absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(*f, ids, kExperts, 64);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ExpectSameAlignment(*got, reference::align_block_size(ids, kExperts, 64));
+  ExpectAlignmentAtEveryGrid(*f, ids, kExperts, 64);
 }
 
 struct SingleTokenCase {
@@ -637,7 +657,8 @@ void CheckSingleToken(KernelSession& session, const std::vector<std::int32_t>& i
 
   absl::StatusOr<reference::MoeAlignment> got = RunAlignSingleToken(*single, ids, block_size);
   ASSERT_TRUE(got.ok()) << got.status();
-  absl::StatusOr<reference::MoeAlignment> gpu_full = RunAlignBlockSize(*full, ids, experts, block_size);
+  absl::StatusOr<reference::MoeAlignment> gpu_full =
+      RunAlignBlockSize(*full, ids, experts, block_size, static_cast<unsigned>(jitd::AlignBlockSizeGrid(topk)));
   ASSERT_TRUE(gpu_full.ok()) << gpu_full.status();
   const reference::MoeAlignment ref_full = reference::align_block_size(ids, experts, block_size);
   {

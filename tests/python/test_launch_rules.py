@@ -1,7 +1,9 @@
-"""jitd.rmsnorm_threads: the measured choice of norm.rmsnorm's threads."""
+"""jitd.rmsnorm_threads and jitd.align_block_size_grid: the measured launch
+choices the kernels leave to the caller."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 
 import pytest
@@ -29,3 +31,22 @@ def test_every_choice_is_a_threads_value_the_shipped_manifest_compiles():
 def test_a_dim_that_is_not_a_positive_integer_is_refused(dim):
     with pytest.raises(ValueError, match="dim must be a positive integer"):
         jitd.rmsnorm_threads(dim)
+
+
+def test_align_block_size_grid_gives_a_block_per_1024_entries_from_1_to_32():
+    assert [jitd.align_block_size_grid(n) for n in (0, 1, 1024)] == [1, 1, 1]
+    assert [jitd.align_block_size_grid(n) for n in (1025, 2048, 2049)] == [2, 2, 3]
+    assert jitd.align_block_size_grid(32768) == 32
+    assert [jitd.align_block_size_grid(n) for n in (32769, (1 << 24) - 1)] == [32, 32]
+
+
+def test_align_block_size_grid_stays_within_the_grids_the_kernel_allows():
+    source = (SHIPPED_KERNELS / "moe" / "align_block_size.cu").read_text()
+    [most] = re.findall(r"kAlignMaxBlocks = (\d+);", source)
+    assert {jitd.align_block_size_grid(1 << n) for n in range(0, 25)} <= set(range(1, int(most) + 1))
+
+
+@pytest.mark.parametrize("numel", [-1, 2.5])
+def test_a_numel_that_is_not_a_non_negative_integer_is_refused(numel):
+    with pytest.raises(ValueError, match="numel must be a non-negative integer"):
+        jitd.align_block_size_grid(numel)

@@ -40,7 +40,7 @@ from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Intern
                      KernelsMissing, NotFound, PermissionDenied, ResourceExhausted, Unavailable, Unimplemented,
                      WarmFailed)
 from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, print_progress
-from .launch_rules import rmsnorm_threads
+from .launch_rules import align_block_size_grid, rmsnorm_threads
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelEntry, KernelInfo, KernelParam, KernelResult,
                     KernelSpec, Manifest, Mode, Stats, VerifyResult, WarmProgress, WarmResult)
@@ -56,6 +56,7 @@ __all__ = [
     "WarmFailed",
     "default_client", "default_kernel_set", "kernel", "print_progress",
     "default_endpoint", "resolve_endpoint", "read_admin_token_file", "rmsnorm_threads",
+    "align_block_size_grid",
 ]
 
 # Submodules loaded on first attribute access, so that `jitd.torch.launch(...)`

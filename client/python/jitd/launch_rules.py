@@ -7,11 +7,20 @@ H200 (``tests/gpu/kernel_bench.py``, bf16, 8192 rows, docs/gpu-runs/2026-12-02)
 that choice was the fastest of 128/256/512/1024 at every dim measured: 2048
 and 4096 with 128 threads (96% and 87% of a device copy of the same bytes),
 8192 with 256 (88%); 1024 threads ran those dims at 31-59%.
+
+``align_block_size_grid(numel)`` is the grid (``gridDim.x``) to launch
+``moe.align_block_size`` with for ``numel`` routing entries: one block per
+ALIGN_ENTRIES_PER_BLOCK entries, from 1 to ALIGN_MAX_BLOCKS. Every grid from 1
+to 64 gives the same outputs; more blocks share out the scatter, which bounds
+one block, while each block still counts the whole input.
 """
 
 from __future__ import annotations
 
-__all__ = ["rmsnorm_threads"]
+__all__ = ["rmsnorm_threads", "align_block_size_grid"]
+
+ALIGN_ENTRIES_PER_BLOCK = 1024
+ALIGN_MAX_BLOCKS = 32  # the kernel allows 64
 
 
 def rmsnorm_threads(dim: int) -> int:
@@ -24,3 +33,13 @@ def rmsnorm_threads(dim: int) -> int:
     while threads < 1024 and threads * 32 < dim:
         threads *= 2
     return threads
+
+
+def align_block_size_grid(numel: int) -> int:
+    """The ``gridDim.x`` to launch ``moe.align_block_size`` with (block 1024)
+    for ``numel`` routing entries: ceil(numel / 1024), from 1 to 32.
+    ValueError for a negative numel."""
+    if int(numel) != numel or numel < 0:
+        raise ValueError(f"numel must be a non-negative integer, got {numel!r}")
+    blocks = -(-int(numel) // ALIGN_ENTRIES_PER_BLOCK)
+    return max(1, min(ALIGN_MAX_BLOCKS, blocks))
