@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,6 +26,11 @@ namespace {
 
 // How long the thread sleeps when no connection has a deadline.
 constexpr int kIdlePollMs = 1000;
+// Serve() reads epoll's event bits as poll's, which they are.
+static_assert(EPOLLIN == POLLIN && EPOLLOUT == POLLOUT && EPOLLERR == POLLERR && EPOLLHUP == POLLHUP);
+
+// Events one epoll_wait takes (the rest wait for the next turn).
+constexpr size_t kEventsPerWait = 64;
 // Requests answered from one connection before the others get their turn.
 constexpr int kFramesPerTurn = 8;
 // One read from a connection.
@@ -56,6 +62,8 @@ struct LocalServer::Connection {
   bool close_after_send = false;
   // When the unfinished input or the unsent answer began; max() = none.
   Steady::time_point waiting_since = Steady::time_point::max();
+  uint32_t events = 0;   // what the epoll set waits for on fd
+  uint32_t revents = 0;  // what the last epoll_wait said of it
 };
 
 LocalServer::LocalServer(Options options) : options_(std::move(options)) {}
@@ -63,25 +71,50 @@ LocalServer::LocalServer(Options options) : options_(std::move(options)) {}
 LocalServer::~LocalServer() { Stop(); }
 
 absl::Status LocalServer::Start() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return absl::InternalError(Cat("epoll_create1: ", std::strerror(errno)));
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) return absl::InternalError(Cat("eventfd: ", std::strerror(errno)));
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.ptr = nullptr;  // the one event without a connection
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake) != 0) {
+    return absl::InternalError(Cat("epoll_ctl: ", std::strerror(errno)));
+  }
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
 }
 
-void LocalServer::Adopt(int fd) {
+void LocalServer::Adopt(int fd, bool greeted) {
+  auto c = std::make_unique<Connection>();
+  c->fd = fd;
+  c->peer = PeerName(fd);  // here, not when the connection's first frame waits
+  c->greeted = greeted;
+  // Ungreeted, the preface is due; greeted, nothing is until a frame begins.
+  if (!greeted) c->waiting_since = Steady::now();
+  c->events = EPOLLIN;
+  epoll_event event{};
+  event.events = c->events;
+  event.data.ptr = c.get();
+  bool taken = false;
   {
     std::lock_guard lock(mu_);
-    if (!stopping_ && thread_.joinable()) {
-      adopted_.push_back(fd);
-      fd = -1;
+    // Watched from here on: the thread takes adopted_ before it looks at
+    // any event, so the connection an event names is always its own.
+    if (!stopping_ && thread_.joinable() && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) == 0) {
+      adopted_.push_back(std::move(c));
+      taken = true;
     }
   }
-  if (fd >= 0) {
+  if (!taken) {
     close(fd);
     return;
   }
-  Wake();
+  // A greeted connection needs nothing from the thread until it sends a
+  // frame, which wakes the thread by itself: no wakeup of its own, which
+  // would cost the first request a thread hop. An ungreeted one has a
+  // deadline the thread must know of.
+  if (!greeted) Wake();
 }
 
 void LocalServer::Wake() {
@@ -99,34 +132,30 @@ void LocalServer::Stop() {
     Wake();
     thread_.join();
   }
-  for (int fd : adopted_) close(fd);
+  for (const auto& c : adopted_) Close(*c);
   adopted_.clear();
   if (wake_fd_ >= 0) close(wake_fd_);
-  wake_fd_ = -1;
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  wake_fd_ = epoll_fd_ = -1;
+}
+
+void LocalServer::Close(const Connection& c) const {
+  // Out of the epoll set first: a compile worker forked meanwhile may hold
+  // the descriptor until its exec, and its events must not name a
+  // connection that is gone.
+  (void)epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  close(c.fd);
 }
 
 void LocalServer::Run() {
   std::vector<std::unique_ptr<Connection>> connections;
-  std::vector<pollfd> fds;
+  std::vector<epoll_event> events(kEventsPerWait);
   const auto drop = [&](size_t i) {
-    close(connections[i]->fd);
+    Close(*connections[i]);
     connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(i));
     open_.fetch_sub(1, std::memory_order_relaxed);
   };
   while (true) {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) break;
-      for (int fd : adopted_) {
-        auto c = std::make_unique<Connection>();
-        c->fd = fd;
-        c->peer = PeerName(fd);
-        c->waiting_since = Steady::now();  // the preface is due
-        connections.push_back(std::move(c));
-        open_.fetch_add(1, std::memory_order_relaxed);
-      }
-      adopted_.clear();
-    }
     // Closed for taking too long: an unfinished frame or an untaken answer.
     const Steady::time_point now = Steady::now();
     Steady::time_point next_deadline = Steady::time_point::max();
@@ -142,37 +171,63 @@ void LocalServer::Run() {
       }
       next_deadline = std::min(next_deadline, deadline);
     }
-    fds.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
-    for (const auto& c : connections) {
+    bool backlog = false;
+    for (size_t i = connections.size(); i-- > 0;) {
+      Connection& c = *connections[i];
       // A connection with an answer unsent, or a whole frame unanswered
       // (its turn comes first), is not read from: what one buffers is an
-      // answer, a frame and one read.
-      const short events = !c->out.empty() ? POLLOUT : HasFrame(*c) ? 0 : POLLIN;
-      fds.push_back({c->fd, events, 0});
+      // answer, a frame and one read. Only a change costs a system call.
+      const uint32_t want = !c.out.empty() ? uint32_t{EPOLLOUT} : HasFrame(c) ? 0u : uint32_t{EPOLLIN};
+      if (want != c.events) {
+        epoll_event event{};
+        event.events = want;
+        event.data.ptr = &c;
+        if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &event) != 0) {
+          drop(i);
+          continue;
+        }
+        c.events = want;
+      }
+      // Frames left over from a connection's last turn are answered
+      // without waiting for more bytes.
+      backlog = backlog || (c.out.empty() && HasFrame(c));
     }
-    // Frames left over from a connection's last turn are answered without
-    // waiting for more bytes.
-    const bool backlog = std::any_of(connections.begin(), connections.end(),
-                                     [](const auto& c) { return c->out.empty() && HasFrame(*c); });
     int timeout_ms = backlog ? 0 : kIdlePollMs;
     if (!backlog && next_deadline != Steady::time_point::max()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now).count() + 1;
       timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 1, kIdlePollMs));
     }
-    const int ready = poll(fds.data(), fds.size(), timeout_ms);
+    // epoll, not poll: a wakeup costs the same with one connection open or
+    // thousands, and the acceptor adds connections without waking this
+    // thread.
+    const int ready = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
     if (ready < 0 && errno != EINTR) {
-      spdlog::error("the local path's poll failed: {}; its connections are closed", std::strerror(errno));
+      spdlog::error("the local path's epoll_wait failed: {}; its connections are closed", std::strerror(errno));
       break;
     }
-    if (ready < 0) continue;
-    if (fds[0].revents != 0) {
-      uint64_t count = 0;
-      (void)read(wake_fd_, &count, sizeof(count));
+    {
+      // Before any event is looked at: one may name a connection adopted
+      // since the last turn.
+      std::lock_guard lock(mu_);
+      if (stopping_) break;
+      for (auto& c : adopted_) {
+        connections.push_back(std::move(c));
+        open_.fetch_add(1, std::memory_order_relaxed);
+      }
+      adopted_.clear();
+    }
+    for (int e = 0; e < std::max(ready, 0); ++e) {
+      if (events[e].data.ptr == nullptr) {
+        uint64_t count = 0;
+        (void)read(wake_fd_, &count, sizeof(count));
+      } else {
+        static_cast<Connection*>(events[e].data.ptr)->revents = events[e].events;
+      }
     }
     // Back to front, so that dropping one leaves the others' indices.
     for (size_t i = connections.size(); i-- > 0;) {
-      const short revents = fds[i + 1].revents;
+      const auto revents = static_cast<short>(connections[i]->revents);
+      connections[i]->revents = 0;
       if (revents == 0 && !(connections[i]->out.empty() && HasFrame(*connections[i]))) continue;
       if (!Serve(*connections[i], revents)) drop(i);
     }

@@ -5,8 +5,10 @@
 // HTTP/2 setup before the first byte of an answer, where reading and
 // verifying the cubin takes 0.07 ms (tests/bench/bench_first_use). The
 // local path answers cache hits without it: the UnixAcceptor hands over
-// each connection whose first bytes are local_wire::kPreface, and this
-// server answers its frames on one thread, each through the same request
+// each connection whose first bytes are local_wire::kPreface (answering
+// the preface itself when it came whole), and this server answers its
+// frames on one thread, waiting on an epoll set that the acceptor adds
+// each connection to, each through the same request
 // path as GetKernel (so a hit is recorded in every tier and in the metrics
 // exactly as over gRPC). Only CACHED_ONLY requests are taken, each with a
 // short deadline: a lookup never waits on a compile, so one thread serves
@@ -27,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -53,9 +56,10 @@ class LocalServer {
   LocalServer& operator=(const LocalServer&) = delete;
 
   absl::Status Start();
-  // Takes a connection (non-blocking) whose unread first bytes are the
-  // preface, and owns it from then on.
-  void Adopt(int fd);
+  // Takes a connection (non-blocking) and owns it from then on: one whose
+  // unread first bytes are the preface, or, `greeted`, one whose preface
+  // has been read and answered already (the acceptor does so).
+  void Adopt(int fd, bool greeted = false);
   // Closes every connection and joins the thread; a request being answered
   // is answered first. Idempotent.
   void Stop();
@@ -74,18 +78,21 @@ class LocalServer {
   // connection is to be closed.
   bool Serve(Connection& c, short revents);
   static bool HasFrame(const Connection& c);
-  // Rouses the thread from its poll (Adopt, Stop).
+  // Rouses the thread from its epoll_wait (Adopt, Stop).
   void Wake();
+  // Closes a connection's descriptor, out of the epoll set first.
+  void Close(const Connection& c) const;
   void AnswerOne(Connection& c);
   // Sends what the socket takes of c.out; false on a broken connection.
   static bool Send(Connection& c);
 
   const Options options_;
+  int epoll_fd_ = -1;  // the connections, and wake_fd_
   int wake_fd_ = -1;
   std::thread thread_;
   std::mutex mu_;
-  std::vector<int> adopted_;  // guarded by mu_; taken by the thread
-  bool stopping_ = false;     // guarded by mu_
+  std::vector<std::unique_ptr<Connection>> adopted_;  // guarded by mu_; taken by the thread
+  bool stopping_ = false;                             // guarded by mu_
   std::atomic<size_t> open_{0};
   std::atomic<uint64_t> answered_{0};
   std::atomic<size_t> peak_input_bytes_{0};

@@ -482,14 +482,14 @@ class Server::Impl {
         }
       }
     }
-    std::function<void(int)> local_hand_off;
+    std::function<void(int, bool)> local_hand_off;
     if (config.local_path) {
       local = std::make_unique<LocalServer>(LocalServer::Options{
           .answer = [c = compiler.get()](const v1::GetKernelRequest& request, const std::string& peer) {
             return c->AnswerLocal(request, peer);
           }});
       if (absl::Status started = local->Start(); !started.ok()) return started;
-      local_hand_off = [l = local.get()](int fd) { l->Adopt(fd); };
+      local_hand_off = [l = local.get()](int fd, bool greeted) { l->Adopt(fd, greeted); };
     } else {
       spdlog::info("local path: off (--no-local-path): the Unix sockets serve gRPC only");
     }

@@ -22,8 +22,10 @@ namespace {
 
 using text::Cat;
 
-// How often closed connections are noticed when nothing else happens.
-constexpr int kSweepIntervalMs = 1000;
+// How often closed connections are noticed (and always before a refusal).
+// Not at every wakeup: a sweep costs a stat per open connection, which
+// would delay each accept on a daemon with many clients.
+constexpr std::chrono::milliseconds kSweepInterval{1000};
 // How long accepting pauses when descriptors are out and no reserve is left.
 constexpr int kNoFdsPauseMs = 100;
 
@@ -82,7 +84,8 @@ absl::Status UnixAcceptor::Listen(const std::filesystem::path& path) {
   return absl::OkStatus();
 }
 
-absl::Status UnixAcceptor::Start(std::function<void(int fd)> hand_off, std::function<void(int fd)> local_hand_off) {
+absl::Status UnixAcceptor::Start(std::function<void(int fd)> hand_off,
+                                 std::function<void(int fd, bool greeted)> local_hand_off) {
   hand_off_ = std::move(hand_off);
   local_hand_off_ = std::move(local_hand_off);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -125,13 +128,17 @@ std::string UnixAcceptor::PeerOf(const std::string& grpc_peer) const {
 void UnixAcceptor::Run() {
   std::vector<pollfd> fds;
   int pause_ms = 0;
+  auto swept = std::chrono::steady_clock::now();
   while (true) {
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     for (int fd : listen_fds_) fds.push_back({pause_ms > 0 ? -1 : fd, POLLIN, 0});
     const size_t first_undecided = fds.size();
-    int timeout_ms = pause_ms > 0 ? pause_ms : kSweepIntervalMs;
     const auto now = std::chrono::steady_clock::now();
+    const auto until_sweep =
+        std::chrono::duration_cast<std::chrono::milliseconds>(swept + kSweepInterval - now).count() + 1;
+    int timeout_ms = static_cast<int>(std::clamp<int64_t>(until_sweep, 0, kSweepInterval.count()));
+    if (pause_ms > 0) timeout_ms = std::min(timeout_ms, pause_ms);
     for (const Undecided& u : undecided_) {
       fds.push_back({u.fd, POLLIN, 0});
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(u.deadline - now).count() + 1;
@@ -145,13 +152,14 @@ void UnixAcceptor::Run() {
     }
     if (fds[0].revents != 0) return;  // Stop()
     pause_ms = 0;
-    {
+    const auto after = std::chrono::steady_clock::now();
+    if (after - swept >= kSweepInterval) {
       std::lock_guard lock(mu_);
       SweepLocked();
+      swept = after;
     }
     // Those that spoke (or ran out of time) go where their bytes say.
     std::vector<Undecided> still;
-    const auto after = std::chrono::steady_clock::now();
     for (size_t i = 0; i < undecided_.size(); ++i) {
       const Undecided& u = undecided_[i];
       const bool spoke = ready > 0 && fds[first_undecided + i].revents != 0;
@@ -231,7 +239,24 @@ UnixAcceptor::Protocol UnixAcceptor::Sniff(int fd) {
   // A start of the preface is enough: no HTTP/2 client sends one, and the
   // local server reads the rest (or closes the connection) on its own.
   const std::string_view got(first, static_cast<size_t>(n));
-  return got == local_wire::kPreface.substr(0, got.size()) ? Protocol::kLocal : Protocol::kGrpc;
+  if (got != local_wire::kPreface.substr(0, got.size())) return Protocol::kGrpc;
+  return got.size() == local_wire::kPreface.size() ? Protocol::kLocalWhole : Protocol::kLocal;
+}
+
+bool UnixAcceptor::Greet(int fd) {
+  // Only this thread reads the connection so far: the bytes peeked are
+  // there. The answer is 8 bytes into an empty socket buffer, so neither
+  // call waits.
+  char preface[local_wire::kPreface.size()];
+  ssize_t n;
+  do {
+    n = recv(fd, preface, sizeof(preface), MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof(preface))) return false;
+  do {
+    n = send(fd, local_wire::kPreface.data(), local_wire::kPreface.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(local_wire::kPreface.size());
 }
 
 bool UnixAcceptor::Route(int fd, bool silent_goes_to_grpc) {
@@ -240,8 +265,15 @@ bool UnixAcceptor::Route(int fd, bool silent_goes_to_grpc) {
     return true;
   }
   switch (Sniff(fd)) {
+    case Protocol::kLocalWhole:
+      if (!Greet(fd)) {
+        close(fd);  // the next sweep forgets it
+        return true;
+      }
+      local_hand_off_(fd, /*greeted=*/true);
+      return true;
     case Protocol::kLocal:
-      local_hand_off_(fd);
+      local_hand_off_(fd, /*greeted=*/false);
       return true;
     case Protocol::kGone:
       close(fd);  // the next sweep forgets it

@@ -28,8 +28,11 @@
 //             bytes a client sends (an HTTP/2 client's preface starts
 //             "PRI "), waiting up to kSniffTimeout for them on its own
 //             poll, never blocking; a connection still silent then goes to
-//             gRPC, as every connection did before. Both kinds count in the
-//             bounds.
+//             gRPC, as every connection did before. When the whole preface
+//             is there, the acceptor reads it and answers it itself before
+//             the hand-off: a client's Connect() waits for that answer, and
+//             would otherwise wait for the local server's thread to wake as
+//             well. Both kinds count in the bounds.
 //   closing   gRPC closes a connection's descriptor itself. The acceptor
 //             notices at its next sweep (the descriptor no longer names the
 //             socket it accepted, by inode): at least once a second, and
@@ -83,8 +86,11 @@ class UnixAcceptor {
 
   // Starts the accept thread. `hand_off` receives each admitted connection
   // (non-blocking, close-on-exec) and owns it from then on; `local_hand_off`,
-  // when set, those that open with the local path's preface (unread).
-  absl::Status Start(std::function<void(int fd)> hand_off, std::function<void(int fd)> local_hand_off = {});
+  // when set, those that open with the local path's preface: `greeted` when
+  // the acceptor has read the preface and sent the daemon's, else with the
+  // start of it unread.
+  absl::Status Start(std::function<void(int fd)> hand_off,
+                     std::function<void(int fd, bool greeted)> local_hand_off = {});
 
   // How long an admitted connection may stay silent before it is handed to
   // gRPC without knowing its protocol.
@@ -109,13 +115,17 @@ class UnixAcceptor {
     int fd = -1;
     std::chrono::steady_clock::time_point deadline;
   };
-  enum class Protocol { kGrpc, kLocal, kUndecided, kGone };
+  // kLocalWhole: the whole local preface has arrived; kLocal: a start of it.
+  enum class Protocol { kGrpc, kLocal, kLocalWhole, kUndecided, kGone };
 
   void Run();
   void AcceptReady(int listen_fd);
   // Hands `fd` over by its first bytes; false while they have not arrived.
   bool Route(int fd, bool silent_goes_to_grpc);
   static Protocol Sniff(int fd);
+  // Reads the local preface Sniff() saw whole and sends the daemon's; false
+  // when the connection broke meanwhile.
+  static bool Greet(int fd);
   void OnNoDescriptors(int listen_fd, int err);
   // Forgets the connections gRPC has closed. Needs mu_.
   void SweepLocked();
@@ -129,7 +139,7 @@ class UnixAcceptor {
   int wake_fd_ = -1;     // an eventfd; Stop() writes it
   int reserve_fd_ = -1;  // /dev/null, let go when descriptors run out
   std::function<void(int)> hand_off_;
-  std::function<void(int)> local_hand_off_;
+  std::function<void(int, bool)> local_hand_off_;
   std::vector<Undecided> undecided_;  // the accept thread's
   std::thread thread_;
 

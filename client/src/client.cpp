@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -57,6 +58,12 @@ constexpr std::chrono::milliseconds kNotServingPause{20};
 // (which then waits as long as the call's own deadline allows).
 constexpr std::chrono::milliseconds kLocalOpenTimeout{500};
 constexpr std::chrono::milliseconds kLocalAskTimeout{500};
+
+// As long as a connect may take, and never long: a daemon that does not
+// answer the preface at once is asked over gRPC instead.
+std::chrono::milliseconds LocalOpenTimeout(const ClientOptions& options) {
+  return options.connect_timeout.count() > 0 ? std::min(options.connect_timeout, kLocalOpenTimeout) : kLocalOpenTimeout;
+}
 
 absl::StatusOr<std::string> ReadPemFile(const std::filesystem::path& path, const char* what) {
   std::ifstream in(path);
@@ -203,20 +210,25 @@ v1::CacheAdmin::Stub& Client::Impl::admin() {
   return *admin_;
 }
 
-absl::Status Client::Impl::OpenLocal(std::string* refusal) {
+absl::Status Client::Impl::AwaitLocal(absl::StatusOr<std::unique_ptr<client_detail::LocalChannel>> opened,
+                                      std::chrono::steady_clock::time_point deadline, std::string* refusal) {
   std::lock_guard lock(local_mu_);
-  if (local_ != nullptr) return absl::OkStatus();
-  return OpenLocalLocked(std::chrono::steady_clock::now(), /*await_preface=*/true, refusal);
+  absl::Status status = opened.status();
+  if (opened.ok()) {
+    status = (*opened)->AwaitPreface(deadline);
+    *refusal = (*opened)->refusal();
+  }
+  if (!status.ok()) {
+    local_next_try_ = std::chrono::steady_clock::now() + kLocalRetry;
+    return status;
+  }
+  local_ = *std::move(opened);
+  return absl::OkStatus();
 }
 
-absl::Status Client::Impl::OpenLocalLocked(std::chrono::steady_clock::time_point now, bool await_preface,
-                                           std::string* refusal) {
-  // As long as a connect may take, and never long: a daemon that does not
-  // answer the preface at once is asked over gRPC instead.
-  const std::chrono::milliseconds timeout =
-      options_.connect_timeout.count() > 0 ? std::min(options_.connect_timeout, kLocalOpenTimeout) : kLocalOpenTimeout;
+absl::Status Client::Impl::OpenLocalLocked(std::chrono::steady_clock::time_point now) {
   absl::StatusOr<std::unique_ptr<client_detail::LocalChannel>> opened =
-      client_detail::LocalChannel::Open(options_.endpoint.substr(5), timeout, await_preface, refusal);
+      client_detail::LocalChannel::Open(options_.endpoint.substr(5), LocalOpenTimeout(options_));
   if (!opened.ok()) {
     local_next_try_ = now + kLocalRetry;
     return opened.status();
@@ -231,7 +243,7 @@ absl::StatusOr<v1::LocalAnswer> Client::Impl::AskLocal(const v1::GetKernelReques
   if (local_ == nullptr) {
     const auto now = std::chrono::steady_clock::now();
     if (now < local_next_try_) return absl::UnavailableError("the local path failed moments ago");
-    if (absl::Status opened = OpenLocalLocked(now, /*await_preface=*/false, nullptr); !opened.ok()) return opened;
+    if (absl::Status opened = OpenLocalLocked(now); !opened.ok()) return opened;
   }
   absl::StatusOr<v1::LocalAnswer> answer = local_->Ask(request, std::min(options_.call_timeout, kLocalAskTimeout));
   if (!answer.ok()) {
@@ -281,6 +293,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (!options.prefer_path.has_value()) options.prefer_path = options.endpoint.starts_with("unix:");
   if (!options.endpoint.starts_with("unix:")) options.local_path = false;
   if (!options.local_path.has_value()) options.local_path = true;
+  // The local path's connection first: the daemon answers its preface
+  // while the rest of Connect (the token, the client itself) is done, so
+  // that its round trip costs Connect little. The socket's checks, which
+  // only explain a failure, wait for one.
+  const bool check_reachable = options.connect_timeout.count() > 0;
+  const auto local_deadline = std::chrono::steady_clock::now() + LocalOpenTimeout(options);
+  std::optional<absl::StatusOr<std::unique_ptr<client_detail::LocalChannel>>> local;
+  if (check_reachable && *options.local_path) {
+    local = client_detail::LocalChannel::Open(options.endpoint.substr(5), LocalOpenTimeout(options));
+  }
   absl::StatusOr<std::string> token = std::string();
   if (options.admin_token.empty() && options.read_socket_admin_token && options.endpoint.starts_with("unix:")) {
     // The daemon's own token, when this user may read it; otherwise admin
@@ -292,19 +314,19 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (!credentials.ok()) return credentials.status();
   auto impl = std::make_unique<Impl>(options, *std::move(credentials));
   impl->socket_token_unread_ = token.status();
-  if (options.connect_timeout.count() > 0) {
-    absl::Status reachable = CheckUnixSocketExists(options.endpoint);
+  if (check_reachable) {
     // The local path's preface proves a daemon is there (one round trip,
     // where gRPC's connect costs a channel); a refusal says why at once;
-    // anything else (an older daemon) is left to gRPC's connect.
-    if (reachable.ok()) {
-      std::string refusal;
-      const bool local_open = *options.local_path && impl->OpenLocal(&refusal).ok();
-      if (!refusal.empty()) {
-        reachable = Refused(options.endpoint, refusal);
-      } else if (!local_open) {
-        reachable = impl->AwaitConnected();
-      }
+    // anything else (no socket, an older daemon) is left to the socket's
+    // checks and gRPC's connect.
+    absl::Status reachable;
+    std::string refusal;
+    const bool local_open = local.has_value() && impl->AwaitLocal(*std::move(local), local_deadline, &refusal).ok();
+    if (!refusal.empty()) {
+      reachable = Refused(options.endpoint, refusal);
+    } else if (!local_open) {
+      reachable = CheckUnixSocketExists(options.endpoint);
+      if (reachable.ok()) reachable = impl->AwaitConnected();
     }
     // With a fallback, an absent daemon is what the client is built for:
     // kernels come from the fallback until the daemon answers again.

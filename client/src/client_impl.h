@@ -49,10 +49,12 @@ class Client::Impl {
   // refuse gRPC's. After a failed open the path is not tried again for
   // kLocalRetry.
   absl::StatusOr<v1::LocalAnswer> AskLocal(const v1::GetKernelRequest& request, bool* refused);
-  // Opens the local path's connection now and reads the daemon's preface
-  // (Connect()); OK when it is open; `*refusal` is the daemon's reason when
-  // it refused the connection.
-  absl::Status OpenLocal(std::string* refusal);
+  // Connect(): keeps the local path's connection Connect() opened (its
+  // preface sent, so that the daemon answered while Connect did the rest)
+  // once the daemon's preface is read by `deadline`; OK when it is open;
+  // `*refusal` is the daemon's reason when it refused the connection.
+  absl::Status AwaitLocal(absl::StatusOr<std::unique_ptr<client_detail::LocalChannel>> opened,
+                          std::chrono::steady_clock::time_point deadline, std::string* refusal);
 
   // kAdmin: a CacheAdmin call that may change state (Evict, Verify), the
   // only calls that carry the admin token.
@@ -93,7 +95,7 @@ class Client::Impl {
 
  private:
   // Needs local_mu_.
-  absl::Status OpenLocalLocked(std::chrono::steady_clock::time_point now, bool await_preface, std::string* refusal);
+  absl::Status OpenLocalLocked(std::chrono::steady_clock::time_point now);
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::once_flag channel_once_;

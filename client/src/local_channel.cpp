@@ -90,8 +90,7 @@ std::string GoAwayText(std::string_view frames) {
 }
 
 absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Open(const std::string& path,
-                                                                 std::chrono::milliseconds timeout, bool await_preface,
-                                                                 std::string* refusal) {
+                                                                 std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -104,19 +103,18 @@ absl::StatusOr<std::unique_ptr<LocalChannel>> LocalChannel::Open(const std::stri
     // A Unix socket connects at once or not at all; EAGAIN is a full backlog.
     return absl::UnavailableError(Cat("connect to ", path, ": ", std::strerror(errno)));
   }
-  // Without await_preface the daemon's preface is read with the first
-  // answer: waiting for it here costs a round trip through two of the
-  // daemon's threads. A send that fails (the daemon refused the connection
-  // and closed it) shows in that answer too, with the daemon's reason.
-  absl::Status sent = SendAll(fd, wire::kPreface, deadline);
-  if (!await_preface) return channel;
-  if (sent.ok()) sent = channel->ReadPreface(deadline);
-  if (!sent.ok()) {
-    channel->NoteRefusal(deadline);
-    if (refusal != nullptr) *refusal = channel->refusal_;
-    return sent;
-  }
+  // The daemon's preface is not waited for here: that costs a round trip.
+  // A send that fails (the daemon refused the connection and closed it)
+  // shows when the preface is read, with the daemon's reason.
+  (void)SendAll(fd, wire::kPreface, deadline);
   return channel;
+}
+
+absl::Status LocalChannel::AwaitPreface(Clock::time_point deadline) {
+  if (greeted_) return absl::OkStatus();
+  absl::Status got = ReadPreface(deadline);
+  if (!got.ok()) NoteRefusal(deadline);
+  return got;
 }
 
 LocalChannel::~LocalChannel() { close(fd_); }

@@ -25,13 +25,18 @@ class LocalChannel {
   using Clock = std::chrono::steady_clock;
 
   // Connects to the socket at `path` and sends the preface, within
-  // `timeout`; UNAVAILABLE when nothing accepts there. With await_preface
-  // it also reads the daemon's: UNAVAILABLE when what answers does not
-  // speak the local path, with `*refusal` set to the daemon's reason when it
-  // refused the connection (a bound). Without, the daemon's preface is read
-  // with the first answer, so that opening costs no round trip.
-  static absl::StatusOr<std::unique_ptr<LocalChannel>> Open(const std::string& path, std::chrono::milliseconds timeout,
-                                                            bool await_preface, std::string* refusal = nullptr);
+  // `timeout`; UNAVAILABLE when nothing accepts there. The daemon's preface
+  // is read by AwaitPreface(), or else with the first answer, so that
+  // opening costs no round trip.
+  static absl::StatusOr<std::unique_ptr<LocalChannel>> Open(const std::string& path, std::chrono::milliseconds timeout);
+
+  // Reads the daemon's preface by `deadline` (what proves that the daemon
+  // took the connection): UNAVAILABLE when the connection broke, nothing
+  // came in time, or what answers does not speak the local path, with
+  // refusal() the daemon's reason when it refused the connection (a bound).
+  // Between Open() and this the caller may do other work: the daemon
+  // answers meanwhile.
+  absl::Status AwaitPreface(Clock::time_point deadline);
 
   ~LocalChannel();
   LocalChannel(const LocalChannel&) = delete;
@@ -44,8 +49,9 @@ class LocalChannel {
   // caller drops it).
   absl::StatusOr<v1::LocalAnswer> Ask(const v1::GetKernelRequest& request, std::chrono::milliseconds timeout);
 
-  // After a failed Ask(): the text of the GOAWAY the daemon sent instead
-  // of its preface (a refusal at a connection bound); "" for other failures.
+  // After a failed Ask() or AwaitPreface(): the text of the GOAWAY the
+  // daemon sent instead of its preface (a refusal at a connection bound);
+  // "" for other failures.
   const std::string& refusal() const { return refusal_; }
 
  private:

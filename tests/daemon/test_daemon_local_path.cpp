@@ -13,8 +13,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -224,6 +226,64 @@ TEST(LocalPath, ItAnswersCachedOnlyLookupsAndSaysWhereTheRestGo) {
   EXPECT_EQ(hit.response().cubin_size(), hit.response().cubin().size());
 }
 
+// The acceptor answers a whole preface itself and leaves what follows it
+// to the local server; a preface that comes in pieces is the local
+// server's to finish. Either way the client sees the same bytes.
+TEST(LocalPath, APrefaceWithARequestBehindItOrInPiecesIsAnsweredTheSame) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small());
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  v1::GetKernelRequest lookup = testing::KernelRequest("small.fill", {{"dtype", "fp32"}});
+  lookup.set_mode(v1::GetKernelRequest::CACHED_ONLY);
+  std::string frame;
+  wire::AppendFrame(lookup.SerializeAsString(), &frame);
+  const auto open = [&] {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", daemon.socket_path().c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+    return fd;
+  };
+  const auto send_all = [](int fd, std::string_view bytes) {
+    EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  };
+  const auto receive = [](int fd, size_t n) {
+    std::string got(n, '\0');
+    size_t at = 0;
+    while (at < n) {
+      const ssize_t r = recv(fd, got.data() + at, n - at, 0);
+      if (r <= 0) break;
+      at += static_cast<size_t>(r);
+    }
+    got.resize(at);
+    return got;
+  };
+  // The daemon's preface, then a NOT_FOUND answer (nothing is cached).
+  const auto check = [&](int fd) {
+    EXPECT_EQ(receive(fd, wire::kPreface.size()), wire::kPreface);
+    const std::string header = receive(fd, wire::kHeaderBytes);
+    ASSERT_EQ(header.size(), wire::kHeaderBytes);
+    v1::LocalAnswer answer;
+    ASSERT_TRUE(answer.ParseFromString(receive(fd, wire::FrameLength(header.data()))));
+    EXPECT_EQ(answer.code(), static_cast<int>(absl::StatusCode::kNotFound)) << answer.message();
+  };
+
+  // In one send: the acceptor must read the preface and nothing more.
+  const int together = open();
+  send_all(together, std::string(wire::kPreface) + frame);
+  check(together);
+  close(together);
+
+  // In pieces, the acceptor seeing only the start of the preface.
+  const int pieces = open();
+  send_all(pieces, wire::kPreface.substr(0, 3));
+  std::this_thread::sleep_for(100ms);
+  send_all(pieces, std::string(wire::kPreface.substr(3)) + frame);
+  check(pieces);
+  close(pieces);
+}
+
 TEST(LocalPath, LocalConnectionsCountAgainstTheConnectionBound) {
   TempDir dir;
   TestDaemon daemon(dir, Small({"--max-connections", "3", "--max-connections-per-peer", "3"}));
@@ -238,9 +298,17 @@ TEST(LocalPath, LocalConnectionsCountAgainstTheConnectionBound) {
   }
   ASSERT_GE(held.size(), 2u);
   ASSERT_LE(held.size(), 3u) << "a fourth connection was let in";
-  // A client beyond the bound is told so, over the local path or gRPC.
+  // A client beyond the bound is told so: by Connect(), which waits for
+  // the daemon's preface, ...
   ClientOptions options;
   options.endpoint = daemon.endpoint();
+  auto told = Client::Connect(options);
+  ASSERT_FALSE(told.ok());
+  EXPECT_TRUE(absl::IsUnavailable(told.status())) << told.status();
+  EXPECT_THAT(std::string(told.status().message()), HasSubstr("the daemon refused the connection: "));
+  EXPECT_THAT(std::string(told.status().message()), HasSubstr("--max-connections"));
+  // ... or, connected without waiting, by its first request, over the
+  // local path or gRPC.
   options.connect_timeout = 0ms;
   auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();

@@ -116,12 +116,13 @@ class LocalServerTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
   }
 
-  // The client's end of a connection the server adopted.
-  int Connect() {
+  // The client's end of a connection the server adopted; `greeted`: as the
+  // acceptor hands one over whose preface it read and answered itself.
+  int Connect(bool greeted = false) {
     int sv[2];
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) | O_NONBLOCK);
-    server_->Adopt(sv[1]);
+    server_->Adopt(sv[1], greeted);
     client_fds_.push_back(sv[0]);
     return sv[0];
   }
@@ -149,6 +150,31 @@ TEST_F(LocalServerTest, EchoesThePrefaceThenAnswersPipelinedFramesInOrder) {
   }
   EXPECT_EQ(peer_, Join({"uid:", std::to_string(getuid())}));
   EXPECT_EQ(server_->answered(), 3u);
+}
+
+TEST_F(LocalServerTest, AGreetedConnectionIsAnsweredWithoutAPrefaceAndHasNoPrefaceDue) {
+  Start(/*frame_timeout=*/200ms);
+  const int fd = Connect(/*greeted=*/true);
+  // Nothing is due from a greeted connection until it starts a frame: idle
+  // beyond the frame timeout, it stays open.
+  std::this_thread::sleep_for(400ms);
+  const auto sent = std::chrono::steady_clock::now();
+  SendAll(fd, Join({RequestFrame("k0"), RequestFrame("k1")}));
+  for (const std::string kernel : {"k0", "k1"}) {
+    const v1::LocalAnswer answer = ReceiveAnswer(fd);
+    EXPECT_EQ(answer.code(), 0) << answer.message();
+    EXPECT_EQ(answer.response().key(), kernel);
+  }
+  // Adopted without a wakeup of its own, the connection still wakes the
+  // thread itself: the answer does not wait for an idle turn (a second).
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, 500ms);
+  EXPECT_EQ(peer_, Join({"uid:", std::to_string(getuid())}));
+  EXPECT_EQ(server_->connections(), 1u);
+  // Its preface was the acceptor's to read: one sent now is no frame.
+  SendAll(fd, std::string(wire::kPreface));
+  EXPECT_EQ(ReceiveAnswer(fd).code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(ClosedWithin(fd, 5s));
+  EXPECT_EQ(calls_, 2);
 }
 
 TEST_F(LocalServerTest, AFrameThatArrivesByteByByteIsAnsweredWhenComplete) {
