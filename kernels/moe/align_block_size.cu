@@ -145,14 +145,14 @@ __device__ __forceinline__ void scatter_segment(const int32_t* __restrict__ topk
   }
 }
 
-// Counts into hist[e] every valid id in [begin, end), the block's threads
-// striding together, kAlignCountLoads ids in flight per thread.
-__device__ __forceinline__ void count_range(const int32_t* __restrict__ topk_ids, int32_t begin, int32_t end,
-                                            int32_t num_experts, int32_t* hist) {
-  for (int32_t i = begin + static_cast<int32_t>(threadIdx.x); i < end; i += kAlignCountLoads * kAlignThreads) {
+// Counts into hist[e] every valid id at begin + first, begin + first +
+// stride, ... below end, kAlignCountLoads ids in flight per thread.
+__device__ __forceinline__ void count_ids(const int32_t* __restrict__ topk_ids, int32_t begin, int32_t end,
+                                          int32_t first, int32_t stride, int32_t num_experts, int32_t* hist) {
+  for (int32_t i = begin + first; i < end; i += kAlignCountLoads * stride) {
     int32_t ids[kAlignCountLoads];
 #pragma unroll
-    for (int d = 0; d < kAlignCountLoads; ++d) ids[d] = id_at(topk_ids, i + d * kAlignThreads, end);
+    for (int d = 0; d < kAlignCountLoads; ++d) ids[d] = id_at(topk_ids, i + d * stride, end);
 #pragma unroll
     for (int d = 0; d < kAlignCountLoads; ++d) {
       if (is_expert(ids[d], num_experts)) atomicAdd(&hist[ids[d]], 1);
@@ -205,19 +205,11 @@ __global__ void __launch_bounds__(kAlignThreads)
     const int32_t stride = kAlignWarps / segments * kWarpSize;
     const int32_t begin = min(chunk_begin + s * segment_len, chunk_end);
     const int32_t end = min(begin + segment_len, chunk_end);
-    int32_t* row = cursor + (s << row_shift);
-    for (int32_t i = begin + warp / segments * kWarpSize + lane; i < end; i += kAlignCountLoads * stride) {
-      int32_t ids[kAlignCountLoads];
-#pragma unroll
-      for (int d = 0; d < kAlignCountLoads; ++d) ids[d] = id_at(topk_ids, i + d * stride, end);
-#pragma unroll
-      for (int d = 0; d < kAlignCountLoads; ++d) {
-        if (is_expert(ids[d], num_experts)) atomicAdd(&row[ids[d]], 1);
-      }
-    }
+    count_ids(topk_ids, begin, end, warp / segments * kWarpSize + lane, stride, num_experts,
+              cursor + (s << row_shift));
   }
-  count_range(topk_ids, 0, chunk_begin, num_experts, offset);
-  count_range(topk_ids, chunk_end, n, num_experts, fill);
+  count_ids(topk_ids, 0, chunk_begin, tid, kAlignThreads, num_experts, offset);
+  count_ids(topk_ids, chunk_end, n, tid, kAlignThreads, num_experts, fill);
   __syncthreads();
 
   // 2. o_e: exclusive prefix sum of p_e over the 1024 threads, thread e

@@ -316,17 +316,23 @@ class CudaBackend:
             for _ in range(inner):  # warm-up: one batch
                 fn()
             self.stream.synchronize()
-            runs = []
-            for _ in range(reps):
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record(self.stream)
-                for _ in range(inner):
-                    fn()
-                end.record(self.stream)
-                end.synchronize()
-                runs.append(start.elapsed_time(end) * 1000.0 / inner)
+            runs = self._event_runs(lambda: [fn() for _ in range(inner)], reps, inner)
         return statistics.median(runs), runs
+
+    def _event_runs(self, batch, reps, inner):
+        """reps timings of batch() (inner launches) between CUDA events on
+        the stream, each per launch in µs."""
+        torch = self.torch
+        runs = []
+        for _ in range(reps):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record(self.stream)
+            batch()
+            end.record(self.stream)
+            end.synchronize()
+            runs.append(start.elapsed_time(end) * 1000.0 / inner)
+        return runs
 
     def graph_time_us(self, fn, reps, inner):
         """fn's inner launches captured once in a CUDA graph, the graph
@@ -342,15 +348,7 @@ class CudaBackend:
                     fn()
             graph.replay()
             self.stream.synchronize()
-            runs = []
-            for _ in range(reps):
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record(self.stream)
-                graph.replay()
-                end.record(self.stream)
-                end.synchronize()
-                runs.append(start.elapsed_time(end) * 1000.0 / inner)
+            runs = self._event_runs(graph.replay, reps, inner)
             del graph
         return statistics.median(runs), runs
 
