@@ -558,8 +558,10 @@ class Run:
             time.sleep(pause)  # a poll's interval, growing: readiness is what ends the wait
             pause = min(pause * 2, 0.5)
         # SERVING, but from this daemon? Another one on the same socket would answer too.
-        elapsed = time.monotonic() - d.started
         stats = self.jitctl("--json", "stats", endpoint=d.action.endpoint)
+        # Read the clock once the uptime is in hand: measured before the call, the
+        # stats round trip itself would make this daemon look older than it is.
+        elapsed = time.monotonic() - d.started
         if stats.returncode != 0:
             raise Failure(f"jitctl --json stats exited {stats.returncode} once the daemon was ready:\n{stats.stdout}{stats.stderr}")
         doc = json.loads(stats.stdout)
