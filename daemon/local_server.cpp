@@ -1,6 +1,7 @@
 #include "local_server.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -26,6 +27,12 @@ namespace {
 
 // How long the thread sleeps when no connection has a deadline.
 constexpr int kIdlePollMs = 1000;
+// How long the thread keeps polling, without sleeping, after a connection
+// arrives or a frame is answered. A client's next frame usually follows
+// within this; met by a sleeping thread it would wait out a wakeup
+// (see kSpinBeforeBlocking in client/src/local_channel.cpp for what the
+// two save). Bounded: one thread, and only while there is traffic.
+constexpr auto kLinger = std::chrono::microseconds(250);
 // Serve() reads epoll's event bits as poll's, which they are.
 static_assert(EPOLLIN == POLLIN && EPOLLOUT == POLLOUT && EPOLLERR == POLLERR && EPOLLHUP == POLLHUP);
 
@@ -110,11 +117,11 @@ void LocalServer::Adopt(int fd, bool greeted) {
     close(fd);
     return;
   }
-  // A greeted connection needs nothing from the thread until it sends a
-  // frame, which wakes the thread by itself: no wakeup of its own, which
-  // would cost the first request a thread hop. An ungreeted one has a
-  // deadline the thread must know of.
-  if (!greeted) Wake();
+  // Woken now, the thread is awake and lingering (kLinger) when the
+  // client's first frame comes, a few tens of microseconds after the
+  // greeting; left asleep, that frame would wait out its wakeup. An
+  // ungreeted connection has a deadline the thread must know of too.
+  Wake();
 }
 
 void LocalServer::Wake() {
@@ -155,6 +162,7 @@ void LocalServer::Run() {
     connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(i));
     open_.fetch_sub(1, std::memory_order_relaxed);
   };
+  Steady::time_point linger_until = Steady::time_point::min();
   while (true) {
     // Closed for taking too long: an unfinished frame or an untaken answer.
     const Steady::time_point now = Steady::now();
@@ -192,11 +200,14 @@ void LocalServer::Run() {
       // without waiting for more bytes.
       backlog = backlog || (c.out.empty() && HasFrame(c));
     }
-    int timeout_ms = backlog ? 0 : kIdlePollMs;
-    if (!backlog && next_deadline != Steady::time_point::max()) {
+    const bool lingering = now < linger_until;
+    int timeout_ms = backlog || lingering ? 0 : kIdlePollMs;
+    if (timeout_ms != 0 && next_deadline != Steady::time_point::max()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now).count() + 1;
       timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 1, kIdlePollMs));
     }
+    // A client woken by this thread may be queued on its core.
+    if (lingering && !backlog) sched_yield();
     // epoll, not poll: a wakeup costs the same with one connection open or
     // thousands, and the acceptor adds connections without waking this
     // thread.
@@ -216,6 +227,7 @@ void LocalServer::Run() {
       }
       adopted_.clear();
     }
+    if (ready > 0) linger_until = Steady::now() + kLinger;
     for (int e = 0; e < std::max(ready, 0); ++e) {
       if (events[e].data.ptr == nullptr) {
         uint64_t count = 0;

@@ -7,11 +7,13 @@
 // one its key names.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -375,6 +377,54 @@ TEST(LocalPath, UnderConcurrentEvictionItNeverServesAWrongOrTornCubin) {
   EXPECT_GT(evictions, 0);
   EXPECT_GT(local, 0) << "some answers came over the local path";
   std::cout << "served " << served << " (" << local << " over the local path) across " << evictions << " evictions\n";
+}
+
+// CPU time of this process (every thread), in milliseconds.
+double ProcessCpuMs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + t.tv_usec / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+TEST(LocalPath, AClientWaitingOnASlowDaemonSpinsOnlyBrieflyThenSleeps) {
+  // A stand-in for a daemon that takes 250 ms to answer the preface.
+  TempDir dir;
+  const std::string path = (dir.path() / "slow.sock").string();
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  ASSERT_EQ(bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(listener, 4), 0);
+  std::thread slow([listener] {
+    const int fd = accept(listener, nullptr, nullptr);
+    std::string preface(wire::kPreface.size(), '\0');
+    size_t at = 0;
+    while (at < preface.size()) {
+      const ssize_t r = recv(fd, preface.data() + at, preface.size() - at, 0);
+      if (r <= 0) break;
+      at += static_cast<size_t>(r);
+    }
+    std::this_thread::sleep_for(250ms);
+    (void)send(fd, wire::kPreface.data(), wire::kPreface.size(), MSG_NOSIGNAL);
+    char c;
+    while (recv(fd, &c, 1, 0) > 0) {
+    }
+    close(fd);
+  });
+  ClientOptions options;
+  options.endpoint = "unix:" + path;
+  const double before = ProcessCpuMs();
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+  const double used = ProcessCpuMs() - before;
+  EXPECT_TRUE(client.ok()) << client.status();
+  // The client spins a fraction of a millisecond for an answer, then
+  // sleeps until it comes; spinning on, it would take about 250 ms.
+  EXPECT_LT(used, 60.0) << "the client polls while the daemon is slow";
+  client = absl::UnavailableError("closed");
+  slow.join();
+  close(listener);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -165,7 +166,7 @@ TEST_F(LocalServerTest, AGreetedConnectionIsAnsweredWithoutAPrefaceAndHasNoPrefa
     EXPECT_EQ(answer.code(), 0) << answer.message();
     EXPECT_EQ(answer.response().key(), kernel);
   }
-  // Adopted without a wakeup of its own, the connection still wakes the
+  // Long after the linger that its adoption began, the frame wakes the
   // thread itself: the answer does not wait for an idle turn (a second).
   EXPECT_LT(std::chrono::steady_clock::now() - sent, 500ms);
   EXPECT_EQ(peer_, Join({"uid:", std::to_string(getuid())}));
@@ -296,6 +297,32 @@ TEST_F(LocalServerTest, ManyConnectionsAreAllServedByTurns) {
     }
   }
   EXPECT_EQ(server_->answered(), static_cast<uint64_t>(kConnections * kFrames));
+}
+
+// CPU time of this process (every thread), in milliseconds.
+double ProcessCpuMs() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + t.tv_usec / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+TEST_F(LocalServerTest, AfterAnAnswerTheThreadPollsOnlyBrieflyThenSleeps) {
+  Start();
+  const int fd = Connect(/*greeted=*/true);
+  for (int i = 0; i < 3; ++i) {
+    SendAll(fd, RequestFrame("k"));
+    ASSERT_EQ(ReceiveAnswer(fd).code(), 0);
+  }
+  // The thread keeps polling for a fraction of a millisecond after an
+  // answer, for the client's next frame; then it sleeps. Spinning on, it
+  // would take about all of this window's 300 ms.
+  std::this_thread::sleep_for(20ms);
+  const double before = ProcessCpuMs();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_LT(ProcessCpuMs() - before, 30.0) << "the local path's thread polls while nothing comes";
+  SendAll(fd, RequestFrame("k"));
+  EXPECT_EQ(ReceiveAnswer(fd).code(), 0);
 }
 
 TEST_F(LocalServerTest, StopClosesEveryConnection) {
