@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 26b: first use with old/new daemon x old/new client (spin, linger).
 set -u
-root=$(cd "$(dirname "$0")/../.." && pwd); cd "$root"
+root=$(cd "$(dirname "$0")/../../.." && pwd); cd "$root"
 out=/tmp/s26c; mkdir -p $out
 bundle=$root/.gpu/bundle; work=$(mktemp -d /tmp/js26c.XXXXXX); mkdir -p $work/bin
 mk() { printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' "$bundle" "$2" >"$work/bin/$1"; chmod +x "$work/bin/$1"; }
