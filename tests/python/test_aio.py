@@ -206,3 +206,52 @@ def test_aio_errors_are_grpc_aio_errors_mapped(tmp_path):
     assert isinstance(mapped, jitd.Unavailable)
     assert mapped.message.startswith("cannot reach jitd at 127.0.0.1:1: connection refused: nothing accepts ")
     assert "created_time" not in str(mapped)
+
+
+def test_a_cached_kernel_comes_over_the_local_path_and_a_miss_over_grpc(make_daemon):
+    daemon = make_daemon()
+    with daemon.client(local_path=False) as sync:
+        compiled = sync.get_kernel("small.fill", dtype="fp32")
+
+    async def main() -> None:
+        async with jitd.aio.Client(daemon.endpoint) as client:
+            hit = await client.get_kernel("small.fill", dtype="fp32")
+            assert hit.origin == "memory"
+            assert (hit.key, hit.cubin, hit.symbols) == (compiled.key, compiled.cubin, compiled.symbols)
+            assert client.counters == jitd.ClientCounters(get_kernel_rpcs=1, memo_hits=0, retries=0,
+                                                          local_answers=1)
+            assert (await client.get_kernel("small.fill", dtype="fp64")).origin == "compiled"
+            assert client.counters.get_kernel_rpcs == 2 and client.counters.local_answers == 1
+        async with jitd.aio.Client(daemon.endpoint, local_path=False) as grpc_only:
+            assert (await grpc_only.get_kernel("small.fill", dtype="fp32")).origin == "memory"
+            assert grpc_only.counters.local_answers == 0 and grpc_only.counters.get_kernel_rpcs == 1
+
+    asyncio.run(main())
+    with daemon.client() as sync:
+        stats = sync.stats()
+    assert (stats.memory_hits, stats.compiles) == (2, 2)
+
+
+def test_calls_cancelled_on_the_local_path_never_hand_their_answer_to_another(make_daemon):
+    daemon = make_daemon()
+    with daemon.client(local_path=False) as sync:
+        want = {dtype: sync.get_kernel("small.fill", dtype=dtype).key for dtype in ("fp32", "fp64")}
+
+    async def main() -> None:
+        client = jitd.aio.Client(daemon.endpoint)
+        for i in range(40):
+            # One call cancelled at a different moment each time (before its
+            # frame, between frame and answer, after), then concurrent calls
+            # for both kernels: each gets its own, whatever was left unread.
+            client.clear_memo()
+            doomed = asyncio.ensure_future(client.get_kernel("small.fill", dtype="fp64"))
+            for _ in range(i % 8):
+                await asyncio.sleep(0)
+            doomed.cancel()
+            client.clear_memo()
+            got = await asyncio.gather(*[client.get_kernel("small.fill", dtype=d) for d in ("fp32", "fp64", "fp32")])
+            assert [k.key for k in got] == [want["fp32"], want["fp64"], want["fp32"]]
+        assert client.counters.local_answers > 0
+        await client.close()
+
+    asyncio.run(main())

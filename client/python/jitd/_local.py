@@ -10,6 +10,7 @@ LocalAnswer) per request, in order.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import struct
@@ -84,3 +85,62 @@ class LocalChannel:
                 raise LocalError("the daemon closed the connection")
             data += chunk
         return bytes(data)
+
+
+class AsyncLocalChannel:
+    """The local path for asyncio: one connection, for the event loop and
+    process that opened it. Requests take turns (the answers come in order);
+    one cancelled between its frame and its answer leaves the channel broken,
+    since that answer would otherwise be read as the next caller's."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.get_running_loop()
+        self.broken = False
+        self._reader, self._writer = reader, writer
+        self._greeted = False
+        self._turn = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, socket_path: str) -> AsyncLocalChannel:
+        """A connection with the preface sent (its answer is read with the
+        first answer); LocalError when nothing accepts in time."""
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(socket_path), OPEN_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise LocalError(f"connect to {socket_path}: {e or 'timed out'}") from e
+        writer.write(PREFACE)
+        return cls(reader, writer)
+
+    async def ask(self, request: Any) -> Any:
+        """:meth:`LocalChannel.ask` as a coroutine."""
+        payload = request.SerializeToString()
+        async with self._turn:
+            if self.broken:
+                raise LocalError("the connection broke")
+            try:
+                return await asyncio.wait_for(self._exchange(payload), ASK_TIMEOUT_S)
+            except (OSError, DecodeError, EOFError, asyncio.TimeoutError, LocalError) as e:
+                self.close()
+                raise LocalError(str(e) or type(e).__name__) from e
+            except BaseException:
+                self.close()  # cancelled: this request's answer may still come
+                raise
+
+    def close(self) -> None:
+        self.broken = True
+        self._writer.close()
+
+    async def _exchange(self, payload: bytes) -> Any:
+        self._writer.write(struct.pack("<I", len(payload)) + payload)
+        await self._writer.drain()
+        if not self._greeted:
+            if await self._reader.readexactly(len(PREFACE)) != PREFACE:
+                raise LocalError("the daemon does not speak the local path")
+            self._greeted = True
+        (length,) = struct.unpack("<I", await self._reader.readexactly(4))
+        if length > _MAX_ANSWER_BYTES:
+            raise LocalError(f"a local-path answer of {length} bytes")
+        answer = compiler_pb2.LocalAnswer()
+        answer.ParseFromString(await self._reader.readexactly(length))
+        return answer

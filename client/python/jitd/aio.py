@@ -30,7 +30,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Sequence, 
 import grpc
 import grpc.aio
 
-from . import _calls, _health
+from . import _calls, _health, _local
 from ._calls import KernelsLike
 from ._memo import SingleFlightMemo, deadline_after
 from ._proto.jitd.v1 import cache_admin_pb2_grpc, compiler_pb2_grpc
@@ -62,11 +62,14 @@ class _Flight:
     """One GetKernel in the air, shared by the callers of its instantiation
     on one loop; cancelled when the last of them leaves."""
 
-    __slots__ = ("task", "waiters")
+    __slots__ = ("task", "waiters", "abandoned")
 
     def __init__(self, task: asyncio.Task) -> None:
         self.task = task
         self.waiters = 0
+        # Cancelled by its last caller: a task's cancellation lands at its
+        # next step, and a caller arriving before that must not join it.
+        self.abandoned = False
 
 
 class Client(_calls.Settings):
@@ -78,6 +81,10 @@ class Client(_calls.Settings):
     life of the client; concurrent first calls share one RPC, and it is
     cancelled only when every caller waiting for it was.
 
+    The local path: as :class:`jitd.Client`'s (``local_path``), a cached
+    kernel from a ``unix:`` daemon comes over one connection of jitd's own
+    framing, without a gRPC channel; the calls of one loop take turns on it.
+
     Event loops: the connection belongs to the loop of the call that made
     it; a call on another loop (a second ``asyncio.run``) makes its own, the
     memo stays. Use one loop at a time. A client pickles to its settings.
@@ -87,11 +94,15 @@ class Client(_calls.Settings):
                  retries: Union[RetryPolicy, int, None] = None, admin_token: Optional[str] = None,
                  admin_token_file: Union[str, "os.PathLike[str]", None] = None, arch: Optional[str] = None,
                  warm_timeout: Optional[float] = None, tls_ca_file: Optional[str] = None,
-                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None) -> None:
+                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
+                 local_path: Optional[bool] = None) -> None:
         super().__init__(endpoint, timeout=timeout, retries=retries, admin_token=admin_token,
                          admin_token_file=admin_token_file, arch=arch, warm_timeout=warm_timeout,
-                         tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file)
+                         tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file,
+                         local_path=local_path)
         self._connection: Optional[_Connection] = None
+        self._local: Optional[_local.AsyncLocalChannel] = None
+        self._local_next_try = 0.0
         self._memo: SingleFlightMemo[KernelResult] = SingleFlightMemo()
         self._flights: dict[str, _Flight] = {}
 
@@ -99,6 +110,9 @@ class Client(_calls.Settings):
 
     async def close(self) -> None:
         """Closes the connection. Later calls reconnect."""
+        local, self._local = self._local, None
+        if local is not None and local.loop is asyncio.get_running_loop() and local.pid == os.getpid():
+            local.close()
         connection, self._connection = self._connection, None
         if connection is not None and connection.loop is asyncio.get_running_loop() and connection.pid == os.getpid():
             await connection.channel.close()
@@ -189,7 +203,7 @@ class Client(_calls.Settings):
         caller on this loop already made (waited for at most ``timeout``)."""
         loop = asyncio.get_running_loop()
         flight = self._flights.get(key)
-        leader = flight is None or flight.task.get_loop() is not loop
+        leader = flight is None or flight.abandoned or flight.task.get_loop() is not loop
         if leader:
             flight = _Flight(loop.create_task(self._fetch(spec, Mode.COMPILE, timeout)))
             self._flights[key] = flight
@@ -212,6 +226,7 @@ class Client(_calls.Settings):
         finally:
             flight.waiters -= 1
             if flight.waiters == 0 and not flight.task.done():
+                flight.abandoned = True
                 flight.task.cancel()  # everyone left: the daemon may stop compiling
 
     def _landed(self, key: str, flight: _Flight, task: asyncio.Task) -> None:
@@ -223,6 +238,10 @@ class Client(_calls.Settings):
                 self._memo.remember(key, result)
 
     async def _fetch(self, spec: KernelSpec, mode: Mode, timeout: Optional[float]) -> tuple[KernelResult, bool]:
+        if self._local_path:
+            hit = await self._fetch_local(spec)
+            if hit is not None:
+                return hit
         request = _calls.get_kernel_request(spec, mode)
 
         def invoke(connection: _Connection, left: Optional[float]) -> Any:
@@ -230,6 +249,36 @@ class Client(_calls.Settings):
             return connection.compiler.GetKernel(request, timeout=left)
 
         return _calls.kernel_result(spec, await self._call(f"GetKernel {spec}", invoke, timeout))
+
+    async def _fetch_local(self, spec: KernelSpec) -> Optional[tuple[KernelResult, bool]]:
+        """:meth:`jitd.Client._fetch_local` on this loop: a cache hit over
+        the local path, or None (the request then goes over gRPC)."""
+        request = _calls.get_kernel_request(spec, Mode.CACHED_ONLY)
+        local = self._local
+        if local is None or local.broken or local.loop is not asyncio.get_running_loop() or local.pid != os.getpid():
+            if time.monotonic() < self._local_next_try:
+                return None
+            try:
+                opened = await _local.AsyncLocalChannel.open(self._endpoint[len("unix:"):])
+            except _local.LocalError:
+                self._local_next_try = time.monotonic() + _local.RETRY_AFTER_S
+                return None
+            local = self._local
+            if local is None or local.broken or local.loop is not opened.loop or local.pid != opened.pid:
+                self._local = local = opened
+            else:
+                opened.close()  # another task of this loop opened one meanwhile: one connection is enough
+        try:
+            answer = await local.ask(request)
+        except _local.LocalError:
+            if self._local is local:
+                self._local = None  # broken: the next request opens a new one
+            return None
+        if answer.code != 0:
+            return None
+        self._count("get_kernel_rpcs")
+        self._count("local_answers")
+        return _calls.kernel_result(spec, answer.response)
 
     async def kernels(self, glob: str = "", *, timeout: Optional[float] = None) -> Manifest:
         """:meth:`jitd.Client.kernels`: the daemon's manifest."""
