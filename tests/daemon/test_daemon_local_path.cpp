@@ -7,7 +7,6 @@
 // one its key names.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -26,6 +25,7 @@
 #include "jitd/detail/local_wire.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
+#include "process_cpu.h"
 #include "scrape.h"
 #include "test_daemon.h"
 
@@ -379,14 +379,6 @@ TEST(LocalPath, UnderConcurrentEvictionItNeverServesAWrongOrTornCubin) {
   std::cout << "served " << served << " (" << local << " over the local path) across " << evictions << " evictions\n";
 }
 
-// CPU time of this process (every thread), in milliseconds.
-double ProcessCpuMs() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + t.tv_usec / 1e3; };
-  return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
-
 TEST(LocalPath, AClientWaitingOnASlowDaemonSpinsOnlyBrieflyThenSleeps) {
   // A stand-in for a daemon that takes 250 ms to answer the preface.
   TempDir dir;
@@ -415,9 +407,9 @@ TEST(LocalPath, AClientWaitingOnASlowDaemonSpinsOnlyBrieflyThenSleeps) {
   });
   ClientOptions options;
   options.endpoint = "unix:" + path;
-  const double before = ProcessCpuMs();
+  const double before = testing::ProcessCpuMs();
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
-  const double used = ProcessCpuMs() - before;
+  const double used = testing::ProcessCpuMs() - before;
   EXPECT_TRUE(client.ok()) << client.status();
   // The client spins a fraction of a millisecond for an answer, then
   // sleeps until it comes; spinning on, it would take about 250 ms.

@@ -7,7 +7,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "jitd/detail/local_wire.h"
 #include "local_server.h"
 #include "poll_until.h"
+#include "process_cpu.h"
 
 namespace jitd::daemon {
 namespace {
@@ -299,14 +299,6 @@ TEST_F(LocalServerTest, ManyConnectionsAreAllServedByTurns) {
   EXPECT_EQ(server_->answered(), static_cast<uint64_t>(kConnections * kFrames));
 }
 
-// CPU time of this process (every thread), in milliseconds.
-double ProcessCpuMs() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + t.tv_usec / 1e3; };
-  return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
-
 TEST_F(LocalServerTest, AfterAnAnswerTheThreadPollsOnlyBrieflyThenSleeps) {
   Start();
   const int fd = Connect(/*greeted=*/true);
@@ -318,9 +310,9 @@ TEST_F(LocalServerTest, AfterAnAnswerTheThreadPollsOnlyBrieflyThenSleeps) {
   // answer, for the client's next frame; then it sleeps. Spinning on, it
   // would take about all of this window's 300 ms.
   std::this_thread::sleep_for(20ms);
-  const double before = ProcessCpuMs();
+  const double before = testing::ProcessCpuMs();
   std::this_thread::sleep_for(300ms);
-  EXPECT_LT(ProcessCpuMs() - before, 30.0) << "the local path's thread polls while nothing comes";
+  EXPECT_LT(testing::ProcessCpuMs() - before, 30.0) << "the local path's thread polls while nothing comes";
   SendAll(fd, RequestFrame("k"));
   EXPECT_EQ(ReceiveAnswer(fd).code(), 0);
 }
