@@ -209,8 +209,7 @@ void LocalServer::Run() {
     // A client woken by this thread may be queued on its core.
     if (lingering && !backlog) sched_yield();
     // epoll, not poll: a wakeup costs the same with one connection open or
-    // thousands, and the acceptor adds connections without waking this
-    // thread.
+    // thousands, and the acceptor adds connections to the set itself.
     const int ready = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
     if (ready < 0 && errno != EINTR) {
       spdlog::error("the local path's epoll_wait failed: {}; its connections are closed", std::strerror(errno));
