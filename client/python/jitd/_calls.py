@@ -104,6 +104,15 @@ class Settings:
         with self._lock:
             self._counts[name] += 1
 
+    def _local_hit(self, spec: KernelSpec, answer: Any) -> Optional[tuple[KernelResult, bool]]:
+        """A local-path LocalAnswer as a counted cache hit, or None for
+        anything else (a miss, an error): the caller then asks over gRPC."""
+        if answer.code != 0:
+            return None
+        self._count("get_kernel_rpcs")
+        self._count("local_answers")
+        return kernel_result(spec, answer.response)
+
     def _credentials(self) -> Optional[grpc.ChannelCredentials]:
         """TLS credentials for a ``HOST:PORT`` endpoint with TLS files; None
         for a plaintext channel (every ``unix:`` endpoint)."""

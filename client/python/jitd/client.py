@@ -310,11 +310,7 @@ class Client(_calls.Settings):
                 local.close()
                 self._local = None  # broken: the next request opens a new one
                 return None
-        if answer.code != 0:
-            return None
-        self._count("get_kernel_rpcs")
-        self._count("local_answers")
-        return _calls.kernel_result(spec, answer.response)
+        return self._local_hit(spec, answer)
 
     def kernels(self, glob: str = "", *, timeout: Optional[float] = None) -> Manifest:
         """The kernels the daemon's manifest registers (``glob`` filters
