@@ -7,7 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/hex.h"
+#include "jitd/base/text.h"
 
 namespace jitd::daemon {
 
@@ -22,13 +23,7 @@ absl::StatusOr<std::string> NewAdminToken() {
     if (n < 0) return absl::InternalError(Cat("cannot make an admin token: getrandom: ", std::strerror(errno)));
     got += static_cast<size_t>(n);
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token += kHex[b >> 4];
-    token += kHex[b & 15];
-  }
-  return token;
+  return hex::Encode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
 std::filesystem::path AdminTokenFileFor(const std::filesystem::path& socket) {

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "grpc_status.h"
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "manifest.h"
 
 namespace jitd::daemon {

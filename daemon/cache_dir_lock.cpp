@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "jitd/detail/text.h"
 
 namespace jitd::daemon {
 namespace {

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <charconv>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::daemon {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "grpc_status.h"
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "manifest.h"
 #include "memory_trim.h"
 

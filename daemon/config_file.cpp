@@ -8,8 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "jitd/base/text.h"
 #include "jitd/client.h"
-#include "jitd/detail/text.h"
 
 namespace jitd::daemon {
 namespace {

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <map>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::daemon {
 namespace {

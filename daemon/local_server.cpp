@@ -14,8 +14,8 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "jitd/base/text.h"
 #include "jitd/detail/local_wire.h"
-#include "jitd/detail/text.h"
 
 namespace jitd::daemon {
 

@@ -9,8 +9,8 @@
 
 #include "compile_stack.h"
 #include "config.h"
+#include "jitd/base/text.h"
 #include "jitd/client.h"
-#include "jitd/detail/text.h"
 #include "jitd/progress.h"
 #include "kernel_service.h"
 #include "namespace_guard.h"

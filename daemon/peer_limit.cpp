@@ -1,6 +1,6 @@
 #include "peer_limit.h"
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::daemon {
 

@@ -28,9 +28,10 @@
 #include "health_service.h"
 #include "http_server.h"
 #include "in_flight_calls.h"
+#include "jitd/base/files.h"
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
-#include "jitd/detail/text.h"
 #include "kernel_service.h"
 #include "listen_address.h"
 #include "listener_probe.h"
@@ -339,7 +340,7 @@ class Server::Impl {
     // past the value cap, before the value is buffered whole.
     options.max_reply_bytes = config.remote_max_value_bytes + kRemoteReplyOverheadBytes;
     if (!config.remote_password_file.empty()) {
-      absl::StatusOr<std::string> text = cache::ReadWholeFile(config.remote_password_file);
+      absl::StatusOr<std::string> text = files::ReadWholeFile(config.remote_password_file);
       if (!text.ok())
         return absl::Status(text.status().code(), Cat("--remote-password-file: ", text.status().message()));
       std::string password = text->substr(0, text->find_first_of("\r\n"));
@@ -353,7 +354,7 @@ class Server::Impl {
     if (!backend.ok()) return backend.status();
     cache::RemoteTierOptions tier_options;
     if (!config.remote_signing_key_file.empty()) {
-      absl::StatusOr<std::string> key = cache::ReadWholeFile(config.remote_signing_key_file);
+      absl::StatusOr<std::string> key = files::ReadWholeFile(config.remote_signing_key_file);
       if (!key.ok())
         return absl::Status(key.status().code(), Cat("--remote-signing-key-file: ", key.status().message()));
       while (!key->empty() && std::isspace(static_cast<unsigned char>(key->back()))) key->pop_back();

@@ -3,26 +3,14 @@
 #include <grpcpp/security/server_credentials.h>
 #include <spdlog/spdlog.h>
 
-#include <fstream>
-#include <sstream>
-
-#include "jitd/detail/text.h"
+#include "jitd/base/files.h"
+#include "jitd/base/text.h"
 
 namespace jitd::daemon {
 namespace {
 
 using text::Cat;
 using text::Join;
-
-absl::StatusOr<std::string> ReadPem(const std::filesystem::path& path, const char* flag) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || text.str().find("-----BEGIN") == std::string::npos) {
-    return absl::InvalidArgumentError(Cat(flag, " ", path.string(), ": not a readable PEM file"));
-  }
-  return text.str();
-}
 
 }  // namespace
 
@@ -38,15 +26,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(const Da
     return std::shared_ptr<grpc::ServerCredentials>();
   }
   if (cert) {
-    absl::StatusOr<std::string> chain = ReadPem(config.tls_cert, "--tls-cert");
+    absl::StatusOr<std::string> chain = files::ReadPemFile(config.tls_cert, "--tls-cert");
     if (!chain.ok()) return chain.status();
-    absl::StatusOr<std::string> private_key = ReadPem(config.tls_key, "--tls-key");
+    absl::StatusOr<std::string> private_key = files::ReadPemFile(config.tls_key, "--tls-key");
     if (!private_key.ok()) return private_key.status();
     grpc::SslServerCredentialsOptions options(ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
                                                  : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
     options.pem_key_cert_pairs.push_back({*private_key, *chain});
     if (ca) {
-      absl::StatusOr<std::string> roots = ReadPem(config.tls_client_ca, "--tls-client-ca");
+      absl::StatusOr<std::string> roots = files::ReadPemFile(config.tls_client_ca, "--tls-client-ca");
       if (!roots.ok()) return roots.status();
       options.pem_root_certs = *roots;
     }

@@ -2,7 +2,7 @@
 #include <deque>
 #include <mutex>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "redis_connection.h"
 #include "remote.h"
 

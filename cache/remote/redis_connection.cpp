@@ -16,7 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::cache::detail {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "remote.h"
 
 namespace jitd::cache {
@@ -204,10 +204,11 @@ RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline
     // A value past the reply cap: the store answered (it is the value
     // that is wrong, not the store), and reading stopped at the cap.
     Record(absl::OkStatus(), "GET", gate);
-    spdlog::warn("remote tier {}: the value of {} is larger than this daemon reads ({}); refused unread for {} s, "
-                 "treated as a miss",
-                 backend_->Describe(), Short(key), std::string(got.status().message()),
-                 std::chrono::duration_cast<std::chrono::seconds>(options_.refuse_for).count());
+    spdlog::warn(
+        "remote tier {}: the value of {} is larger than this daemon reads ({}); refused unread for {} s, "
+        "treated as a miss",
+        backend_->Describe(), Short(key), std::string(got.status().message()),
+        std::chrono::duration_cast<std::chrono::seconds>(options_.refuse_for).count());
     std::lock_guard lock(mu_);
     ++stats_.oversized;
     RefuseLocked(key);

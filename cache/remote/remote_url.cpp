@@ -1,7 +1,7 @@
 // ParseRemoteUrl: the remote tier's URL forms (remote.h).
 #include <charconv>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "remote.h"
 
 namespace jitd::cache {

@@ -15,8 +15,10 @@
 #include <bit>
 #include <cstring>
 
+#include "jitd/base/coding.h"
+#include "jitd/base/hex.h"
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "jitd/detail/text.h"
 
 namespace jitd::cache {
 namespace {
@@ -45,29 +47,16 @@ enum Tag : uint16_t {
   kRequestOption = 12,  // one per EntryMeta::request_options; older jitd skips it
 };
 
-static_assert(std::endian::native == std::endian::little, "jitd blobs are little-endian");
-
-void PutU16(std::string& out, uint16_t v) { out.append(reinterpret_cast<const char*>(&v), 2); }
-void PutU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
-void PutU64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-
 void PutField(std::string& out, uint16_t tag, std::string_view value) {
-  PutU16(out, tag);
-  PutU32(out, static_cast<uint32_t>(value.size()));
+  coding::PutFixed16(&out, tag);
+  coding::PutFixed32(&out, static_cast<uint32_t>(value.size()));
   out.append(value);
 }
 
 void PutU64Field(std::string& out, uint16_t tag, uint64_t value) {
-  PutU16(out, tag);
-  PutU32(out, 8);
-  PutU64(out, value);
-}
-
-template <typename T>
-T Load(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+  coding::PutFixed16(&out, tag);
+  coding::PutFixed32(&out, 8);
+  coding::PutFixed64(&out, value);
 }
 
 // The 16 checksum bytes, most significant first: their hex is Checksum128.
@@ -81,22 +70,11 @@ std::string HashBytes(std::string_view data) {
   return out;
 }
 
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
-
 absl::Status Corrupt(std::string_view what) { return absl::DataLossError(Cat("corrupt blob: ", what)); }
 
 }  // namespace
 
-std::string Checksum128(std::string_view data) { return Hex(HashBytes(data)); }
+std::string Checksum128(std::string_view data) { return hex::Encode(HashBytes(data)); }
 
 bool IsValidKey(std::string_view key) {
   if (key.size() < 16 || key.size() > 128) return false;
@@ -110,7 +88,7 @@ std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin) {
   std::string out;
   out.reserve(cubin.size() + meta.log.size() + 512);
   out.append(kMagic);
-  PutU32(out, kFormatVersion);
+  coding::PutFixed32(&out, kFormatVersion);
   PutField(out, kKey, meta.key);
   PutField(out, kKernel, meta.kernel);
   PutField(out, kParams, meta.params);
@@ -120,7 +98,7 @@ std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin) {
   PutField(out, kNvrtcVersion, meta.nvrtc_version);
   for (const auto& symbol : meta.symbols) {
     std::string value;
-    PutU32(value, static_cast<uint32_t>(symbol.name_expression.size()));
+    coding::PutFixed32(&value, static_cast<uint32_t>(symbol.name_expression.size()));
     value.append(symbol.name_expression);
     value.append(symbol.lowered_name);
     PutField(out, kSymbol, value);
@@ -130,8 +108,8 @@ std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin) {
   PutU64Field(out, kCreatedMs, static_cast<uint64_t>(meta.created_unix_ms));
   PutField(out, kCubin, cubin);
   std::string sum = HashBytes(out);
-  PutU16(out, kTagEnd);
-  PutU32(out, kChecksumBytes);
+  coding::PutFixed16(&out, kTagEnd);
+  coding::PutFixed32(&out, kChecksumBytes);
   out.append(sum);
   return out;
 }
@@ -141,7 +119,7 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
   constexpr size_t kFieldHeader = 2 + 4;
   if (bytes.size() < kHeader + kFieldHeader + kChecksumBytes) return Corrupt("shorter than a header");
   if (bytes.substr(0, 8) != kMagic) return Corrupt("bad magic");
-  if (uint32_t version = Load<uint32_t>(bytes.data() + 8); version != kFormatVersion) {
+  if (uint32_t version = coding::DecodeFixed<uint32_t>(bytes.data() + 8); version != kFormatVersion) {
     return Corrupt(Cat("unknown format version ", version));
   }
   EntryMeta out;
@@ -150,8 +128,8 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
   size_t pos = kHeader;
   while (pos < bytes.size()) {
     if (bytes.size() - pos < kFieldHeader) return Corrupt("truncated field header");
-    uint16_t tag = Load<uint16_t>(bytes.data() + pos);
-    uint32_t len = Load<uint32_t>(bytes.data() + pos + 2);
+    uint16_t tag = coding::DecodeFixed<uint16_t>(bytes.data() + pos);
+    uint32_t len = coding::DecodeFixed<uint32_t>(bytes.data() + pos + 2);
     size_t value_pos = pos + kFieldHeader;
     if (len > kMaxFieldBytes || len > bytes.size() - value_pos) return Corrupt("field runs past the end");
     std::string_view value = bytes.substr(value_pos, len);
@@ -194,18 +172,18 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
         break;
       case kSymbol: {
         if (len < 4) return Corrupt("short symbol field");
-        uint32_t expr_len = Load<uint32_t>(value.data());
+        uint32_t expr_len = coding::DecodeFixed<uint32_t>(value.data());
         if (expr_len > len - 4) return Corrupt("symbol overruns its field");
         out.symbols.push_back(Symbol{std::string(value.substr(4, expr_len)), std::string(value.substr(4 + expr_len))});
         break;
       }
       case kCompileMs:
         if (len != 8) return Corrupt("bad compile_ms field");
-        out.compile_ms = std::bit_cast<double>(Load<uint64_t>(value.data()));
+        out.compile_ms = std::bit_cast<double>(coding::DecodeFixed<uint64_t>(value.data()));
         break;
       case kCreatedMs:
         if (len != 8) return Corrupt("bad created field");
-        out.created_unix_ms = static_cast<int64_t>(Load<uint64_t>(value.data()));
+        out.created_unix_ms = static_cast<int64_t>(coding::DecodeFixed<uint64_t>(value.data()));
         break;
       default:
         break;  // a field from a newer writer: skip it

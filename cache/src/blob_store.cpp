@@ -10,8 +10,10 @@
 #include <charconv>
 #include <cstring>
 
+#include "jitd/base/files.h"
+#include "jitd/base/hex.h"
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "jitd/detail/text.h"
 
 namespace jitd::cache::detail {
 
@@ -69,14 +71,8 @@ std::string BlobChecksum(std::string_view encoded) {
 }
 
 std::string StoredBlobChecksum(std::string_view encoded) {
-  static constexpr char kDigits[] = "0123456789abcdef";
   if (encoded.size() < kEndFieldBytes) return {};
-  std::string out;
-  for (unsigned char c : encoded.substr(encoded.size() - 16)) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
+  return hex::Encode(encoded.substr(encoded.size() - 16));
 }
 
 BlobStore::BlobStore(fs::path dir) : dir_(std::move(dir)), blobs_(dir_ / "blobs"), tmp_(dir_ / "tmp") {}
@@ -115,7 +111,8 @@ absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view
     if (sync && ::fsync(f.fd) != 0) return fail(ErrnoStatus(errno, "fsync", tmp));
   }
   fs::path parent = final_path.parent_path();
-  if (::mkdir(parent.c_str(), kPrivateDirMode) != 0 && errno != EEXIST) return fail(ErrnoStatus(errno, "mkdir", parent));
+  if (::mkdir(parent.c_str(), kPrivateDirMode) != 0 && errno != EEXIST)
+    return fail(ErrnoStatus(errno, "mkdir", parent));
   if (::rename(tmp.c_str(), final_path.c_str()) != 0) return fail(ErrnoStatus(errno, "rename", final_path));
   if (sync) {
     if (auto s = FsyncDir(parent); !s.ok()) return s;
@@ -123,7 +120,7 @@ absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view
   return final_path;
 }
 
-absl::StatusOr<std::string> BlobStore::Read(const fs::path& path) const { return ReadWholeFile(path); }
+absl::StatusOr<std::string> BlobStore::Read(const fs::path& path) const { return files::ReadWholeFile(path); }
 
 void BlobStore::Remove(const fs::path& path) const { ::unlink(path.c_str()); }
 
@@ -182,32 +179,6 @@ void BlobStore::ForEachBlob(const std::function<void(const fs::path&, std::strin
 
 namespace jitd::cache {
 
-absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path) {
-  auto fail = [&path](int err) {
-    const std::string message = text::Cat("cannot read ", path.string(), ": ", std::strerror(err));
-    if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
-    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-    return absl::UnavailableError(message);
-  };
-  detail::Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (f.fd < 0) return fail(errno);
-  struct stat st;
-  if (::fstat(f.fd, &st) != 0) return fail(errno);
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(f.fd, out.data() + got, out.size() - got);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(errno);
-    }
-    if (n == 0) break;  // truncated meanwhile: the checksum will say so
-    got += static_cast<size_t>(n);
-  }
-  out.resize(got);
-  return out;
-}
-
 absl::Status MakePrivateDirs(const std::filesystem::path& dir) {
   // Parents first; each one that is missing is made 0700 (create_directories
   // would make them 0777 less the umask: 0755, readable by everyone).
@@ -219,7 +190,8 @@ absl::Status MakePrivateDirs(const std::filesystem::path& dir) {
     return detail::ErrnoStatus(errno, "mkdir", at);
   }
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return absl::FailedPreconditionError(text::Cat(dir.string(), " is not a directory"));
+  if (!std::filesystem::is_directory(dir, ec))
+    return absl::FailedPreconditionError(text::Cat(dir.string(), " is not a directory"));
   return absl::OkStatus();
 }
 

@@ -13,7 +13,7 @@
 
 #include "blob_store.h"
 #include "cache_index.h"
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::cache {
 namespace {

@@ -11,8 +11,10 @@
 #include <set>
 #include <sstream>
 
+#include "jitd/base/files.h"
+#include "jitd/base/hex.h"
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "jitd/detail/text.h"
 
 namespace jitd::cache {
 namespace {
@@ -39,27 +41,13 @@ class Sha256 {
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned len = 0;
     EVP_DigestFinal_ex(ctx_, out, &len);
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string hex;
-    for (unsigned i = 0; i < len; ++i) {
-      hex.push_back(kDigits[out[i] >> 4]);
-      hex.push_back(kDigits[out[i] & 15]);
-    }
-    return hex;
+    return hex::Encode(std::string_view(reinterpret_cast<const char*>(out), len));
   }
 
  private:
   void Raw(std::string_view v) { EVP_DigestUpdate(ctx_, v.data(), v.size()); }
   EVP_MD_CTX* ctx_;
 };
-
-absl::StatusOr<std::string> ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return absl::NotFoundError(Cat("cannot read ", p.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Whether `p` (already normalised) lies inside `root` (normalised).
 bool Inside(const fs::path& root, const fs::path& p) {
@@ -272,7 +260,7 @@ absl::StatusOr<std::string> ContentDigest(const std::vector<std::pair<std::strin
   for (const auto& [name, path] : files) {
     std::error_code ec;
     if (skip_non_regular && !fs::is_regular_file(path, ec)) continue;
-    auto content = ReadFile(path);
+    auto content = files::ReadWholeFile(path);
     if (!content.ok()) return content.status();
     h.Field("path", name);
     h.Field("content", *content);

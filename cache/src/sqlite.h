@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::cache::detail {
 

@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "jitd/base/text.h"
 #include "jitd/client.h"
-#include "jitd/detail/text.h"
 #include "verb.h"
 
 namespace {

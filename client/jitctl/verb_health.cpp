@@ -7,12 +7,11 @@
 #include <grpcpp/security/credentials.h>
 
 #include <charconv>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "jitd/base/files.h"
 #include "json_output.h"
 #include "verb.h"
 
@@ -54,16 +53,6 @@ std::string OptionValue(const CLI::App& app, const std::string& name) {
   return option->as<std::string>();
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || text.str().find("-----BEGIN") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, ": not a readable PEM file"));
-  }
-  return text.str();
-}
-
 // The credentials jitctl's other verbs use (jitd::Client's rule): TLS for a
 // HOST:PORT endpoint when any of --tls-ca, --tls-cert, --tls-key is given,
 // plaintext otherwise and always for unix: endpoints.
@@ -83,7 +72,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const CLI:
        {std::tuple{&ca, &ssl.pem_root_certs, "TLS CA"}, std::tuple{&cert, &ssl.pem_cert_chain, "TLS certificate"},
         std::tuple{&key, &ssl.pem_private_key, "TLS key"}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> pem = ReadPem(*path, what);
+    absl::StatusOr<std::string> pem = files::ReadPemFile(*path, what);
     if (!pem.ok()) return pem.status();
     *field = *std::move(pem);
   }

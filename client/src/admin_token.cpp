@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "jitd/base/text.h"
 #include "jitd/client.h"
-#include "jitd/detail/text.h"
 
 namespace jitd {
 

@@ -19,9 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -29,7 +27,8 @@
 #include "client_impl.h"
 #include "grpc_status.h"
 #include "health_check.h"
-#include "jitd/detail/text.h"
+#include "jitd/base/files.h"
+#include "jitd/base/text.h"
 
 namespace jitd {
 
@@ -65,16 +64,6 @@ std::chrono::milliseconds LocalOpenTimeout(const ClientOptions& options) {
   return options.connect_timeout.count() > 0 ? std::min(options.connect_timeout, kLocalOpenTimeout) : kLocalOpenTimeout;
 }
 
-absl::StatusOr<std::string> ReadPemFile(const std::filesystem::path& path, const char* what) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || text.str().find("-----BEGIN") == std::string::npos) {
-    return absl::InvalidArgumentError(Cat(what, " ", path.string(), ": not a readable PEM file"));
-  }
-  return text.str();
-}
-
 // TLS for a TCP endpoint when any TLS file is set; plaintext otherwise.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(const ClientOptions& options) {
   const bool tls = !options.tls_ca_file.empty() || !options.tls_cert_file.empty() || !options.tls_key_file.empty();
@@ -89,7 +78,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
                                    std::tuple{&options.tls_cert_file, &ssl.pem_cert_chain, "TLS certificate"},
                                    std::tuple{&options.tls_key_file, &ssl.pem_private_key, "TLS key"}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> pem = ReadPemFile(*path, what);
+    absl::StatusOr<std::string> pem = files::ReadPemFile(*path, what);
     if (!pem.ok()) return pem.status();
     *field = *std::move(pem);
   }

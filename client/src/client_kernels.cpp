@@ -7,8 +7,9 @@
 
 #include "client_impl.h"
 #include "cuda_driver.h"
+#include "jitd/base/files.h"
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "jitd/detail/text.h"
 
 namespace jitd {
 
@@ -59,7 +60,7 @@ KernelBinary Describe(const v1::GetKernelResponse& response) {
 // DATA_LOSS when the file is not the verified blob of the answer's key;
 // other errors mean the file could not be read.
 absl::StatusOr<KernelBinary> ReadDeliveredBlob(const v1::GetKernelResponse& response) {
-  absl::StatusOr<std::string> bytes = cache::ReadWholeFile(response.blob_path());
+  absl::StatusOr<std::string> bytes = files::ReadWholeFile(response.blob_path());
   if (!bytes.ok()) return bytes.status();
   cache::EntryMeta meta;
   KernelBinary binary = Describe(response);

@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::client_detail {
 

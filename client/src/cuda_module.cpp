@@ -2,7 +2,7 @@
 #include "jitd/cuda_module.h"
 
 #include "cuda_driver.h"
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd {
 

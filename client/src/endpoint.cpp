@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "jitd/base/text.h"
 #include "jitd/client.h"
-#include "jitd/detail/text.h"
 
 namespace jitd {
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <utility>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::client_detail {
 

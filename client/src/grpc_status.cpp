@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::client_detail {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "jitd/base/text.h"
 #include "jitd/client.h"
-#include "jitd/detail/text.h"
 
 namespace jitd {
 namespace {

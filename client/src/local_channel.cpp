@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "jitd/base/text.h"
 #include "jitd/detail/local_wire.h"
-#include "jitd/detail/text.h"
 
 namespace jitd::client_detail {
 namespace {

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "detail/worker_protocol.h"
+#include "jitd/base/files.h"
 #include "nvrtc_program.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -160,15 +161,6 @@ bool Handshake(int fd, int* exit_code) {
   return true;
 }
 
-void EmptyDirectory(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::error_code remove_ec;
-    std::filesystem::remove_all(entry.path(), remove_ec);
-  }
-}
-
 }  // namespace
 
 int RunCompileWorker(int fd, const std::filesystem::path& pch_dir) {
@@ -180,7 +172,7 @@ int RunCompileWorker(int fd, const std::filesystem::path& pch_dir) {
     close(fd);
     return exit_code;
   }
-  EmptyDirectory(pch_dir);
+  files::EmptyDirectory(pch_dir);
   PchState pch;
   pch.dir = pch_dir;
 

@@ -3,7 +3,7 @@
 #include <mutex>
 #include <thread>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "namespace_guard.h"
 #include "signature.h"
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "namespace_guard.h"
 
 namespace jitd::guard {

@@ -1,6 +1,7 @@
 // Loading the kernels directory into memory.
+#include "jitd/base/files.h"
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "jitd/detail/text.h"
 #include "manifest.h"
 
 namespace jitd::manifest {
@@ -23,7 +24,7 @@ absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::pat
        it.increment(ec)) {
     if (!it->is_regular_file()) continue;
     // Checked: a file that cannot be read must not become an empty header.
-    absl::StatusOr<std::string> content = cache::ReadWholeFile(it->path());
+    absl::StatusOr<std::string> content = files::ReadWholeFile(it->path());
     if (!content.ok()) return content.status();
     tree->files_[it->path().lexically_relative(dir).generic_string()] = *std::move(content);
   }

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <set>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "signature.h"
 
 namespace jitd::manifest {

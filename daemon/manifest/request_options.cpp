@@ -5,7 +5,7 @@
 #include <charconv>
 #include <map>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "manifest.h"
 
 namespace jitd::manifest {

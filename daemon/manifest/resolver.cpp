@@ -1,6 +1,6 @@
 // Request -> NVRTC program + content key.
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "jitd/detail/text.h"
 #include "manifest.h"
 
 namespace jitd::manifest {

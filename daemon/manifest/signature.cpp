@@ -7,7 +7,7 @@
 #include <map>
 #include <memory>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::manifest {
 namespace {

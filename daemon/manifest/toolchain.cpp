@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "jitd/detail/text.h"
 #include "manifest.h"
 
 namespace jitd::manifest {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::metrics {
 

@@ -8,7 +8,7 @@
 #include <system_error>
 #include <type_traits>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::metrics {
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::serving {
 namespace {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bench_report.h"
+#include "jitd/base/files.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
 #include "process.h"
@@ -79,7 +80,7 @@ int Child(std::string_view mode, const std::string& endpoint) {
   if (mode.starts_with("floor:")) {
     // ENDPOINT is unused; the blob path follows "floor:".
     const std::string path(mode.substr(6));
-    absl::StatusOr<std::string> bytes = jitd::cache::ReadWholeFile(path);
+    absl::StatusOr<std::string> bytes = jitd::files::ReadWholeFile(path);
     if (!bytes.ok()) throw std::runtime_error(bytes.status().ToString());
     jitd::cache::EntryMeta meta;
     std::string cubin;

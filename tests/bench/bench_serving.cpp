@@ -23,6 +23,7 @@
 
 #include "bench_report.h"
 #include "echo_server.h"
+#include "jitd/base/files.h"
 #include "jitd/cache.h"
 #include "serving_measure.h"
 #include "test_daemon.h"
@@ -127,7 +128,7 @@ Call JitdPathCall(jitd::Client& client, const std::string& kernel, size_t cubin_
     absl::StatusOr<GetKernelResponse> r = client.GetKernel(request);
     if (!r.ok()) return r.status();
     if (r->blob_path().empty()) return absl::InternalError("PATH delivery answered without a path");
-    absl::StatusOr<std::string> bytes = jitd::cache::ReadWholeFile(r->blob_path());  // as jitd::Client reads it
+    absl::StatusOr<std::string> bytes = jitd::files::ReadWholeFile(r->blob_path());  // as jitd::Client reads it
     if (!bytes.ok()) return bytes.status();
     jitd::cache::EntryMeta meta;
     std::string cubin;

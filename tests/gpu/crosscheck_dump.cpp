@@ -4,7 +4,7 @@
 #include <fstream>
 #include <system_error>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::gpu {
 namespace {

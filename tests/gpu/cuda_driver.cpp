@@ -5,7 +5,7 @@
 #include <mutex>
 #include <utility>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::gpu {
 namespace {

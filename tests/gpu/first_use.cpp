@@ -39,9 +39,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cuda_driver.h"
+#include "jitd/base/text.h"
 #include "jitd/client.h"
 #include "jitd/cuda_module.h"
-#include "jitd/detail/text.h"
 #include "manifest.h"
 #include "nvrtc_program.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 
 namespace jitd::gpu {
 

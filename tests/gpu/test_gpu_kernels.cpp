@@ -27,7 +27,7 @@
 
 #include "crosscheck_dump.h"
 #include "gpu_session.h"
-#include "jitd/detail/text.h"
+#include "jitd/base/text.h"
 #include "jitd/reference.h"
 #include "test_inputs.h"
 

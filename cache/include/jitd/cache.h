@@ -408,13 +408,6 @@ absl::StatusOr<std::string> TreeMetadataDigest(const std::filesystem::path& dir,
 absl::StatusOr<std::string> FilesMetadataDigest(const std::vector<std::filesystem::path>& files,
                                                 std::chrono::nanoseconds racy_window, bool* recent);
 
-// The whole of `path` in one string: one open, one fstat, a buffer sized
-// once and read into directly (a 1 MiB blob costs one page-cache copy).
-// NOT_FOUND when it does not exist, PERMISSION_DENIED when it cannot be
-// read by this user, UNAVAILABLE for other I/O errors; each message names
-// the path and the system's reason.
-absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path);
-
 // ---------------------------------------------------------------------------
 // Blob file encoding (exposed for tests, fuzzing and recovery tools).
 // Layout: "JITDBLOB", u32 format version, then tagged fields (u16 tag,

@@ -17,6 +17,8 @@
 #include <system_error>
 #include <thread>
 
+#include "jitd/base/files.h"
+
 extern char** environ;
 
 namespace jitd::compiler::detail {
@@ -30,15 +32,6 @@ int PollTimeout(WorkerProcess::Clock::time_point deadline) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - WorkerProcess::Clock::now()).count();
   if (left <= 0) return 0;
   return left > 1'000'000 ? 1'000'000 : static_cast<int>(left);
-}
-
-void EmptyDirectory(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::error_code remove_ec;
-    std::filesystem::remove_all(entry.path(), remove_ec);
-  }
 }
 
 // posix_spawn attributes and file actions, freed on every path.
@@ -90,7 +83,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::v
                                                                     const std::filesystem::path& pch_dir,
                                                                     Clock::time_point handshake_deadline) {
   if (argv.empty()) return absl::InvalidArgumentError("empty compile worker command line");
-  EmptyDirectory(pch_dir);
+  files::EmptyDirectory(pch_dir);
 
   std::array<int, 2> fds{};
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds.data()) != 0) {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "jitd/base/coding.h"
 #include "nvrtc_program.h"
 
 namespace jitd::compiler::detail {
@@ -22,10 +23,10 @@ class Writer {
  public:
   explicit Writer(MessageType type) { out_.push_back(static_cast<char>(type)); }
   void U8(std::uint8_t value) { out_.push_back(static_cast<char>(value)); }
-  void U32(std::uint32_t value) { Fixed(value, 4); }
-  void U64(std::uint64_t value) { Fixed(value, 8); }
-  void I64(std::int64_t value) { Fixed(static_cast<std::uint64_t>(value), 8); }
-  void F64(double value) { Fixed(std::bit_cast<std::uint64_t>(value), 8); }
+  void U32(std::uint32_t value) { coding::PutFixed32(&out_, value); }
+  void U64(std::uint64_t value) { coding::PutFixed64(&out_, value); }
+  void I64(std::int64_t value) { U64(static_cast<std::uint64_t>(value)); }
+  void F64(double value) { U64(std::bit_cast<std::uint64_t>(value)); }
   void Str(std::string_view value) {
     U32(static_cast<std::uint32_t>(value.size()));
     out_.append(value);
@@ -37,9 +38,6 @@ class Writer {
   std::string Take() { return std::move(out_); }
 
  private:
-  void Fixed(std::uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i) out_.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-  }
   std::string out_;
 };
 
@@ -54,11 +52,11 @@ class Reader {
       pos_ = 1;
     }
   }
-  std::uint8_t U8() { return static_cast<std::uint8_t>(Fixed(1)); }
-  std::uint32_t U32() { return static_cast<std::uint32_t>(Fixed(4)); }
-  std::uint64_t U64() { return Fixed(8); }
-  std::int64_t I64() { return static_cast<std::int64_t>(Fixed(8)); }
-  double F64() { return std::bit_cast<double>(Fixed(8)); }
+  std::uint8_t U8() { return Fixed<std::uint8_t>(); }
+  std::uint32_t U32() { return Fixed<std::uint32_t>(); }
+  std::uint64_t U64() { return Fixed<std::uint64_t>(); }
+  std::int64_t I64() { return static_cast<std::int64_t>(U64()); }
+  double F64() { return std::bit_cast<double>(U64()); }
   bool Bool() {
     const std::uint8_t value = U8();
     if (value > 1) Fail("boolean out of range");
@@ -106,13 +104,11 @@ class Reader {
     }
     return true;
   }
-  std::uint64_t Fixed(int bytes) {
-    if (!Need(static_cast<size_t>(bytes))) return 0;
-    std::uint64_t value = 0;
-    for (int i = 0; i < bytes; ++i) {
-      value |= std::uint64_t{static_cast<std::uint8_t>(data_[pos_ + static_cast<size_t>(i)])} << (8 * i);
-    }
-    pos_ += static_cast<size_t>(bytes);
+  template <typename T>
+  T Fixed() {
+    if (!Need(sizeof(T))) return 0;
+    const T value = coding::DecodeFixed<T>(data_.data() + pos_);
+    pos_ += sizeof(T);
     return value;
   }
 
@@ -122,11 +118,7 @@ class Reader {
   std::string error_;
 };
 
-std::uint32_t LoadU32(const char* bytes) {
-  std::uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value |= std::uint32_t{static_cast<std::uint8_t>(bytes[i])} << (8 * i);
-  return value;
-}
+std::uint32_t LoadU32(const char* bytes) { return coding::DecodeFixed32(bytes); }
 
 absl::Status OversizedFrame(std::uint32_t size) {
   return absl::InvalidArgumentError("frame of " + std::to_string(size) + " bytes exceeds the limit of " +
@@ -290,8 +282,7 @@ absl::StatusOr<CompileResponse> DecodeCompileResponse(std::string_view payload) 
 std::string Framed(std::string_view payload) {
   std::string frame;
   frame.reserve(kFrameHeaderBytes + payload.size());
-  const auto size = static_cast<std::uint32_t>(payload.size());
-  for (int i = 0; i < 4; ++i) frame.push_back(static_cast<char>((size >> (8 * i)) & 0xff));
+  coding::PutFixed32(&frame, static_cast<std::uint32_t>(payload.size()));
   frame.append(payload);
   return frame;
 }

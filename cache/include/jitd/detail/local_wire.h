@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "jitd/base/coding.h"
+
 namespace jitd::local_wire {
 
 // No HTTP/2 client starts so (its preface is "PRI * HTTP/2.0..."), which is
@@ -29,17 +31,11 @@ inline constexpr uint32_t kMaxRequestBytes = 64u << 10;
 inline constexpr uint32_t kMaxAnswerBytes = 512u << 20;
 
 inline void AppendFrame(std::string_view payload, std::string* out) {
-  const auto n = static_cast<uint32_t>(payload.size());
-  const char header[kHeaderBytes] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
-                                     static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
-  out->append(header, kHeaderBytes);
+  coding::PutFixed32(out, static_cast<uint32_t>(payload.size()));
   out->append(payload);
 }
 
 // The payload length in a frame's first kHeaderBytes bytes.
-inline uint32_t FrameLength(const char* header) {
-  const auto byte = [&](int i) { return static_cast<uint32_t>(static_cast<unsigned char>(header[i])); };
-  return byte(0) | (byte(1) << 8) | (byte(2) << 16) | (byte(3) << 24);
-}
+inline uint32_t FrameLength(const char* header) { return coding::DecodeFixed32(header); }
 
 }  // namespace jitd::local_wire
