@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "jitd/client.h"
+#include "jitd/base/endpoint.h"
+#include "jitd/base/units.h"
 #include "toolkit_watch.h"
 
 namespace jitd::daemon {

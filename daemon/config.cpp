@@ -11,7 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "jitd/client.h"
+#include "jitd/base/endpoint.h"
 #include "listen_address.h"
 #include "remote.h"
 #include "toolkit_watch.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "jitd/base/text.h"
-#include "jitd/client.h"
+#include "jitd/base/units.h"
 
 namespace jitd::daemon {
 namespace {

@@ -9,9 +9,10 @@
 
 #include "compile_stack.h"
 #include "config.h"
+#include "jitd/base/kernel_params.h"
+#include "jitd/base/progress.h"
 #include "jitd/base/text.h"
-#include "jitd/client.h"
-#include "jitd/progress.h"
+#include "jitd/spec_file.h"
 #include "kernel_service.h"
 #include "namespace_guard.h"
 

@@ -1,5 +1,5 @@
-// Canonical forms of a kernel spec: the cache's params string and the
-// memo's key.
+// The canonical form of a kernel spec that the memo keys by (the params
+// text the cache keeps is jitd_base's CanonicalParams).
 #include <algorithm>
 #include <set>
 
@@ -27,17 +27,6 @@ void AppendEscaped(std::string& out, std::string_view field) {
 }
 
 }  // namespace
-
-std::string CanonicalParams(const std::map<std::string, std::string>& params) {
-  // Byte for byte what the daemon's resolver stores (ResolvedKernel::params),
-  // which sorts the "k=v" texts: that differs from key order where a name
-  // extends another with a character below '=' ("n2=" sorts before "n=").
-  std::vector<std::string> pairs;
-  pairs.reserve(params.size());
-  for (const auto& [name, value] : params) pairs.push_back(text::Cat(name, "=", value));
-  std::sort(pairs.begin(), pairs.end());
-  return text::Join(pairs, ",");
-}
 
 std::string CanonicalSpec(const KernelSpec& spec) {
   std::string out;

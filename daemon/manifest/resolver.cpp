@@ -1,4 +1,5 @@
 // Request -> NVRTC program + content key.
+#include "jitd/base/kernel_params.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 #include "manifest.h"
@@ -110,8 +111,8 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
           Cat("kernel ", def->name, " has no parameter '", Printable(name), "'; ", DescribeParams(*def)));
     }
   }
-  std::map<std::string, std::string> cpp;  // param -> C++ template argument text
-  std::vector<std::string> canonical;
+  std::map<std::string, std::string> cpp;     // param -> C++ template argument text
+  std::map<std::string, std::string> chosen;  // every param, defaults filled in
   for (const auto& p : def->params) {
     auto it = req.params.find(p.name);
     std::string value;
@@ -128,10 +129,9 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
           Cat(p.name, "=", Printable(value), " is not allowed for kernel ", def->name, "; ", Describe(p)));
     }
     cpp[p.name] = v->second;
-    canonical.push_back(Cat(p.name, "=", value));
+    chosen[p.name] = value;
   }
-  std::sort(canonical.begin(), canonical.end());
-  out.params = Join(canonical, ",");
+  out.params = CanonicalParams(chosen);
   out.arch = req.arch.empty() ? default_arch_ : req.arch;
   if (auto s = ValidateArch(out.arch, toolchain_); !s.ok()) return s;
   auto options = CanonicalRequestOptions(req.options);

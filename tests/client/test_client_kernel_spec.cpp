@@ -1,23 +1,11 @@
-// Canonical forms of a kernel spec: the params string the fallback looks
-// up (byte for byte the daemon's) and the memo's key.
+// The canonical form of a kernel spec the memo keys by (the params text is
+// jitd_base's: tests/base/test_base_kernel_params.cpp).
 #include <gtest/gtest.h>
 
 #include "jitd/client.h"
 
 namespace jitd {
 namespace {
-
-TEST(CanonicalParams, IsSortedKeyEqualsValuePairsJoinedByCommas) {
-  EXPECT_EQ(CanonicalParams({{"gate", "full"}, {"dtype", "bf16"}}), "dtype=bf16,gate=full");
-  EXPECT_EQ(CanonicalParams({{"dtype", "bf16"}}), "dtype=bf16");
-  EXPECT_EQ(CanonicalParams({}), "");
-}
-
-TEST(CanonicalParams, SortsTheTextsAsTheDaemonDoes) {
-  // "n2=" sorts before "n=" ('2' < '='), although "n" < "n2" as keys; the
-  // daemon sorts the texts, and the cache stores what it made.
-  EXPECT_EQ(CanonicalParams({{"n", "1"}, {"n2", "2"}}), "n2=2,n=1");
-}
 
 TEST(CanonicalSpec, NamesKernelParamsArchAndOptions) {
   KernelSpec spec{"moe.topk_sum", {{"dtype", "bf16"}, {"block", "128"}}, "sm_90", {"-lineinfo"}};

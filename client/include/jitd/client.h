@@ -54,7 +54,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "jitd/base/admin_token.h"
+#include "jitd/base/endpoint.h"
+#include "jitd/base/kernel_params.h"
+#include "jitd/base/units.h"
 #include "jitd/cuda_module.h"
+#include "jitd/spec_file.h"
 #include "jitd/v1/cache_admin.pb.h"
 #include "jitd/v1/compiler.pb.h"
 
@@ -63,58 +68,6 @@ class Channel;
 }  // namespace grpc
 
 namespace jitd {
-
-// ---------------------------------------------------------------------------
-// Endpoints
-//
-// An endpoint is "unix:PATH" (a Unix socket; PATH may be relative) or
-// "HOST:PORT" (TCP; "[::1]:7070" for IPv6 literals).
-
-// Where a daemon started without --listen listens:
-//   unix:$XDG_RUNTIME_DIR/jitd.sock        when XDG_RUNTIME_DIR is set,
-//   unix:$XDG_CACHE_HOME/jitd/jitd.sock    else when XDG_CACHE_HOME is set,
-//   unix:$HOME/.cache/jitd/jitd.sock       otherwise.
-// It depends on the environment only (never on the daemon's --cache-dir), so
-// that a client can compute it without asking anyone. The daemon calls this
-// same function for its default, which is why it lives here.
-std::string DefaultEndpoint();
-
-// The endpoint a client should use: `explicit_endpoint` when non-empty, else
-// $JITD_ENDPOINT when set and non-empty, else DefaultEndpoint().
-std::string ResolveEndpoint(std::string_view explicit_endpoint);
-
-// Whether `endpoint` is well-formed (see above); INVALID_ARGUMENT naming
-// what is wrong otherwise. Nothing is resolved or connected.
-absl::Status ValidateEndpoint(std::string_view endpoint);
-
-// ---------------------------------------------------------------------------
-// Sizes and durations, as jitd's command lines and config files spell them.
-
-// "1048576", "512K", "512M", "10G", "1T", "1.5G", with an optional "B" or
-// "iB" ("10GiB", "10GB"); case-insensitive. Suffixes are powers of 1024.
-// INVALID_ARGUMENT for anything else, or a value past 2^64-1.
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
-
-// "90" (seconds), "30s", "15m", "2h", "7d". INVALID_ARGUMENT otherwise.
-absl::StatusOr<std::chrono::seconds> ParseDuration(std::string_view text);
-
-// ---------------------------------------------------------------------------
-// The admin token
-
-// The token in an admin token file: its content with surrounding whitespace
-// (a trailing newline) removed. The daemon (--admin-token-file) and jitctl
-// (--admin-token-file) both read it with this function, so they agree.
-// NOT_FOUND when the file is not there, PERMISSION_DENIED when it may not be
-// read, FAILED_PRECONDITION when reading fails otherwise, INVALID_ARGUMENT when it holds no
-// token or whitespace inside one (which no Bearer header can carry).
-absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path);
-
-// The token a daemon wrote beside its Unix socket (SOCKET.admin-token), as
-// Client::Connect reads it: only a regular file (never through a symlink)
-// owned by the socket's owner, of at most 4 KiB. PERMISSION_DENIED when it
-// is anything else (planted beside a socket by someone else) or may not be
-// read, NOT_FOUND when it is not there.
-absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& socket_path);
 
 // ---------------------------------------------------------------------------
 // Launch choices the kernels leave to the caller, made as measured.
@@ -145,22 +98,6 @@ constexpr int AlignBlockSizeGrid(int64_t numel) {
 }
 
 // ---------------------------------------------------------------------------
-// Spec files: the instantiations `jitctl warm --manifest FILE` and
-// `jitd warm --manifest FILE` warm.
-//
-//   # One table per instantiation; fields as in jitd.v1.KernelSpec.
-//   [[spec]]
-//   kernel = "diffusion.modulate_scale_shift"
-//   params = { dtype = "bf16" }
-//   arch = "sm_90"              # optional: default is --arch, then the daemon's
-//   options = ["-lineinfo"]     # optional
-
-// The specs of the file at `path`, in file order. INVALID_ARGUMENT naming
-// the file, line and key for a syntax error, an unknown key or a value of
-// the wrong type; NOT_FOUND when the file cannot be read.
-absl::StatusOr<std::vector<v1::KernelSpec>> LoadSpecFile(const std::filesystem::path& path);
-
-// ---------------------------------------------------------------------------
 // Kernel instantiations
 
 // One kernel instantiation, as GetKernel() and GetKernelBinary() take it.
@@ -180,11 +117,6 @@ struct KernelSpec {
   // Extra NVRTC options from the daemon's allow-list ("-lineinfo").
   std::vector<std::string> options{};
 };
-
-// The params as the cache stores them: "k=v,k=v", sorted ("" for none).
-// The "k=v" texts are what is sorted, as the daemon does: that is key order
-// except where one name extends another with a character below '='.
-std::string CanonicalParams(const std::map<std::string, std::string>& params);
 
 // The identity of a spec, as the memo keys it: kernel, params (sorted), arch
 // and options (sorted, duplicates dropped, as the daemon treats them), in

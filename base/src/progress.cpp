@@ -1,4 +1,4 @@
-#include "jitd/progress.h"
+#include "jitd/base/progress.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "jitd/progress.h"
+#include "jitd/base/progress.h"
 
 namespace jitd {
 namespace {

@@ -1,4 +1,6 @@
 // The admin token file format, shared by the daemon and jitctl.
+#include "jitd/base/admin_token.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 
 #include "absl/strings/ascii.h"
 #include "jitd/base/text.h"
-#include "jitd/client.h"
 
 namespace jitd {
 

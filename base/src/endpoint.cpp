@@ -1,5 +1,7 @@
 // Endpoint defaults and checks, shared by the client and (for its default
 // listen address) the daemon.
+#include "jitd/base/endpoint.h"
+
 #include <pwd.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 
 #include "absl/strings/numbers.h"
 #include "jitd/base/text.h"
-#include "jitd/client.h"
 
 namespace jitd {
 

@@ -1,5 +1,7 @@
 // Byte sizes and durations as users type them on command lines and in
 // config files.
+#include "jitd/base/units.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -8,7 +10,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "jitd/base/text.h"
-#include "jitd/client.h"
 
 namespace jitd {
 

@@ -1,7 +1,8 @@
+#include "jitd/spec_file.h"
+
 #include <toml++/toml.h>
 
 #include "absl/strings/str_cat.h"
-#include "jitd/client.h"
 
 namespace jitd {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "jitd/client.h"
+#include "jitd/spec_file.h"
 #include "temp_dir.h"
 
 namespace jitd {

@@ -1,7 +1,7 @@
 // ParseByteSize and ParseDuration: what users may type, and what is refused.
 #include <gtest/gtest.h>
 
-#include "jitd/client.h"
+#include "jitd/base/units.h"
 
 namespace jitd {
 namespace {

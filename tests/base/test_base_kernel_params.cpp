@@ -1,0 +1,23 @@
+// The params text the cache indexes by: the daemon's resolver, the client's
+// fallback and jitd warm all make it with CanonicalParams.
+#include <gtest/gtest.h>
+
+#include "jitd/base/kernel_params.h"
+
+namespace jitd {
+namespace {
+
+TEST(CanonicalParams, IsSortedKeyEqualsValuePairsJoinedByCommas) {
+  EXPECT_EQ(CanonicalParams({{"gate", "full"}, {"dtype", "bf16"}}), "dtype=bf16,gate=full");
+  EXPECT_EQ(CanonicalParams({{"dtype", "bf16"}}), "dtype=bf16");
+  EXPECT_EQ(CanonicalParams({}), "");
+}
+
+TEST(CanonicalParams, SortsTheTextsAsTheDaemonDoes) {
+  // "n2=" sorts before "n=" ('2' < '='), although "n" < "n2" as keys; the
+  // daemon sorts the texts, and the cache stores what it made.
+  EXPECT_EQ(CanonicalParams({{"n", "1"}, {"n2", "2"}}), "n2=2,n=1");
+}
+
+}  // namespace
+}  // namespace jitd
