@@ -3,8 +3,9 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "jitd/base/endpoint.h"
+#include "jitd/base/text.h"
 
 namespace jitd::daemon {
 namespace {
@@ -38,19 +39,22 @@ absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& text) {
   for (const char* scheme : {"unix-abstract:", "vsock:", "dns:", "ipv4:", "ipv6:"}) {
     if (absl::StartsWith(text, scheme)) {
       const std::string name(scheme, std::strlen(scheme) - 1);
-      const std::string why = name == "unix-abstract"
-                                       ? " (an abstract socket has no file permissions: any local user could connect)"
-                                       : "";
+      const std::string why =
+          name == "unix-abstract" ? " (an abstract socket has no file permissions: any local user could connect)" : "";
       return absl::InvalidArgumentError(absl::StrCat("'", text, "' uses the gRPC scheme ", name,
                                                      ", which jitd does not listen on", why,
                                                      "; use unix:PATH or HOST:PORT"));
     }
   }
-  const size_t colon = text.rfind(':');
-  uint32_t port = 0;
-  if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(text.substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", text, "' is neither unix:PATH nor HOST:PORT (examples: unix:/run/jitd.sock, 127.0.0.1:7070)"));
+  absl::StatusOr<HostPort> split = SplitHostPort(text);
+  if (!split.ok()) {
+    return absl::InvalidArgumentError(text::Cat("'", text, "' is neither unix:PATH nor HOST:PORT (",
+                                                split.status().message(),
+                                                "; examples: unix:/run/jitd.sock, 127.0.0.1:7070)"));
+  }
+  if (!ParsePort(split->port, PortUse::kListen)) {
+    return absl::InvalidArgumentError(text::Cat("'", text, "' has no valid port (expected HOST:PORT, PORT in ",
+                                                PortRange(PortUse::kListen), "; 0: any free port)"));
   }
   address.kind = ListenAddress::Kind::kTcp;
   address.host_port = std::string(text);

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "jitd/base/text.h"
 
 namespace jitd {
@@ -56,16 +55,54 @@ absl::Status ValidateEndpoint(std::string_view endpoint) {
     }
     return absl::OkStatus();
   }
-  const size_t colon = endpoint.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) {
-    return absl::InvalidArgumentError(Cat("endpoint '", endpoint, "' is neither unix:PATH nor HOST:PORT"));
-  }
-  uint32_t port = 0;
-  if (!absl::SimpleAtoi(std::string(endpoint.substr(colon + 1)), &port) || port == 0 || port > 65535) {
+  absl::StatusOr<HostPort> split = SplitHostPort(endpoint);
+  if (!split.ok()) {
     return absl::InvalidArgumentError(
-        Cat("endpoint '", endpoint, "' has no valid port (expected HOST:PORT, PORT in 1..65535)"));
+        Cat("endpoint '", endpoint, "' is neither unix:PATH nor HOST:PORT (", split.status().message(), ")"));
+  }
+  if (!ParsePort(split->port, PortUse::kConnect)) {
+    return absl::InvalidArgumentError(Cat("endpoint '", endpoint, "' has no valid port (expected HOST:PORT, PORT in ",
+                                          PortRange(PortUse::kConnect), ")"));
   }
   return absl::OkStatus();
 }
+
+absl::StatusOr<HostPort> SplitHostPort(std::string_view text) {
+  HostPort out;
+  if (text.starts_with("[")) {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) return absl::InvalidArgumentError("no ] after the IPv6 address");
+    if (close + 1 >= text.size() || text[close + 1] != ':') return absl::InvalidArgumentError("expected [IPV6]:PORT");
+    out.host = std::string(text.substr(1, close - 1));
+    out.port = std::string(text.substr(close + 2));
+    out.bracketed = true;
+    if (out.host.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError("brackets are for IPv6 addresses only");
+    }
+    return out;
+  }
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return absl::InvalidArgumentError("expected HOST:PORT");
+  out.host = std::string(text.substr(0, colon));
+  out.port = std::string(text.substr(colon + 1));
+  if (out.host.empty()) return absl::InvalidArgumentError("no host before the port");
+  if (out.host.find(':') != std::string::npos) {
+    return absl::InvalidArgumentError("an IPv6 address goes in brackets, as in [::1]:7070");
+  }
+  return out;
+}
+
+std::optional<uint32_t> ParsePort(std::string_view text, PortUse use) {
+  if (text.empty() || text.size() > 5) return std::nullopt;
+  uint32_t port = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    port = port * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (port > 65535 || (port == 0 && use == PortUse::kConnect)) return std::nullopt;
+  return port;
+}
+
+std::string_view PortRange(PortUse use) { return use == PortUse::kListen ? "0..65535" : "1..65535"; }
 
 }  // namespace jitd

@@ -1,6 +1,7 @@
 // ParseRemoteUrl: the remote tier's URL forms (remote.h).
 #include <charconv>
 
+#include "jitd/base/endpoint.h"
 #include "jitd/base/text.h"
 #include "remote.h"
 
@@ -87,22 +88,20 @@ absl::StatusOr<RemoteUrl> ParseRemoteUrl(std::string_view url) {
     std::string_view db = rest.substr(slash + 1);
     if (!db.empty() && !ParseInt(db, 0, 1 << 20, &out.db)) return Bad(url, "the database must be a number");
   }
-  std::string_view port;
-  if (hostport.starts_with("[")) {
-    auto close = hostport.find(']');
-    if (close == std::string_view::npos) return Bad(url, "unclosed '[' in the host");
-    out.host = std::string(hostport.substr(1, close - 1));
-    std::string_view after = hostport.substr(close + 1);
-    if (!after.starts_with(":")) return Bad(url, "a port is required after ']'");
-    port = after.substr(1);
-  } else {
-    auto colon = hostport.rfind(':');
-    if (colon == std::string_view::npos) return Bad(url, "HOST:PORT is required");
-    out.host = std::string(hostport.substr(0, colon));
-    port = hostport.substr(colon + 1);
+  if (hostport.starts_with(":") || hostport.starts_with("[]")) return Bad(url, "the host is empty");
+  absl::StatusOr<HostPort> split = SplitHostPort(hostport);
+  if (!split.ok()) {
+    // The URL's own words for the two mistakes people make most.
+    if (hostport.starts_with("[") && hostport.find(']') == std::string_view::npos) {
+      return Bad(url, "unclosed '[' in the host");
+    }
+    if (hostport.find(':') == std::string_view::npos) return Bad(url, "HOST:PORT is required");
+    return Bad(url, std::string(split.status().message()));
   }
-  if (out.host.empty()) return Bad(url, "the host is empty");
-  if (!ParseInt(port, 1, 65535, &out.port)) return Bad(url, "the port must be 1..65535");
+  out.host = split->host;
+  const std::optional<uint32_t> port = ParsePort(split->port, PortUse::kConnect);
+  if (!port) return Bad(url, Cat("the port must be ", PortRange(PortUse::kConnect)));
+  out.port = static_cast<int>(*port);
   return out;
 }
 

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "jitd/base/endpoint.h"
 #include "jitd/base/text.h"
 
 namespace jitd::metrics {
@@ -49,30 +49,16 @@ absl::Status BadAddress(const std::string& text, std::string_view why) {
 }
 
 absl::StatusOr<ResolvedAddress> ParseAddress(const std::string& text) {
-  std::string host, port_text;
-  if (!text.empty() && text[0] == '[') {
-    const size_t close = text.find(']');
-    if (close == std::string::npos) return BadAddress(text, "no ] after the IPv6 address");
-    if (close + 1 >= text.size() || text[close + 1] != ':') return BadAddress(text, "expected [IPV6]:PORT");
-    host = text.substr(1, close - 1);
-    port_text = text.substr(close + 2);
-    if (host.find(':') == std::string::npos) return BadAddress(text, "brackets are for IPv6 addresses only");
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon == std::string::npos) return BadAddress(text, "expected HOST:PORT");
-    host = text.substr(0, colon);
-    port_text = text.substr(colon + 1);
-    if (host.find(':') != std::string::npos) {
-      return BadAddress(text, "an IPv6 address goes in brackets, e.g. [::1]:9464");
-    }
+  absl::StatusOr<jitd::HostPort> split = jitd::SplitHostPort(text);
+  if (!split.ok()) {
+    if (!text.empty() && text[0] == ':') return BadAddress(text, "no host (0.0.0.0 or [::] for every interface)");
+    return BadAddress(text, std::string(split.status().message()));
   }
-  if (host.empty()) return BadAddress(text, "no host (0.0.0.0 or [::] for every interface)");
-  uint32_t port = 0;
-  if (port_text.empty() || port_text.size() > 5 ||
-      !std::all_of(port_text.begin(), port_text.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port).ec != std::errc() || port > 65535) {
-    return BadAddress(text, "the port must be a number in 0..65535");
+  if (!jitd::ParsePort(split->port, jitd::PortUse::kListen)) {
+    return BadAddress(text, jitd::text::Cat("the port must be a number in ", jitd::PortRange(jitd::PortUse::kListen)));
   }
+  std::string host = split->host;
+  const std::string& port_text = split->port;
   if (host == "localhost") host = "127.0.0.1";
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

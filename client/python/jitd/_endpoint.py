@@ -48,17 +48,43 @@ def resolve_endpoint(endpoint: str | None = None) -> str:
 
 def validate_endpoint(endpoint: str) -> None:
     """Raises :class:`jitd.InvalidArgument` unless ``endpoint`` is
-    ``unix:PATH`` or ``HOST:PORT`` (``[::1]:7070`` for IPv6 literals)."""
+    ``unix:PATH`` or ``HOST:PORT`` (``[::1]:7070`` for IPv6 literals, which
+    always go in brackets; PORT is digits, 1..65535). The C++ rule is
+    jitd/base/endpoint.h; tests/vectors/endpoints.tsv holds the cases both
+    are tested against."""
     if endpoint.startswith("unix:"):
         if len(endpoint) == 5:
             raise InvalidArgument(f"endpoint '{endpoint}' names no socket path (expected unix:PATH)")
         return
-    colon = endpoint.rfind(":")
-    if colon <= 0:
-        raise InvalidArgument(f"endpoint '{endpoint}' is neither unix:PATH nor HOST:PORT")
-    port = endpoint[colon + 1:]
-    if not port.isdigit() or not 0 < int(port) <= 65535:
+    why = _split_host_port(endpoint)
+    if isinstance(why, str):
+        raise InvalidArgument(f"endpoint '{endpoint}' is neither unix:PATH nor HOST:PORT ({why})")
+    port = why[1]
+    if not (0 < len(port) <= 5 and all("0" <= c <= "9" for c in port) and 0 < int(port) <= 65535):
         raise InvalidArgument(f"endpoint '{endpoint}' has no valid port (expected HOST:PORT, PORT in 1..65535)")
+
+
+def _split_host_port(text: str) -> tuple[str, str] | str:
+    """(host, port text), or what is wrong with ``text`` as HOST:PORT."""
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0:
+            return "no ] after the IPv6 address"
+        if close + 1 >= len(text) or text[close + 1] != ":":
+            return "expected [IPV6]:PORT"
+        host = text[1:close]
+        if ":" not in host:
+            return "brackets are for IPv6 addresses only"
+        return host, text[close + 2:]
+    colon = text.rfind(":")
+    if colon < 0:
+        return "expected HOST:PORT"
+    host = text[:colon]
+    if not host:
+        return "no host before the port"
+    if ":" in host:
+        return "an IPv6 address goes in brackets, as in [::1]:7070"
+    return host, text[colon + 1:]
 
 
 def read_admin_token_file(path: str | os.PathLike[str]) -> str:

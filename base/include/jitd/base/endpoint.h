@@ -4,10 +4,13 @@
 // "HOST:PORT" (TCP; "[::1]:7070" for IPv6 literals).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace jitd {
 
@@ -27,5 +30,36 @@ std::string ResolveEndpoint(std::string_view explicit_endpoint);
 // Whether `endpoint` is well-formed (see above); INVALID_ARGUMENT naming
 // what is wrong otherwise. Nothing is resolved or connected.
 absl::Status ValidateEndpoint(std::string_view endpoint);
+
+// ---------------------------------------------------------------------------
+// HOST:PORT, the one grammar of every TCP address jitd reads: client
+// endpoints, --listen, --metrics-listen and redis:// URLs.
+//
+//   HOST:PORT      HOST a name or an IPv4 address, without ':'
+//   [IPV6]:PORT    an IPv6 literal, always in brackets ("::1:7070" is
+//                  ambiguous and refused)
+//   PORT           decimal digits only, 1..65535; 0 as well where a server
+//                  listens (PortUse::kListen: the kernel picks a free one)
+// tests/vectors/endpoints.json lists the cases; the Python client's
+// validate_endpoint is tested against the same file.
+
+enum class PortUse { kConnect, kListen };
+
+struct HostPort {
+  std::string host;  // without brackets: "::1", "127.0.0.1", "cache.internal"
+  std::string port;  // the digits as written, not yet checked
+  bool bracketed = false;
+};
+
+// Splits `text` into host and port text. INVALID_ARGUMENT with a message
+// that says what is wrong, for callers to put after their own framing
+// ("expected HOST:PORT", "no host", "an IPv6 address goes in brackets...").
+absl::StatusOr<HostPort> SplitHostPort(std::string_view text);
+
+// The port `text` spells under `use`, or nothing.
+std::optional<uint32_t> ParsePort(std::string_view text, PortUse use);
+
+// "1..65535" or "0..65535": what ParsePort accepts, for messages.
+std::string_view PortRange(PortUse use);
 
 }  // namespace jitd
