@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "http_request.h"
 #include "jitd/base/endpoint.h"
 #include "jitd/base/text.h"
 
@@ -93,33 +94,6 @@ absl::Status ListenError(const std::string& what, const std::string& address, in
   }
 }
 
-bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsAsciiAlnum(char c) { return IsAsciiDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool IsHost(std::string_view name) {
-  return name.size() == 4 && std::equal(name.begin(), name.end(), "host", [](char a, char b) {
-           return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
-         });
-}
-
-bool IsTchar(char c) {
-  return IsAsciiAlnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-bool IsToken(std::string_view s) { return !s.empty() && std::all_of(s.begin(), s.end(), IsTchar); }
-
-// The length of the request head in `in` up to and including the blank line
-// that ends it (CRLF or bare LF line ends), or 0 while it is incomplete.
-// Blank lines before the request line are skipped, as RFC 9112 allows.
-size_t HeadLength(std::string_view in) {
-  size_t start = in.find_first_not_of("\r\n");
-  if (start == std::string_view::npos) return 0;
-  for (size_t i = in.find('\n', start); i != std::string_view::npos; i = in.find('\n', i + 1)) {
-    if (i + 1 < in.size() && in[i + 1] == '\n') return i + 2;
-    if (i + 2 < in.size() && in[i + 1] == '\r' && in[i + 2] == '\n') return i + 3;
-  }
-  return 0;
-}
-
 std::string Response(int code, std::string_view reason, std::string_view content_type, const std::string& body,
                      bool head_only, std::string_view extra_headers = "") {
   std::string out = jitd::text::Cat("HTTP/1.1 ", std::to_string(code), " ", reason, "\r\nContent-Type: ", content_type,
@@ -139,6 +113,38 @@ std::string BadRequest(std::string_view why) {
 }
 
 }  // namespace
+
+std::string MetricsHttpServer::Respond(std::string_view head) const {
+  absl::StatusOr<RequestHead> request = ParseRequestHead(head);
+  if (absl::IsUnimplemented(request.status())) {
+    return TextResponse(505, "HTTP Version Not Supported", "505 only HTTP/1.0 and HTTP/1.1 are served\n");
+  }
+  if (!request.ok()) return BadRequest(std::string(request.status().message()));
+  const std::string_view path = request->path;
+  const bool head_only = request->method == "HEAD";
+  if (path != "/metrics" && path != "/") {
+    return TextResponse(404, "Not Found", "404 not found: the metrics are at /metrics\n", head_only);
+  }
+  if (request->method != "GET" && !head_only) {
+    return TextResponse(405, "Method Not Allowed", "405 method not allowed: GET or HEAD\n", false,
+                        "Allow: GET, HEAD\r\n");
+  }
+  if (path == "/") {
+    return Response(200, "OK", "text/html; charset=utf-8",
+                    "<html><body>Metrics are at <a href=\"/metrics\">/metrics</a>.</body></html>\n", head_only);
+  }
+  std::string body;
+  try {
+    body = options_.render();
+  } catch (const std::exception& e) {
+    spdlog::error("metrics: rendering the metrics failed: {}", e.what());
+    return TextResponse(500, "Internal Server Error", "500 rendering the metrics failed\n", head_only);
+  } catch (...) {
+    spdlog::error("metrics: rendering the metrics failed");
+    return TextResponse(500, "Internal Server Error", "500 rendering the metrics failed\n", head_only);
+  }
+  return Response(200, "OK", kContentType, body, head_only);
+}
 
 struct MetricsHttpServer::Connection {
   enum class State { kReading, kWriting, kLingering };
@@ -223,83 +229,6 @@ void MetricsHttpServer::Run() {
   Clock::time_point accept_paused_until{};
   char scratch[4096];
 
-  // The answer to a complete request head.
-  auto respond = [&](std::string_view head) -> std::string {
-    std::vector<std::string_view> lines;
-    for (size_t pos = head.find_first_not_of("\r\n"); pos < head.size();) {
-      size_t nl = head.find('\n', pos);
-      if (nl == std::string_view::npos) nl = head.size();
-      std::string_view line = head.substr(pos, nl - pos);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (line.empty()) break;  // the blank line that ends the head
-      lines.push_back(line);
-      pos = nl + 1;
-    }
-    if (lines.empty()) return BadRequest("no request line");
-    // METHOD SP TARGET SP VERSION
-    const std::string_view request_line = lines[0];
-    const size_t sp1 = request_line.find(' ');
-    const size_t sp2 = sp1 == std::string_view::npos ? sp1 : request_line.find(' ', sp1 + 1);
-    if (sp2 == std::string_view::npos || request_line.find(' ', sp2 + 1) != std::string_view::npos) {
-      return BadRequest("the request line is not METHOD TARGET HTTP/VERSION");
-    }
-    const std::string_view method = request_line.substr(0, sp1);
-    const std::string_view target = request_line.substr(sp1 + 1, sp2 - sp1 - 1);
-    const std::string_view version = request_line.substr(sp2 + 1);
-    if (!IsToken(method)) return BadRequest("bad method");
-    if (target.empty() || target[0] != '/' ||
-        std::any_of(target.begin(), target.end(), [](char c) { return c <= ' ' || c == '\x7f'; })) {
-      return BadRequest("the target must be a path");
-    }
-    const bool http11 = version == "HTTP/1.1";
-    if (!http11 && version != "HTTP/1.0") {
-      if (version.size() == 8 && version.substr(0, 5) == "HTTP/" && IsAsciiDigit(version[5]) && version[6] == '.' &&
-          IsAsciiDigit(version[7])) {
-        return TextResponse(505, "HTTP Version Not Supported", "505 only HTTP/1.0 and HTTP/1.1 are served\n");
-      }
-      return BadRequest("bad HTTP version");
-    }
-    int hosts = 0;
-    for (size_t i = 1; i < lines.size(); ++i) {
-      const std::string_view line = lines[i];
-      const size_t colon = line.find(':');
-      if (colon == std::string_view::npos || !IsToken(line.substr(0, colon))) {
-        return BadRequest("a header line is not NAME: VALUE");
-      }
-      const std::string_view value = line.substr(colon + 1);
-      if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r'; })) {
-        return BadRequest("a control character in a header value");
-      }
-      if (IsHost(line.substr(0, colon))) ++hosts;
-    }
-    if (http11 && hosts != 1) return BadRequest("an HTTP/1.1 request needs exactly one Host header");
-
-    const std::string_view path = target.substr(0, target.find('?'));
-    const bool head_only = method == "HEAD";
-    if (path != "/metrics" && path != "/") {
-      return TextResponse(404, "Not Found", "404 not found: the metrics are at /metrics\n", head_only);
-    }
-    if (method != "GET" && !head_only) {
-      return TextResponse(405, "Method Not Allowed", "405 method not allowed: GET or HEAD\n", false,
-                          "Allow: GET, HEAD\r\n");
-    }
-    if (path == "/") {
-      return Response(200, "OK", "text/html; charset=utf-8",
-                      "<html><body>Metrics are at <a href=\"/metrics\">/metrics</a>.</body></html>\n", head_only);
-    }
-    std::string body;
-    try {
-      body = options_.render();
-    } catch (const std::exception& e) {
-      spdlog::error("metrics: rendering the metrics failed: {}", e.what());
-      return TextResponse(500, "Internal Server Error", "500 rendering the metrics failed\n", head_only);
-    } catch (...) {
-      spdlog::error("metrics: rendering the metrics failed");
-      return TextResponse(500, "Internal Server Error", "500 rendering the metrics failed\n", head_only);
-    }
-    return Response(200, "OK", kContentType, body, head_only);
-  };
-
   // Each step returns false when the connection is to be closed.
   auto drain_input = [&](Connection& c) {
     while (true) {
@@ -337,9 +266,9 @@ void MetricsHttpServer::Run() {
         return errno == EAGAIN || errno == EWOULDBLOCK;
       }
       c.in.append(scratch, static_cast<size_t>(n));
-      const size_t head = HeadLength(c.in);
+      const size_t head = RequestHeadLength(c.in);
       if (head != 0 && head <= max_head) {
-        c.out = respond(std::string_view(c.in).substr(0, head));
+        c.out = Respond(std::string_view(c.in).substr(0, head));
       } else if (c.in.size() > max_head) {
         c.out =
             TextResponse(431, "Request Header Fields Too Large",

@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -110,6 +111,8 @@ class MetricsHttpServer {
  private:
   struct Connection;
   void Run();
+  // The response to a complete request head (RequestHeadLength bytes).
+  std::string Respond(std::string_view head) const;
 
   const Options options_;
   int listen_fd_ = -1;
