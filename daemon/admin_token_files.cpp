@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "jitd/base/files.h"
 #include "jitd/base/hex.h"
 #include "jitd/base/text.h"
 
@@ -35,15 +36,14 @@ absl::StatusOr<std::unique_ptr<AdminTokenFiles>> AdminTokenFiles::Write(
   std::unique_ptr<AdminTokenFiles> files(new AdminTokenFiles());
   for (const auto& socket : sockets) {
     const std::filesystem::path path = AdminTokenFileFor(socket);
-    ::unlink(path.c_str());  // a previous daemon's (the socket claim makes this one the owner)
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return absl::FailedPreconditionError(Cat("cannot create ", path.string(), ": ", std::strerror(errno)));
-    const std::string line = token + "\n";
-    const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-    const bool closed = ::close(fd) == 0;
-    if (!written || !closed) {
-      ::unlink(path.c_str());
-      return absl::FailedPreconditionError(Cat("cannot write ", path.string(), ": ", std::strerror(errno)));
+    // Replaces a previous daemon's (the socket claim makes this one the
+    // owner); a link planted there is replaced, never followed. No fsync:
+    // the file lives as long as this daemon and is rewritten at each start.
+    files::AtomicWrite how;
+    how.mode = 0600;
+    how.sync = false;
+    if (absl::Status written = files::WriteFileAtomically(path, token + "\n", how); !written.ok()) {
+      return absl::FailedPreconditionError(Cat("cannot write the admin token file: ", written.message()));
     }
     files->paths_.push_back(path);
   }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -69,6 +70,50 @@ absl::StatusOr<std::string> ReadPemFile(const std::filesystem::path& path, std::
     return absl::InvalidArgumentError(Cat(what, " ", path.string(), ": not a readable PEM file (no -----BEGIN line)"));
   }
   return pem;
+}
+
+absl::Status ErrnoStatus(int err, std::string_view what, const std::filesystem::path& path) {
+  const std::string message = Cat(what, " ", path.string(), ": ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+  if (err == ENOENT) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::FailedPreconditionError(message);
+  return absl::InternalError(message);
+}
+
+absl::Status FsyncDirectory(const std::filesystem::path& dir) {
+  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d.valid()) return ErrnoStatus(errno, "open directory", dir);
+  if (::fsync(d.get()) != 0) return ErrnoStatus(errno, "fsync directory", dir);
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::filesystem::path& path, std::string_view bytes, const AtomicWrite& how) {
+  static std::atomic<uint64_t> seq{0};
+  const std::filesystem::path temp =
+      how.temp.empty() ? std::filesystem::path(Cat(path.string(), ".", ::getpid(), ".", seq.fetch_add(1), ".tmp"))
+                       : how.temp;
+  const auto fail = [&](absl::Status status) {
+    ::unlink(temp.c_str());
+    return status;
+  };
+  UniqueFd f(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, how.mode));
+  if (!f.valid()) return ErrnoStatus(errno, "create", temp);  // not ours to remove
+  if (::fchmod(f.get(), how.mode) != 0) return fail(ErrnoStatus(errno, "chmod", temp));
+  for (std::string_view left = bytes; !left.empty();) {
+    const ssize_t n = ::write(f.get(), left.data(), left.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(ErrnoStatus(errno, "write", temp));
+    }
+    left.remove_prefix(static_cast<size_t>(n));
+  }
+  // The data must be on disk before the rename makes it visible, or a
+  // power loss could leave a named, empty file.
+  if (how.sync && ::fsync(f.get()) != 0) return fail(ErrnoStatus(errno, "fsync", temp));
+  if (const int err = f.Close(); err != 0) return fail(ErrnoStatus(err, "close", temp));
+  if (::rename(temp.c_str(), path.c_str()) != 0) return fail(ErrnoStatus(errno, "rename", path));
+  if (how.sync) return FsyncDirectory(path.has_parent_path() ? path.parent_path() : std::filesystem::path("."));
+  return absl::OkStatus();
 }
 
 void EmptyDirectory(const std::filesystem::path& dir) {

@@ -26,41 +26,6 @@ namespace fs = std::filesystem;
 // The END field: u16 tag + u32 length + 16 checksum bytes.
 constexpr size_t kEndFieldBytes = 2 + 4 + 16;
 
-absl::Status ErrnoStatus(int err, std::string_view what, const fs::path& path) {
-  std::string msg = Cat(what, " ", path.string(), ": ", std::strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
-  if (err == ENOENT) return absl::NotFoundError(msg);
-  if (err == EACCES || err == EPERM || err == EROFS) return absl::FailedPreconditionError(msg);
-  return absl::InternalError(msg);
-}
-
-// Closes a file descriptor on every path out of a scope.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-absl::Status WriteAll(int fd, std::string_view bytes, const fs::path& path) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "write", path);
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FsyncDir(const fs::path& dir) {
-  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (d.fd < 0) return ErrnoStatus(errno, "open directory", dir);
-  if (::fsync(d.fd) != 0) return ErrnoStatus(errno, "fsync directory", dir);
-  return absl::OkStatus();
-}
-
 bool ProcessAlive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
 }  // namespace
@@ -97,26 +62,15 @@ absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view
                                           bool sync) const {
   static std::atomic<uint64_t> seq{0};
   fs::path final_path = PathFor(key, checksum);
-  fs::path tmp = tmp_ / Cat(key, ".", ::getpid(), ".", seq.fetch_add(1), ".tmp");
-  auto fail = [&](absl::Status s) {
-    ::unlink(tmp.c_str());
-    return s;
-  };
-  {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kPrivateFileMode)};
-    if (f.fd < 0) return fail(ErrnoStatus(errno, "create", tmp));
-    if (auto s = WriteAll(f.fd, bytes, tmp); !s.ok()) return fail(s);
-    // The data must be on disk before the rename makes it visible, or a
-    // power loss could leave a named, empty blob.
-    if (sync && ::fsync(f.fd) != 0) return fail(ErrnoStatus(errno, "fsync", tmp));
-  }
-  fs::path parent = final_path.parent_path();
+  const fs::path parent = final_path.parent_path();
   if (::mkdir(parent.c_str(), kPrivateDirMode) != 0 && errno != EEXIST)
-    return fail(ErrnoStatus(errno, "mkdir", parent));
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) return fail(ErrnoStatus(errno, "rename", final_path));
-  if (sync) {
-    if (auto s = FsyncDir(parent); !s.ok()) return s;
-  }
+    return files::ErrnoStatus(errno, "mkdir", parent);
+  // KEY.PID.SEQ.tmp in tmp/, the name SweepTemp reads the writer's pid from.
+  files::AtomicWrite how;
+  how.temp = tmp_ / Cat(key, ".", ::getpid(), ".", seq.fetch_add(1), ".tmp");
+  how.mode = kPrivateFileMode;
+  how.sync = sync;
+  if (absl::Status written = files::WriteFileAtomically(final_path, bytes, how); !written.ok()) return written;
   return final_path;
 }
 
@@ -187,7 +141,7 @@ absl::Status MakePrivateDirs(const std::filesystem::path& dir) {
     at /= part;
     if (at.empty() || part.empty()) continue;
     if (::mkdir(at.c_str(), kPrivateDirMode) == 0 || errno == EEXIST) continue;
-    return detail::ErrnoStatus(errno, "mkdir", at);
+    return files::ErrnoStatus(errno, "mkdir", at);
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))

@@ -295,21 +295,12 @@ absl::StatusOr<std::string> Memoized(
   if (!again.ok()) return fingerprint;
   absl::StatusOr<std::string> after = MetadataDigest(*again, racy_ns, &racy, !tree);
   if (!after.ok() || *after != *stats || racy) return fingerprint;
-  std::error_code ec;
   if (!MakePrivateDirs(memo_file.parent_path()).ok()) return fingerprint;
-  const fs::path tmp = Cat(memo_file.string(), ".tmp-", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kMemoHeader << "\n" << *stats << "\n" << *fingerprint << "\n";
-    out.close();
-    fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, ec);
-    if (!out || ec) {
-      fs::remove(tmp, ec);
-      return fingerprint;
-    }
-  }
-  fs::rename(tmp, memo_file, ec);
-  if (ec) fs::remove(tmp, ec);
+  // A memo is a hint: one lost to a crash is recomputed, so no fsync; a
+  // failed write leaves the old one (or none).
+  files::AtomicWrite how;
+  how.sync = false;
+  (void)files::WriteFileAtomically(memo_file, Cat(kMemoHeader, "\n", *stats, "\n", *fingerprint, "\n"), how);
   return fingerprint;
 }
 

@@ -118,5 +118,74 @@ TEST_F(FilesTest, UniqueFdClosesOnceAndReportsCloseErrors) {
   EXPECT_EQ(stale.Close(), EBADF);
 }
 
+TEST_F(FilesTest, WriteFileAtomicallyReplacesTheFileWholeAndLeavesNoTemporary) {
+  const fs::path p = dir_ / "f";
+  ASSERT_TRUE(WriteFileAtomically(p, "first").ok());
+  EXPECT_EQ(*ReadWholeFile(p), "first");
+  const std::string big(1 << 20, 'x');
+  ASSERT_TRUE(WriteFileAtomically(p, big).ok());
+  EXPECT_EQ(*ReadWholeFile(p), big);
+  EXPECT_EQ((fs::status(p).permissions() & fs::perms::all), fs::perms::owner_read | fs::perms::owner_write);
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) entries += e.path() == p ? 0 : 1;
+  EXPECT_EQ(entries, 0u) << "a temporary file was left beside " << p;
+}
+
+TEST_F(FilesTest, WriteFileAtomicallyUsesTheGivenTemporaryModeAndNoSync) {
+  fs::create_directories(dir_ / "tmp");
+  AtomicWrite how;
+  how.temp = dir_ / "tmp" / "x.1.2.tmp";
+  how.mode = 0640;
+  how.sync = false;
+  ASSERT_TRUE(WriteFileAtomically(dir_ / "g", "bytes", how).ok());
+  EXPECT_EQ(*ReadWholeFile(dir_ / "g"), "bytes");
+  EXPECT_EQ((fs::status(dir_ / "g").permissions() & fs::perms::all),
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  EXPECT_FALSE(fs::exists(how.temp));
+}
+
+TEST_F(FilesTest, WriteFileAtomicallyReplacesALinkWithoutFollowingIt) {
+  const fs::path target = Write("target", "keep me");
+  const fs::path link = dir_ / "link";
+  fs::create_symlink(target, link);
+  ASSERT_TRUE(WriteFileAtomically(link, "new").ok());
+  EXPECT_FALSE(fs::is_symlink(link));
+  EXPECT_EQ(*ReadWholeFile(link), "new");
+  EXPECT_EQ(*ReadWholeFile(target), "keep me");
+}
+
+TEST_F(FilesTest, WriteFileAtomicallyFailsWithoutTouchingTheFile) {
+  // A missing directory: NOT_FOUND, naming the step and the path.
+  absl::Status missing = WriteFileAtomically(dir_ / "no" / "f", "x");
+  EXPECT_TRUE(absl::IsNotFound(missing)) << missing;
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("create " + (dir_ / "no").string()));
+  // A temporary that already exists is never written through or removed.
+  const fs::path p = Write("f", "old");
+  const fs::path busy = Write("busy.tmp", "someone else's");
+  AtomicWrite how;
+  how.temp = busy;
+  absl::Status taken = WriteFileAtomically(p, "new", how);
+  EXPECT_FALSE(taken.ok());
+  EXPECT_EQ(*ReadWholeFile(p), "old");
+  EXPECT_EQ(*ReadWholeFile(busy), "someone else's");
+  // The rename fails (a directory is in the way): the temporary goes.
+  fs::create_directories(dir_ / "d" / "inside");
+  how.temp = dir_ / "d.tmp";
+  absl::Status blocked = WriteFileAtomically(dir_ / "d", "x", how);
+  EXPECT_FALSE(blocked.ok());
+  EXPECT_THAT(std::string(blocked.message()), HasSubstr("rename"));
+  EXPECT_FALSE(fs::exists(how.temp));
+  EXPECT_TRUE(fs::is_directory(dir_ / "d" / "inside"));
+}
+
+TEST_F(FilesTest, ErrnoStatusGivesTheCodesTheCacheReliesOn) {
+  EXPECT_TRUE(absl::IsResourceExhausted(ErrnoStatus(ENOSPC, "write", "/x")));
+  EXPECT_TRUE(absl::IsResourceExhausted(ErrnoStatus(EDQUOT, "write", "/x")));
+  EXPECT_TRUE(absl::IsNotFound(ErrnoStatus(ENOENT, "create", "/x")));
+  EXPECT_TRUE(absl::IsFailedPrecondition(ErrnoStatus(EROFS, "create", "/x")));
+  EXPECT_TRUE(absl::IsInternal(ErrnoStatus(EIO, "fsync", "/x")));
+  EXPECT_THAT(std::string(ErrnoStatus(ENOSPC, "write", "/x/y").message()), HasSubstr("write /x/y: "));
+}
+
 }  // namespace
 }  // namespace jitd::files

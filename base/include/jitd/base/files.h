@@ -2,6 +2,8 @@
 // and the system's reason.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -48,6 +50,37 @@ absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path);
 // naming `what` (the flag or field that gave the path), when it cannot be
 // read or holds no "-----BEGIN" line.
 absl::StatusOr<std::string> ReadPemFile(const std::filesystem::path& path, std::string_view what);
+
+// How WriteFileAtomically writes.
+struct AtomicWrite {
+  // Where the bytes go first, on the same filesystem as the file. Empty:
+  // beside it, "FILE.PID.SEQ.tmp".
+  std::filesystem::path temp;
+  // The new file's mode (the umask does not apply: it is set at creation).
+  mode_t mode = 0600;
+  // fsync the data before the rename, and the directory after it, so that
+  // a power loss leaves the old file or the whole new one.
+  bool sync = true;
+};
+
+// Replaces `path` with `bytes` so that no reader, and no crash, ever sees
+// part of them: a temporary file is created (O_EXCL, never through a
+// link), written in full, fsynced (with `sync`) and closed with close's
+// result checked, then renamed over `path` (a link there is replaced, not
+// followed). On failure the temporary file is removed and `path` is as it
+// was. Codes: RESOURCE_EXHAUSTED for a full disk or quota, NOT_FOUND for a
+// missing directory, FAILED_PRECONDITION for a permission or read-only
+// filesystem, INTERNAL otherwise; the message names the step, the path and
+// the system's reason.
+absl::Status WriteFileAtomically(const std::filesystem::path& path, std::string_view bytes,
+                                 const AtomicWrite& how = {});
+
+// The status of a failed system call `what` ("create", "fsync", ...) on
+// `path`, with WriteFileAtomically's codes.
+absl::Status ErrnoStatus(int err, std::string_view what, const std::filesystem::path& path);
+
+// fsyncs the directory `dir` (what makes a rename in it durable).
+absl::Status FsyncDirectory(const std::filesystem::path& dir);
 
 // Makes `dir` (and its parents) if missing and removes whatever is in it;
 // best effort: what cannot be removed stays.
