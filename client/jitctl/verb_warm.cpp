@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "jitd/base/text.h"
 #include "jitd/base/progress.h"
+#include "jitd/base/text.h"
 #include "json_output.h"
 #include "verb.h"
 
