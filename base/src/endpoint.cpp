@@ -76,6 +76,7 @@ absl::StatusOr<HostPort> SplitHostPort(std::string_view text) {
     out.host = std::string(text.substr(1, close - 1));
     out.port = std::string(text.substr(close + 2));
     out.bracketed = true;
+    if (out.host.empty()) return absl::InvalidArgumentError("the host is empty");
     if (out.host.find(':') == std::string::npos) {
       return absl::InvalidArgumentError("brackets are for IPv6 addresses only");
     }
@@ -85,7 +86,7 @@ absl::StatusOr<HostPort> SplitHostPort(std::string_view text) {
   if (colon == std::string_view::npos) return absl::InvalidArgumentError("expected HOST:PORT");
   out.host = std::string(text.substr(0, colon));
   out.port = std::string(text.substr(colon + 1));
-  if (out.host.empty()) return absl::InvalidArgumentError("no host before the port");
+  if (out.host.empty()) return absl::InvalidArgumentError("the host is empty");
   if (out.host.find(':') != std::string::npos) {
     return absl::InvalidArgumentError("an IPv6 address goes in brackets, as in [::1]:7070");
   }

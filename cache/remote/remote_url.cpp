@@ -88,7 +88,6 @@ absl::StatusOr<RemoteUrl> ParseRemoteUrl(std::string_view url) {
     std::string_view db = rest.substr(slash + 1);
     if (!db.empty() && !ParseInt(db, 0, 1 << 20, &out.db)) return Bad(url, "the database must be a number");
   }
-  if (hostport.starts_with(":") || hostport.starts_with("[]")) return Bad(url, "the host is empty");
   absl::StatusOr<HostPort> split = SplitHostPort(hostport);
   if (!split.ok()) {
     // The URL's own words for the two mistakes people make most.

@@ -73,6 +73,8 @@ def _split_host_port(text: str) -> tuple[str, str] | str:
         if close + 1 >= len(text) or text[close + 1] != ":":
             return "expected [IPV6]:PORT"
         host = text[1:close]
+        if not host:
+            return "the host is empty"
         if ":" not in host:
             return "brackets are for IPv6 addresses only"
         return host, text[close + 2:]
@@ -81,7 +83,7 @@ def _split_host_port(text: str) -> tuple[str, str] | str:
         return "expected HOST:PORT"
     host = text[:colon]
     if not host:
-        return "no host before the port"
+        return "the host is empty"
     if ":" in host:
         return "an IPv6 address goes in brackets, as in [::1]:7070"
     return host, text[colon + 1:]
