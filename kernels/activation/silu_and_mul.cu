@@ -24,7 +24,8 @@
 //   exact one. The output is bit-identical to the all-fp64 evaluation (checked
 //   on the H200 over every finite input a for all three types, by
 //   tests/gpu/crosscheck_torch.py) at fp32 speed: a fraction of a percent of
-//   bf16 and fp16 values take the fp64 path.
+//   bf16 and fp16 values take the fp64 path, and a pack of outputs takes it
+//   only where one of its values needs it.
 // The price is bit-parity with eager PyTorch, which KERNELS.md does not ask of
 // this kernel (it does of modulate_scale_shift and residual_gate_add).
 #include "common/dtype.cuh"
@@ -43,10 +44,28 @@ __device__ __forceinline__ float silu_fp64(float a) {
   return __double2float_rn(__ddiv_rn(x, __dadd_rn(1.0, exp(-x))));
 }
 
-// The fp32 evaluation PyTorch uses: full-precision expf (never __expf), IEEE
-// add and divide: a few fp32 ulps from the correctly rounded value wherever
-// the result is a normal number.
-__device__ __forceinline__ float silu_fp32(float a) { return __fdiv_rn(a, __fadd_rn(1.0f, expf(-a))); }
+// The fast fp32 evaluation, with a documented error bound (not one that holds
+// on one GPU by luck): full-precision expf (at most 2 ulps, CUDA's math
+// guide; never __expf), an IEEE add (0.5), and the divide as a reciprocal,
+// rcp.approx (at most 1 ulp, PTX ISA) refined by one Newton step to about
+// 0.5 ulp, then an IEEE multiply (0.5). The relative error stays under 4.5
+// fp32 ulps, so under 8 ulps of the result's binade: inside kGuardUlps.
+// Where 1 + exp(-a) overflows (a < -88.7) the value is 0 or NaN, and both
+// take the fp64 path. PyTorch divides (IEEE div.rn, a multi-instruction
+// sequence); this takes a fifth fewer SASS instructions per pack (261, not
+// 336, for bf16), which moves the kernel from 81% to 88% of copy bandwidth
+// at 8192 x 14336.
+__device__ __forceinline__ float rcp_approx(float d) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return r;
+}
+__device__ __forceinline__ float silu_fast(float a) {
+  const float d = __fadd_rn(1.0f, expf(-a));
+  const float r0 = rcp_approx(d);
+  const float r1 = __fmaf_rn(r0, __fmaf_rn(-d, r0, 1.0f), r0);
+  return __fmul_rn(a, r1);
+}
 
 // Distance, in fp32 ulps, that the fast value must keep from a rounding
 // boundary of T. Since silu's fp32 value depends on a alone, and bf16 and
@@ -54,8 +73,10 @@ __device__ __forceinline__ float silu_fp32(float a) { return __fdiv_rn(a, __fadd
 // 8, every finite bf16 and fp16 a gives the fp64 evaluation's output (the
 // H200, crosscheck_torch.py); with 4, two fp16 inputs do not. Each fp64
 // fallback costs its whole warp, so the guard is no wider than that: at
-// 8192 x 14336 bf16 the kernel runs at 81% of copy bandwidth with 8, 74%
-// with 16 (kernel_bench.py, docs/gpu-runs/2026-12-02-local-path).
+// 8192 x 14336 bf16 the kernel (then dividing with div.rn) ran at 81% of copy
+// bandwidth with 8, 74% with 16 (kernel_bench.py,
+// docs/gpu-runs/2026-12-02-local-path); with the reciprocal, at 88-89% with
+// 8 (docs/gpu-runs/2026-12-02-silu-rcp).
 inline constexpr int kGuardUlps = 8;
 
 // Whether R(v) to T is the same for every fp32 within kGuardUlps of v. The
@@ -74,7 +95,7 @@ template <>
 __device__ __forceinline__ bool rounds_the_same_nearby<__nv_bfloat16>(float v) {
   const uint32_t bits = __float_as_uint(v) & 0x7fffffffu;
   if (bits < 0x00800000u) return false;  // zero or subnormal: fp32 silu may have underflowed
-  if (bits >= 0x7f800000u) return true;  // inf / NaN (from a = inf / NaN): exact
+  if (bits >= 0x7f800000u) return false;  // inf / NaN: also where 1 + exp(-a) overflowed
   const int low = static_cast<int>(bits & 0xffffu) - 0x8000;
   return low > kGuardUlps || low < -kGuardUlps;
 }
@@ -83,7 +104,7 @@ template <>
 __device__ __forceinline__ bool rounds_the_same_nearby<__half>(float v) {
   const uint32_t bits = __float_as_uint(v) & 0x7fffffffu;
   if (bits < 0x38800000u) return false;  // below fp16's normal range (2^-14)
-  if (bits >= 0x7f800000u) return true;
+  if (bits >= 0x7f800000u) return false;
   const int low = static_cast<int>(bits & 0x1fffu) - 0x1000;
   return low > kGuardUlps || low < -kGuardUlps;
 }
@@ -91,13 +112,42 @@ __device__ __forceinline__ bool rounds_the_same_nearby<__half>(float v) {
 // The fp32 value of silu(a) that R then rounds: as good as silu_fp64 for T.
 template <typename T>
 __device__ __forceinline__ float silu(float a) {
-  const float fast = silu_fp32(a);
+  const float fast = silu_fast(a);
   return rounds_the_same_nearby<T>(fast) ? fast : silu_fp64(a);
 }
 
 template <typename T>
 __device__ __forceinline__ T silu_and_mul(T a, T b) {
   return round_to<T>(__fmul_rn(round_via<T>(silu<T>(to_float(a))), to_float(b)));
+}
+
+// A pack's outputs: the fast values first, then, only in a pack where one
+// of them is near a rounding boundary, the fp64 values there.
+template <typename T>
+__device__ __forceinline__ Pack<T> silu_and_mul_pack(const Pack<T>& av, const Pack<T>& bv) {
+  constexpr int kSize = Pack<T>::kSize;
+  Pack<T> ov;
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) ov.elem[k] = silu_and_mul(av.elem[k], bv.elem[k]);
+  } else {
+    float s[kSize];
+    bool all_fast = true;
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) {
+      s[k] = silu_fast(to_float(av.elem[k]));
+      all_fast &= rounds_the_same_nearby<T>(s[k]);
+    }
+    if (!all_fast) {
+#pragma unroll
+      for (int k = 0; k < kSize; ++k) {
+        if (!rounds_the_same_nearby<T>(s[k])) s[k] = silu_fp64(to_float(av.elem[k]));
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) ov.elem[k] = round_to<T>(__fmul_rn(round_via<T>(s[k]), to_float(bv.elem[k])));
+  }
+  return ov;
 }
 
 // Output element o = (r, d) reads a at r * 2 * dim + d and b dim further.
@@ -114,10 +164,7 @@ __device__ void silu_and_mul_all(T* __restrict__ out, const T* __restrict__ in, 
       const Index a_at = o + o / row * row;
       const Pack<T> av = load_pack(in + a_at);
       const Pack<T> bv = load_pack(in + a_at + row);
-      Pack<T> ov;
-#pragma unroll
-      for (int k = 0; k < kSize; ++k) ov.elem[k] = silu_and_mul(av.elem[k], bv.elem[k]);
-      store_pack(out + o, ov);
+      store_pack(out + o, silu_and_mul_pack(av, bv));
     }
   } else {
     for (int64_t e = grid_thread_index(); e < total; e += grid_thread_count()) {
