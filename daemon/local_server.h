@@ -1,5 +1,5 @@
 // LocalServer: the local path, jitd's own framing on its Unix sockets
-// (jitd/detail/local_wire.h; docs/CONTRACT.md, "The local path").
+// (jitd/base/local_wire.h; docs/CONTRACT.md, "The local path").
 //
 // A same-host client's first request costs a gRPC channel: about 2 ms of
 // HTTP/2 setup before the first byte of an answer, where reading and

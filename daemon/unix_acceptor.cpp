@@ -15,7 +15,7 @@
 #include <cstring>
 
 #include "jitd/base/text.h"
-#include "jitd/detail/local_wire.h"
+#include "jitd/base/local_wire.h"
 
 namespace jitd::daemon {
 namespace {

@@ -23,22 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The END field: u16 tag + u32 length + 16 checksum bytes.
-constexpr size_t kEndFieldBytes = 2 + 4 + 16;
-
 bool ProcessAlive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
 }  // namespace
-
-std::string BlobChecksum(std::string_view encoded) {
-  if (encoded.size() < kEndFieldBytes) return Checksum128(encoded);
-  return Checksum128(encoded.substr(0, encoded.size() - kEndFieldBytes));
-}
-
-std::string StoredBlobChecksum(std::string_view encoded) {
-  if (encoded.size() < kEndFieldBytes) return {};
-  return hex::Encode(encoded.substr(encoded.size() - 16));
-}
 
 BlobStore::BlobStore(fs::path dir) : dir_(std::move(dir)), blobs_(dir_ / "blobs"), tmp_(dir_ / "tmp") {}
 
@@ -55,7 +42,7 @@ absl::Status BlobStore::Init() const {
 }
 
 fs::path BlobStore::PathFor(std::string_view key, std::string_view checksum) const {
-  return blobs_ / std::string(key.substr(0, 2)) / Cat(key, "-", checksum);
+  return dir_ / BlobFileRelativePath(key, checksum);
 }
 
 absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view checksum, std::string_view bytes,

@@ -21,14 +21,6 @@
 
 namespace jitd::cache::detail {
 
-// The checksum of an encoded blob: XXH3-128 (hex) of the bytes before its
-// END field. Equal to what the END field holds when the blob is intact.
-std::string BlobChecksum(std::string_view encoded);
-
-// The checksum an encoded blob's END field claims, in hex, without hashing
-// (DecodeBlob has verified it matches the content); empty if too short.
-std::string StoredBlobChecksum(std::string_view encoded);
-
 class BlobStore {
  public:
   explicit BlobStore(std::filesystem::path dir);

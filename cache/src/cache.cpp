@@ -165,7 +165,7 @@ class Cache::Impl {
       DropCorrupt(key, checksum, path, std::string(s.message()));
       return Miss(key, counted);
     }
-    if (detail::StoredBlobChecksum(*bytes) != checksum || entry.meta.key != key) {
+    if (StoredBlobChecksum(*bytes) != checksum || entry.meta.key != key) {
       DropCorrupt(key, checksum, path, "blob does not match its index row");
       return Miss(key, counted);
     }
@@ -206,7 +206,7 @@ class Cache::Impl {
     EntryMeta m = meta;
     if (m.created_unix_ms == 0) m.created_unix_ms = NowMs();
     std::string bytes = EncodeBlob(m, cubin);
-    std::string checksum = detail::BlobChecksum(bytes);
+    std::string checksum = BlobChecksum(bytes);
     auto path = blobs_.Write(m.key, checksum, bytes, opts_.sync_writes);
     if (!path.ok()) {
       publish_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -367,7 +367,7 @@ class Cache::Impl {
         problem = missing ? "blob file missing" : std::string(bytes.status().message());
       } else if (auto s = DecodeBlob(*bytes, nullptr, nullptr); !s.ok()) {
         problem = std::string(s.message());
-      } else if (detail::StoredBlobChecksum(*bytes) != r.checksum) {
+      } else if (StoredBlobChecksum(*bytes) != r.checksum) {
         problem = "blob does not match its index row";
       }
       if (problem.empty()) {
@@ -636,7 +636,7 @@ class Cache::Impl {
       auto bytes = blobs_.Read(path);
       EntryMeta meta;
       if (!bytes.ok()) return;
-      if (!DecodeBlob(*bytes, &meta, nullptr).ok() || meta.key != k || detail::StoredBlobChecksum(*bytes) != checksum) {
+      if (!DecodeBlob(*bytes, &meta, nullptr).ok() || meta.key != k || StoredBlobChecksum(*bytes) != checksum) {
         corrupt_.fetch_add(1, std::memory_order_relaxed);
         blobs_.Remove(path);
         ++removed;

@@ -9,7 +9,7 @@
 #include "cuda_driver.h"
 #include "jitd/base/files.h"
 #include "jitd/base/text.h"
-#include "jitd/cache.h"
+#include "jitd/blob.h"
 
 namespace jitd {
 

@@ -1,5 +1,5 @@
 // LocalChannel: the client's end of the local path (docs/CONTRACT.md, "The
-// local path"; the framing in jitd/detail/local_wire.h).
+// local path"; the framing in jitd/base/local_wire.h).
 //
 // A same-host client asks the daemon for a cached kernel over its Unix
 // socket without gRPC: one connect, the 8-byte preface each way, then one

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "jitd/client.h"
-#include "jitd/detail/local_wire.h"
+#include "jitd/base/local_wire.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
 #include "process_cpu.h"

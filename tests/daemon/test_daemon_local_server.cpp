@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "jitd/detail/local_wire.h"
+#include "jitd/base/local_wire.h"
 #include "local_server.h"
 #include "poll_until.h"
 #include "process_cpu.h"

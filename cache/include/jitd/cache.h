@@ -44,35 +44,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "jitd/blob.h"
 
 namespace jitd::cache {
-
-// An entry point of a cubin: the name expression it was compiled for and
-// the lowered (mangled) name that cuModuleGetFunction takes.
-struct Symbol {
-  std::string name_expression;
-  std::string lowered_name;
-  bool operator==(const Symbol&) const = default;
-};
-
-// Everything about a cubin except its bytes. Stored inside the blob (so an
-// index can be rebuilt from blobs alone) and, in part, in the index.
-struct EntryMeta {
-  std::string key;                   // hex content key; [0-9a-f]{16,128}
-  std::string kernel;                // manifest name, "diffusion.modulate_scale_shift"
-  std::string params;                // canonical "k=v,k=v" (sorted by k)
-  std::string arch;                  // "sm_90", "sm_100a", ...
-  std::vector<std::string> options;  // the NVRTC options used, in order
-  // The options the request added (canonical, in order), a part of
-  // `options`: what tells apart entries of one kernel, params and arch.
-  std::vector<std::string> request_options;
-  std::string nvrtc_version;  // "13.0"
-  std::vector<Symbol> symbols;
-  std::string log;              // NVRTC's log
-  double compile_ms = 0;        // wall time of the compile
-  int64_t created_unix_ms = 0;  // set by Publish() when 0
-  bool operator==(const EntryMeta&) const = default;
-};
 
 // A verified entry as Lookup() returns it.
 struct Entry {
@@ -283,9 +257,6 @@ class Cache {
   std::unique_ptr<Impl> impl_;
 };
 
-// Hex XXH3-128 of `data`: the checksum blobs carry.
-std::string Checksum128(std::string_view data);
-
 // What a cache directory holds is its user's alone (docs/SECURITY.md):
 // directories the cache makes get mode 0700, its files (blobs, the index and
 // its journal, memos, locks) 0600. A directory that already exists keeps its
@@ -294,9 +265,6 @@ inline constexpr unsigned kPrivateDirMode = 0700;
 inline constexpr unsigned kPrivateFileMode = 0600;
 // Makes `dir` and its missing parents with kPrivateDirMode.
 absl::Status MakePrivateDirs(const std::filesystem::path& dir);
-
-// Whether `key` is a well-formed content key (lowercase hex, 16..128 chars).
-bool IsValidKey(std::string_view key);
 
 // ---------------------------------------------------------------------------
 // Content keys: the identity of a cubin. A key changes exactly when the bytes
@@ -407,13 +375,5 @@ absl::StatusOr<std::string> TreeMetadataDigest(const std::filesystem::path& dir,
 // The same for a list of files (their names and metadata, links followed).
 absl::StatusOr<std::string> FilesMetadataDigest(const std::vector<std::filesystem::path>& files,
                                                 std::chrono::nanoseconds racy_window, bool* recent);
-
-// ---------------------------------------------------------------------------
-// Blob file encoding (exposed for tests, fuzzing and recovery tools).
-// Layout: "JITDBLOB", u32 format version, then tagged fields (u16 tag,
-// u32 length, bytes), then an END field holding the XXH3-128 of everything
-// before it. Decode rejects any truncation, overrun or checksum mismatch.
-std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin);
-absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cubin);
 
 }  // namespace jitd::cache

@@ -1,15 +1,8 @@
-// The blob file format. A blob describes itself completely, so that an index
-// lost to corruption can be rebuilt from the blob files alone.
-//
-//   "JITDBLOB"                 8 bytes magic
-//   u32 format version         little-endian, kFormatVersion
-//   fields                     u16 tag, u32 length, `length` bytes; any order,
-//                              unknown tags skipped (forward compatibility)
-//   END field                  tag 0xFFFF, length 16, XXH3-128 of every byte
-//                              before it, most significant byte first
-//
-// Decoding checks every length against what remains, so a truncated or
-// overrun file is rejected before any field is trusted.
+// The blob file format (jitd/blob.h). Decoding checks every length against
+// what remains, so a truncated or overrun file is rejected before any field
+// is trusted. xxHash is compiled in (XXH_INLINE_ALL), so that a consumer of
+// jitd_blob links no xxHash library.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <bit>
@@ -18,7 +11,7 @@
 #include "jitd/base/coding.h"
 #include "jitd/base/hex.h"
 #include "jitd/base/text.h"
-#include "jitd/cache.h"
+#include "jitd/blob.h"
 
 namespace jitd::cache {
 namespace {
@@ -29,6 +22,8 @@ constexpr std::string_view kMagic = "JITDBLOB";
 constexpr uint32_t kFormatVersion = 1;
 constexpr uint16_t kTagEnd = 0xFFFF;
 constexpr size_t kChecksumBytes = 16;
+// The END field: u16 tag + u32 length + the checksum.
+constexpr size_t kEndFieldBytes = 2 + 4 + kChecksumBytes;
 // Far above any real cubin or log; a length past it means a damaged file.
 constexpr uint32_t kMaxFieldBytes = 1u << 30;
 
@@ -196,6 +191,20 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
   if (meta) *meta = std::move(out);
   if (cubin) *cubin = std::move(out_cubin);
   return absl::OkStatus();
+}
+
+std::string BlobChecksum(std::string_view encoded) {
+  if (encoded.size() < kEndFieldBytes) return Checksum128(encoded);
+  return Checksum128(encoded.substr(0, encoded.size() - kEndFieldBytes));
+}
+
+std::string StoredBlobChecksum(std::string_view encoded) {
+  if (encoded.size() < kEndFieldBytes) return {};
+  return hex::Encode(encoded.substr(encoded.size() - kChecksumBytes));
+}
+
+std::filesystem::path BlobFileRelativePath(std::string_view key, std::string_view checksum) {
+  return std::filesystem::path("blobs") / std::string(key.substr(0, 2)) / Cat(key, "-", checksum);
 }
 
 }  // namespace jitd::cache
