@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sqlite.h"
+#include "jitd/detail/sqlite.h"
 
 namespace jitd::cache::detail {
 

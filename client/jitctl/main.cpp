@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "jitd/base/text.h"
 #include "jitd/client.h"
+#include "jitd/client_fallback.h"
 #include "verb.h"
 
 namespace {
@@ -190,6 +191,7 @@ int main(int argc, char** argv) {
   jitd::ClientOptions options;
   options.endpoint = endpoint;
   options.fallback_cache_dir = fallback_cache_dir;
+  options.open_fallback = jitd::OpenFallbackCache;
   options.tls_ca_file = tls_ca;
   options.tls_cert_file = tls_cert;
   options.tls_key_file = tls_key;

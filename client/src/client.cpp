@@ -174,9 +174,7 @@ absl::Status Refused(const std::string& endpoint, const std::string& why) {
 
 Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(std::move(options)), credentials_(std::move(credentials)) {
-  if (!options_.fallback_cache_dir.empty()) {
-    fallback_ = std::make_unique<client_detail::FallbackCache>(options_.fallback_cache_dir);
-  }
+  if (!options_.fallback_cache_dir.empty()) fallback_ = options_.open_fallback(options_.fallback_cache_dir);
 }
 
 const std::shared_ptr<grpc::Channel>& Client::Impl::channel() {
@@ -278,7 +276,15 @@ void Client::Impl::Prepare(grpc::ClientContext* context, std::chrono::millisecon
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   options.endpoint = ResolveEndpoint(options.endpoint);
   if (absl::Status valid = ValidateEndpoint(options.endpoint); !valid.ok()) return valid;
-  if (options.fallback_cache_dir.empty()) options.fallback_cache_dir = EnvOrEmpty("JITD_FALLBACK_CACHE_DIR");
+  const bool fallback_from_env = options.fallback_cache_dir.empty();
+  if (fallback_from_env) options.fallback_cache_dir = EnvOrEmpty("JITD_FALLBACK_CACHE_DIR");
+  if (!options.fallback_cache_dir.empty() && !options.open_fallback) {
+    return absl::FailedPreconditionError(
+        Cat("a fallback cache directory is set (", options.fallback_cache_dir.string(),
+            fallback_from_env ? ", from JITD_FALLBACK_CACHE_DIR" : ", ClientOptions::fallback_cache_dir",
+            ") but this program cannot read one: link jitd::client_fallback and set "
+            "ClientOptions::open_fallback = jitd::OpenFallbackCache (jitd/client_fallback.h), or unset it"));
+  }
   if (!options.prefer_path.has_value()) options.prefer_path = options.endpoint.starts_with("unix:");
   if (!options.endpoint.starts_with("unix:")) options.local_path = false;
   if (!options.local_path.has_value()) options.local_path = true;

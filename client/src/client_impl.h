@@ -13,7 +13,6 @@
 #include <mutex>
 #include <string>
 
-#include "fallback_cache.h"
 #include "grpc_status.h"
 #include "jitd/client.h"
 #include "jitd/v1/cache_admin.grpc.pb.h"
@@ -86,7 +85,7 @@ class Client::Impl {
   // Kernels (client_kernels.cpp).
   client_detail::SingleFlightMemo<KernelBinary> binaries_;  // by CanonicalSpec
   client_detail::SingleFlightMemo<Module> modules_;         // by context ID + CanonicalSpec
-  std::unique_ptr<client_detail::FallbackCache> fallback_;  // null without a fallback dir
+  std::unique_ptr<KernelFallback> fallback_;                // null without a fallback dir
 
   std::atomic<uint64_t> get_kernel_rpcs_{0};
   std::atomic<uint64_t> memo_hits_{0};

@@ -14,6 +14,7 @@
 #include "cache_seed.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
+#include "jitd/client_fallback.h"
 #include "kernel_fixture.h"
 #include "test_daemon.h"
 
@@ -164,6 +165,7 @@ TEST_F(DaemonKernelsTest, ARestartedDaemonIsBridgedByItsOwnCacheDirectory) {
   ClientOptions options;
   options.endpoint = daemon_->endpoint();
   options.fallback_cache_dir = daemon_->cache_dir();
+  options.open_fallback = OpenFallbackCache;
   auto client = Client::Connect(options);  // no daemon, but a fallback: connects
   ASSERT_TRUE(client.ok()) << client.status();
   auto during = (*client)->GetKernelBinary(Scale("fp32"));
@@ -196,6 +198,7 @@ class FallbackTest : public ::testing::Test {
     ClientOptions options;
     options.endpoint = "unix:" + (dir_ / "absent.sock").string();
     options.fallback_cache_dir = fallback;
+    options.open_fallback = OpenFallbackCache;
     auto client = Client::Connect(options);
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? *std::move(client) : nullptr;
@@ -326,6 +329,32 @@ TEST_F(FallbackTest, TheDirectoryCanComeFromTheEnvironment) {
   auto binary = client->GetKernelBinary(Scale("fp64"));
   ASSERT_TRUE(binary.ok()) << binary.status();
   EXPECT_EQ((*binary)->source, v1::GetKernelResponse::FALLBACK);
+}
+
+TEST_F(FallbackTest, ADirectoryWithoutAnOpenerIsRefusedAndSaysWhatToLink) {
+  ClientOptions options;
+  options.endpoint = "unix:" + (dir_ / "absent.sock").string();
+  options.fallback_cache_dir = dir_ / "warmed";
+  auto given = Client::Connect(options);
+  EXPECT_TRUE(absl::IsFailedPrecondition(given.status())) << given.status();
+  EXPECT_THAT(given.status().message(), HasSubstr("link jitd::client_fallback"));
+  EXPECT_THAT(given.status().message(), HasSubstr("ClientOptions::fallback_cache_dir"));
+  options.fallback_cache_dir.clear();
+  setenv("JITD_FALLBACK_CACHE_DIR", (dir_ / "warmed").c_str(), 1);
+  auto from_env = Client::Connect(options);
+  unsetenv("JITD_FALLBACK_CACHE_DIR");
+  EXPECT_TRUE(absl::IsFailedPrecondition(from_env.status())) << from_env.status();
+  EXPECT_THAT(from_env.status().message(), HasSubstr("from JITD_FALLBACK_CACHE_DIR"));
+}
+
+TEST_F(FallbackTest, ACorruptIndexIsReportedAndNothingIsServed) {
+  {
+    std::ofstream index(dir_ / "warmed" / "index.sqlite", std::ios::binary | std::ios::trunc);
+    index << "not a database";
+  }
+  auto binary = Connect(dir_ / "warmed")->GetKernelBinary(Scale("fp32"));
+  EXPECT_TRUE(absl::IsUnavailable(binary.status())) << binary.status();
+  EXPECT_THAT(binary.status().message(), HasSubstr("fallback cache " + (dir_ / "warmed").string()));
 }
 
 TEST_F(FallbackTest, WithoutAFallbackAnAbsentDaemonFailsConnect) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "jitd/client.h"
+#include "jitd/client_fallback.h"
 #include "jitd/cuda_module.h"
 #include "kernel_fixture.h"
 #include "test_daemon.h"
@@ -214,6 +215,7 @@ TEST_F(GetKernelTest, WithTheDaemonStoppedModulesComeFromTheFallback) {
   ClientOptions options;
   options.endpoint = daemon_->endpoint();
   options.fallback_cache_dir = daemon_->cache_dir();
+  options.open_fallback = OpenFallbackCache;
   auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status();
   auto module = (*client)->GetKernel(spec);

@@ -2,8 +2,12 @@
 #   install   cmake --install BUILD_DIR into WORK_DIR/prefix (fresh)
 #   layout    the prefix holds what CONTRACT.md promises, and the installed
 #             binaries run from it
-#   consumer  a project using find_package(jitd) + jitd::client configures,
-#             builds and runs against the prefix
+#   consumer  a project using find_package(jitd) + jitd::client configures
+#             with SQLite, spdlog, fmt, CLI11 and toml++ made unfindable,
+#             builds, links none of them (nor xxHash, hiredis or jitd's
+#             cache) and runs against the prefix
+#   consumer_fallback  the same project with jitd::client_fallback
+#             (find_package(jitd COMPONENTS client_fallback))
 set(prefix ${WORK_DIR}/prefix)
 
 function(run)
@@ -20,6 +24,7 @@ if(STEP STREQUAL "install")
 
 elseif(STEP STREQUAL "layout")
   foreach(path bin/jitd bin/jitctl include/jitd/client.h include/jitd/cuda_module.h include/jitd/cache.h
+               include/jitd/blob.h include/jitd/client_fallback.h
                include/jitd/v1/compiler.pb.h
                include/jitd/v1/cache_admin.grpc.pb.h lib/cmake/jitd/jitdConfig.cmake
                lib/cmake/jitd/jitdConfigVersion.cmake lib/cmake/jitd/jitdTargets.cmake)
@@ -38,12 +43,25 @@ elseif(STEP STREQUAL "layout")
   endif()
   run(${prefix}/bin/jitctl --help)
 
-elseif(STEP STREQUAL "consumer")
-  set(build ${WORK_DIR}/consumer-build)
+elseif(STEP STREQUAL "consumer" OR STEP STREQUAL "consumer_fallback")
+  set(build ${WORK_DIR}/${STEP}-build)
+  set(with_fallback OFF)
+  if(STEP STREQUAL "consumer_fallback")
+    set(with_fallback ON)
+  endif()
   file(REMOVE_RECURSE ${build})
   run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${build} -DCMAKE_BUILD_TYPE=Release
-      -DCMAKE_PREFIX_PATH=${prefix})
+      -DCMAKE_PREFIX_PATH=${prefix} -DWITH_FALLBACK=${with_fallback})
   run(${CMAKE_COMMAND} --build ${build})
+  if(NOT with_fallback)
+    file(READ ${build}/CMakeFiles/consumer.dir/link.txt link_line)
+    string(REGEX MATCHALL "lib(jitd_[a-z_]+|sqlite3|spdlog|fmt|xxhash|hiredis)[.]" linked "${link_line}")
+    foreach(lib IN LISTS linked)
+      if(NOT lib MATCHES "^lib(jitd_base|jitd_blob|jitd_proto|jitd_spec_file|jitd_client)[.]$")
+        message(FATAL_ERROR "a consumer of jitd::client alone links ${lib}:\n${link_line}")
+      endif()
+    endforeach()
+  endif()
   run(${build}/consumer)
   if(NOT run_output MATCHES "consumer ok")
     message(FATAL_ERROR "the consumer ran but did not report success:\n${run_output}")

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Dependencies point the right way: the daemon's link line holds no client
-library (what both need is in jitd_base and jitd_spec_file).
+library (what both need is in jitd_base and jitd_spec_file), and neither
+jitctl's nor a program linking jitd_client alone holds the cache library
+(blobs are decoded by jitd_blob; the fallback is jitd_client_fallback).
 
     check_link_lines.py BUILD_DIR     check this build tree
     check_link_lines.py --self-test   prove the check fails on a bad tree
@@ -18,7 +20,19 @@ import tempfile
 # (program, its directory in the build tree, libraries it must not link)
 RULES = [
     ("jitd", "daemon", ["jitd_client", "jitd_jitctl"]),
+    ("jitctl", "client", ["jitd_cache"]),
+    # tests/repo/client_link_probe.cpp: a program that links jitd_client and
+    # nothing else, so that its link line is the client's own closure.
+    ("client_link_probe", "tests/repo", ["jitd_cache", "jitd_client_fallback", "jitd_remote"]),
 ]
+
+WHY = {
+    "jitd_client": "the daemon must not depend on the client (move what it needs into jitd_base)",
+    "jitd_jitctl": "the daemon must not depend on the client (move what it needs into jitd_base)",
+    "jitd_cache": "the client must not depend on the cache (decode blobs with jitd_blob)",
+    "jitd_client_fallback": "the fallback is an optional component, not a part of jitd_client",
+    "jitd_remote": "the client must not depend on the remote tier",
+}
 
 
 def link_line(build, subdir, target):
@@ -48,33 +62,55 @@ def check(build):
         libs = set(re.findall(r"lib(jitd_[A-Za-z0-9_]+)\.a", line))
         for lib in forbidden:
             if lib in libs:
-                problems.append(f"{target} links {lib}: the daemon must not depend on the client "
-                                f"(move what it needs into jitd_base); its jitd libraries: {', '.join(sorted(libs))}")
+                problems.append(f"{target} links {lib}: {WHY[lib]}; its jitd libraries: {', '.join(sorted(libs))}")
     return problems
 
 
 def self_test():
+    clean = {
+        "jitd": "c++ main.cpp.o -o jitd libjitd_daemon.a ../base/libjitd_base.a\n",
+        "jitctl": "c++ main.cpp.o -o jitctl libjitd_jitctl.a libjitd_client.a libjitd_client_fallback.a "
+                  "../cache/blob/libjitd_blob.a\n",
+        "client_link_probe": "c++ probe.o -o client_link_probe ../../client/libjitd_client.a "
+                             "../../cache/blob/libjitd_blob.a\n",
+    }
+    bad_lines = {
+        "jitd": ("../client/libjitd_client.a", "jitd links jitd_client"),
+        "jitctl": ("../cache/libjitd_cache.a", "jitctl links jitd_cache"),
+        "client_link_probe": ("../../client/libjitd_client_fallback.a", "client_link_probe links jitd_client_fallback"),
+    }
+
+    def write(tmp, target, text):
+        subdir = next(r[1] for r in RULES if r[0] == target)
+        d = os.path.join(tmp, subdir, "CMakeFiles", f"{target}.dir")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "link.txt"), "w") as f:
+            f.write(text)
+        return os.path.join(d, "link.txt")
+
     with tempfile.TemporaryDirectory() as tmp:
-        d = os.path.join(tmp, "daemon", "CMakeFiles", "jitd.dir")
-        os.makedirs(d)
-        with open(os.path.join(d, "link.txt"), "w") as f:
-            f.write("c++ main.cpp.o -o jitd libjitd_daemon.a ../client/libjitd_client.a ../base/libjitd_base.a\n")
-        bad = check(tmp)
-        assert len(bad) == 1 and "jitd links jitd_client" in bad[0], bad
-        with open(os.path.join(d, "link.txt"), "w") as f:
-            f.write("c++ main.cpp.o -o jitd libjitd_daemon.a ../base/libjitd_base.a\n")
+        paths = {t: write(tmp, t, line) for t, line in clean.items()}
         assert check(tmp) == [], check(tmp)
-        os.remove(os.path.join(d, "link.txt"))
+        for target, (lib, said) in bad_lines.items():
+            write(tmp, target, clean[target].rstrip("\n") + " " + lib + "\n")
+            bad = check(tmp)
+            assert len(bad) == 1 and said in bad[0], bad
+            write(tmp, target, clean[target])
+        os.remove(paths["jitctl"])
         missing = check(tmp)
-        assert len(missing) == 1 and "no link line" in missing[0], missing
+        assert len(missing) == 1 and "jitctl: no link line" in missing[0], missing
     with tempfile.TemporaryDirectory() as tmp:  # the Ninja form
         with open(os.path.join(tmp, "build.ninja"), "w") as f:
             f.write("build daemon/jitd: CXX_EXECUTABLE_LINKER__jitd_Release daemon/main.cpp.o\n"
                     "  LINK_LIBRARIES = daemon/libjitd_daemon.a client/libjitd_client.a\n"
-                    "  TARGET_FILE = daemon/jitd\n")
+                    "  TARGET_FILE = daemon/jitd\n"
+                    "build client/jitctl: CXX_EXECUTABLE_LINKER__jitctl_Release client/main.cpp.o\n"
+                    "  LINK_LIBRARIES = client/libjitd_client.a cache/libjitd_cache.a\n"
+                    "build tests/repo/client_link_probe: CXX_EXECUTABLE_LINKER__client_link_probe_Release p.o\n"
+                    "  LINK_LIBRARIES = client/libjitd_client.a\n")
         bad = check(tmp)
-        assert len(bad) == 1 and "jitd links jitd_client" in bad[0], bad
-    print("check_link_lines self-test: a forbidden library, a clean line and a missing line are each told apart")
+        assert len(bad) == 2 and "jitd links jitd_client" in bad[0] and "jitctl links jitd_cache" in bad[1], bad
+    print("check_link_lines self-test: each rule's forbidden library, clean lines and a missing line are told apart")
 
 
 def main():

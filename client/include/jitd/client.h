@@ -25,7 +25,8 @@
 // run time, see jitd/cuda_module.h) and caches the loaded module per CUDA
 // context. GetKernelBinary() is the same request without the driver: the
 // cubin, its symbol table and its content key. With
-// ClientOptions::fallback_cache_dir, a daemon that cannot be reached (being
+// ClientOptions::fallback_cache_dir (and the optional jitd::client_fallback
+// component, jitd/client_fallback.h), a daemon that cannot be reached (being
 // restarted, say) is replaced by a read-only look into a warmed cache
 // directory, so that a restart never becomes a first-use compile failure.
 //
@@ -151,6 +152,22 @@ struct KernelBinary {
   const KernelSymbol* FindSymbol(std::string_view name_expression) const;
 };
 
+// Where kernels come from while the daemon cannot be reached: the read-only
+// fallback cache of jitd::client_fallback (jitd/client_fallback.h), or a
+// program's own. Find() is called from any thread.
+class KernelFallback {
+ public:
+  virtual ~KernelFallback() = default;
+  // The binary for `spec` (source FALLBACK), or why there is none: NOT_FOUND
+  // (nothing for it, or only entries that fail verification), or
+  // FAILED_PRECONDITION (nothing readable there, or a spec it cannot answer).
+  // The client adds the daemon's UNAVAILABLE message in front.
+  virtual absl::StatusOr<KernelBinary> Find(const KernelSpec& spec) = 0;
+};
+
+// Makes the fallback of a directory (ClientOptions::open_fallback).
+using FallbackOpener = std::function<std::unique_ptr<KernelFallback>(const std::filesystem::path& dir)>;
+
 // What a Client has done so far, for tests and metrics. Monotonic.
 struct ClientCounters {
   // GetKernel requests the daemon answered for this client: RPCs sent (by
@@ -219,7 +236,15 @@ struct ClientOptions {
   // Fallback answers say so (source FALLBACK) and are not memoized: the
   // next request asks the daemon again. With a fallback directory set,
   // Connect() succeeds even when the daemon does not answer.
+  //
+  // Reading a cache directory takes SQLite, which jitd::client does not
+  // link: set open_fallback too (jitd::OpenFallbackCache, from the optional
+  // jitd::client_fallback component). A directory, given here or in the
+  // environment, without an opener makes Connect() fail with
+  // FAILED_PRECONDITION saying so.
   std::filesystem::path fallback_cache_dir;
+  // Opens fallback_cache_dir's fallback; unset, none can be read.
+  FallbackOpener open_fallback;
   // Ask the daemon for the blob file's path instead of the cubin's bytes
   // (GetKernelRequest.delivery = PATH), then read the file and verify its
   // checksum here: a same-host client saves the copy through the socket
