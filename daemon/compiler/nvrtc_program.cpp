@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
+#include "ptx_link.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {
@@ -161,6 +162,39 @@ absl::Status NvrtcError(nvrtcResult result, const CompileJob& job, const std::st
   return WithNvrtcLog(absl::Status(code, message), log);
 }
 
+// Replaces `cubin` by one assembled from the program's PTX without its
+// unreferenced module-scope globals, when there are any (ptx_link.h says
+// why). Compiles whose options the PTX route cannot carry, and any failure
+// of it (logged), keep NVRTC's cubin: it is correct, only slower to load.
+void DropDeadGlobals(nvrtcProgram program, const CompileJob& job, std::string& cubin) {
+  const std::vector<std::string> link_options = PtxLinkOptions(job.options);
+  if (link_options.empty()) return;
+  size_t ptx_size = 0;
+  if (nvrtcGetPTXSize(program, &ptx_size) != NVRTC_SUCCESS || ptx_size <= 1) return;
+  std::string ptx(ptx_size, '\0');
+  if (nvrtcGetPTX(program, ptx.data()) != NVRTC_SUCCESS) return;
+  ptx.resize(ptx_size - 1);  // the terminating NUL
+  StrippedPtx stripped = DropUnreferencedGlobals(ptx);
+  if (stripped.dropped == 0) return;
+  static const absl::StatusOr<std::filesystem::path> ptxas = ToolkitPtxas();
+  if (!ptxas.ok()) {
+    spdlog::warn("{}: keeping NVRTC's cubin with {} unused globals: {}", job.program_name, stripped.dropped,
+                 std::string(ptxas.status().message()));
+    return;
+  }
+  std::error_code ec;
+  const std::filesystem::path scratch = std::filesystem::temp_directory_path(ec) / "jitd-ptxas";
+  absl::StatusOr<std::string> assembled = AssemblePtx(stripped.ptx, link_options, *ptxas, scratch);
+  if (!assembled.ok()) {
+    spdlog::warn("{}: keeping NVRTC's cubin with {} unused globals: {}", job.program_name, stripped.dropped,
+                 std::string(assembled.status().message()));
+    return;
+  }
+  spdlog::debug("{}: {} unused globals dropped, cubin {} -> {} bytes", job.program_name, stripped.dropped, cubin.size(),
+                assembled->size());
+  cubin = *std::move(assembled);
+}
+
 }  // namespace
 
 absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* pch, const std::atomic<bool>* cancel) {
@@ -232,6 +266,7 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
   result.cubin.resize(cubin_size);
   rc = nvrtcGetCUBIN(program.get(), result.cubin.data());
   if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not return the cubin", log);
+  DropDeadGlobals(program.get(), job, result.cubin);
   result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   result.lowered_names.reserve(job.name_expressions.size());

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "jitd/cache.h"
+#include "ptx_link.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {
@@ -72,7 +73,11 @@ absl::StatusOr<std::vector<fs::path>> NvrtcLibraryFiles() {
       return absl::NotFoundError("NVRTC library " + p.string() + " not found (the compile workers load it)");
     }
   }
-  return std::vector<fs::path>{nvrtc, builtins};
+  std::vector<fs::path> files = {nvrtc, builtins};
+  // ptxas assembles the cubins of compiles with unused globals (ptx_link.h);
+  // without one those compiles keep NVRTC's cubins, and the key says so.
+  if (absl::StatusOr<fs::path> ptxas = ToolkitPtxas(); ptxas.ok()) files.push_back(*ptxas);
+  return files;
 }
 
 absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include_dir, const fs::path& memo_dir) {

@@ -64,10 +64,11 @@ struct ToolkitIdentity {
   std::string Describe() const;
 };
 
-// The NVRTC library files this process uses, real paths: libnvrtc (the file
-// nvrtcVersion lives in, by dladdr) and libnvrtc-builtins (the one loaded,
+// The compiler library files this process uses, real paths: libnvrtc (the
+// file nvrtcVersion lives in, by dladdr), libnvrtc-builtins (the one loaded,
 // by dl_iterate_phdr; NVRTC loads it lazily, so until then the file of the
-// name NVRTC asks for in libnvrtc's directory). NOT_FOUND names what is
+// name NVRTC asks for in libnvrtc's directory) and, where the toolkit has
+// one, ptxas (it assembles some cubins: ptx_link.h). NOT_FOUND names what is
 // missing.
 absl::StatusOr<std::vector<std::filesystem::path>> NvrtcLibraryFiles();
 

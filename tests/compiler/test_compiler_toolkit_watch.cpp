@@ -72,9 +72,10 @@ TEST_F(ToolkitWatchTest, IdentityCoversHeadersAndTheNvrtcLibraries) {
   EXPECT_EQ(id.headers_fingerprint.size(), 64u);
   EXPECT_EQ(id.nvrtc_library_fingerprint.size(), 64u);
   EXPECT_EQ(id.fingerprint.size(), 64u);
-  ASSERT_EQ(id.nvrtc_libraries.size(), 2u);
+  ASSERT_EQ(id.nvrtc_libraries.size(), 3u);
   EXPECT_TRUE(id.nvrtc_libraries[0].filename().string().starts_with("libnvrtc"));
   EXPECT_TRUE(id.nvrtc_libraries[1].filename().string().starts_with("libnvrtc-builtins"));
+  EXPECT_TRUE(id.nvrtc_libraries[2].filename().string() == "ptxas");
   // Remembered for the next start (the headers, written just now, only once
   // they are older than the racy window).
   EXPECT_TRUE(fs::exists(dir_ / "memo" / kNvrtcLibrariesMemo));

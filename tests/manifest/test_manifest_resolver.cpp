@@ -52,9 +52,10 @@ TEST(Toolchain, ReportsNvrtcAndItsArchitectures) {
 TEST(Toolchain, NamesTheNvrtcLibraryFilesByContentNotJustTheVersion) {
   EXPECT_EQ(Tools().nvrtc_library_fingerprint.size(), 64u);
   EXPECT_EQ(Tools().identity.size(), 64u);
-  ASSERT_EQ(Tools().nvrtc_libraries.size(), 2u);
+  ASSERT_EQ(Tools().nvrtc_libraries.size(), 3u);
   EXPECT_TRUE(Tools().nvrtc_libraries[0].filename().string().starts_with("libnvrtc"));
   EXPECT_TRUE(Tools().nvrtc_libraries[1].filename().string().starts_with("libnvrtc-builtins"));
+  EXPECT_TRUE(Tools().nvrtc_libraries[2].filename().string() == "ptxas");
   auto again = cache::FilesFingerprint(Tools().nvrtc_libraries);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, Tools().nvrtc_library_fingerprint) << "the fingerprint is of the files' contents";

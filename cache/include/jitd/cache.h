@@ -273,14 +273,17 @@ absl::Status MakePrivateDirs(const std::filesystem::path& dir);
 // Bumped when what goes into a key changes, so old entries stop matching.
 // 2: the NVRTC library identity joined the key, and sources are the names
 // NVRTC is given (every spelling an #include uses), not file paths.
-inline constexpr int kKeySchemaVersion = 2;
+// 3: a compile whose PTX holds unused module-scope globals is assembled from
+// that PTX without them by the toolkit's ptxas (daemon/compiler/ptx_link.h),
+// and ptxas joined the compiler files.
+inline constexpr int kKeySchemaVersion = 3;
 
 struct KeyInputs {
   std::string nvrtc_version;        // "13.0"
   std::string toolkit_fingerprint;  // TreeFingerprint() of the toolkit headers
-  // FilesFingerprint() of the NVRTC library files the compiles run
-  // (libnvrtc and libnvrtc-builtins): a patch release keeps "13.0" but not
-  // this.
+  // FilesFingerprint() of the compiler library files the compiles run
+  // (libnvrtc, libnvrtc-builtins, ptxas): a patch release keeps
+  // "13.0" but not this.
   std::string nvrtc_library_fingerprint;
   std::string arch;  // "sm_90a"
   // NVRTC options in the order they are passed. Include paths (-I: the
