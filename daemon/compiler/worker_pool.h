@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -195,7 +196,22 @@ class WorkerPool {
 
   explicit WorkerPool(Options options);
   void RunSlot(Slot& slot);
+  // One job on one worker: ReadyForJob, then the Exchange (its states and
+  // events are described in worker_pool.cpp).
+  struct Exchange;
+  enum class ExchangeEvent { kAnswer, kClosed, kWake, kDeadline, kBroken };
   void RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket);
+  // Answers the ticket without a compile and returns false when it was
+  // cancelled while queued, names a toolkit no longer on disk, or no worker
+  // can be started; otherwise leaves `slot` with a live worker started
+  // after the toolkit's last change (*toolkit_epoch; none when the job's
+  // toolkit is not checked).
+  bool ReadyForJob(Slot& slot, Ticket& ticket, std::optional<std::uint64_t>* toolkit_epoch);
+  // The exchange's steps: the next event; a wake (false: the exchange is
+  // over); any other event, which ends it.
+  ExchangeEvent NextEvent(Exchange& x);
+  bool OnWake(Exchange& x);
+  void Finish(Exchange& x, ExchangeEvent event);
   // Starts `slot`'s worker; counts a restart unless it is the first start.
   absl::Status StartWorker(Slot& slot);
   // Kills and reaps `slot`'s worker and starts another; the description of
