@@ -219,26 +219,107 @@ void MetricsHttpServer::Stop() {
   listen_fd_ = wake_fd_ = -1;
 }
 
-void MetricsHttpServer::Run() {
-  const std::chrono::milliseconds timeout = std::max(options_.client_timeout, std::chrono::milliseconds(1));
-  const std::chrono::milliseconds linger = std::min(timeout, kMaxLinger);
-  const size_t max_connections = std::max<size_t>(options_.max_connections, 1);
-  const size_t max_head = std::max<size_t>(options_.max_request_head_bytes, 16);
-  std::vector<std::unique_ptr<Connection>> conns;
-  std::vector<pollfd> fds;
-  Clock::time_point accept_paused_until{};
-  char scratch[4096];
+// One poll loop over the listener, the wake eventfd and every connection.
+// A connection is read until its request head is whole (kReading), written
+// its response (kWriting), then drained until the client closes or the
+// linger passes (kLingering); each state has a deadline. Each step returns
+// false when the connection is to be closed.
+class MetricsHttpServer::Loop {
+ public:
+  explicit Loop(MetricsHttpServer& server)
+      : server_(server),
+        timeout_(std::max(server.options_.client_timeout, std::chrono::milliseconds(1))),
+        linger_(std::min(timeout_, kMaxLinger)),
+        max_connections_(std::max<size_t>(server.options_.max_connections, 1)),
+        max_head_(std::max<size_t>(server.options_.max_request_head_bytes, 16)) {}
+  ~Loop() {
+    for (const auto& c : conns_) close(c->fd);
+    server_.connections_.store(0, std::memory_order_relaxed);
+  }
 
-  // Each step returns false when the connection is to be closed.
-  auto drain_input = [&](Connection& c) {
+  void Run() {
     while (true) {
-      const ssize_t n = recv(c.fd, scratch, sizeof(scratch), 0);
+      const int ready = Poll();
+      if (ready < 0) return;
+      const Clock::time_point now = Clock::now();
+      // Connections first, so that fds_[i + 2] still matches conns_[i].
+      for (size_t i = 0; i < conns_.size(); ++i) {
+        Connection& c = *conns_[i];
+        if (!Serve(c, ready > 0 && fds_[i + 2].revents != 0, now)) {
+          close(c.fd);
+          c.fd = -1;
+        }
+      }
+      std::erase_if(conns_, [](const std::unique_ptr<Connection>& c) { return c->fd < 0; });
+      if (ready > 0 && fds_[1].revents != 0) AcceptAll(now);
+      server_.connections_.store(conns_.size(), std::memory_order_relaxed);
+    }
+  }
+
+ private:
+  // Waits for the next event or deadline: the number of ready descriptors,
+  // or -1 when the loop is to end (Stop(), or poll failed).
+  int Poll() {
+    const Clock::time_point now = Clock::now();
+    const bool accepting = now >= accept_paused_until_;
+    fds_.clear();
+    fds_.push_back({server_.wake_fd_, POLLIN, 0});
+    fds_.push_back({accepting ? server_.listen_fd_ : -1, POLLIN, 0});
+    Clock::time_point next = accepting ? Clock::time_point::max() : accept_paused_until_;
+    for (const auto& c : conns_) {
+      fds_.push_back({c->fd, static_cast<short>(c->state == Connection::State::kWriting ? POLLOUT : POLLIN), 0});
+      next = std::min(next, c->deadline);
+    }
+    int wait_ms = -1;
+    if (next != Clock::time_point::max()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+      wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 60000));
+    }
+    const int ready = poll(fds_.data(), fds_.size(), wait_ms);
+    if (ready < 0 && errno != EINTR) {
+      spdlog::error("metrics: poll failed: {}; the metrics endpoint stops", ErrnoText(errno));
+      return -1;
+    }
+    if (fds_[0].revents != 0) return -1;  // Stop()
+    return std::max(ready, 0);
+  }
+
+  // One connection's turn: its step if it is ready, then its deadline.
+  bool Serve(Connection& c, bool ready, Clock::time_point now) {
+    bool keep = true;
+    if (ready) {
+      switch (c.state) {
+        case Connection::State::kReading:
+          keep = ReadHead(c, now);
+          break;
+        case Connection::State::kWriting:
+          keep = SendOutput(c, now);
+          break;
+        case Connection::State::kLingering:
+          keep = DrainInput(c);
+          break;
+      }
+    }
+    if (!keep || now < c.deadline) return keep;
+    if (c.state == Connection::State::kReading) {
+      TellTooSlow(c.fd);
+      spdlog::debug("metrics: dropped a client that sent no complete request in {} ms", timeout_.count());
+    } else if (c.state == Connection::State::kWriting) {
+      spdlog::debug("metrics: dropped a client that did not take its response in {} ms", timeout_.count());
+    }
+    return false;
+  }
+
+  bool DrainInput(Connection& c) {
+    while (true) {
+      const ssize_t n = recv(c.fd, scratch_, sizeof(scratch_), 0);
       if (n > 0) continue;
       if (n < 0 && errno == EINTR) continue;
       return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
     }
-  };
-  auto send_output = [&](Connection& c, Clock::time_point now) {
+  }
+
+  bool SendOutput(Connection& c, Clock::time_point now) {
     while (c.sent < c.out.size()) {
       const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
       if (n > 0) {
@@ -251,44 +332,54 @@ void MetricsHttpServer::Run() {
     }
     shutdown(c.fd, SHUT_WR);
     c.state = Connection::State::kLingering;
-    c.deadline = now + linger;
+    c.deadline = now + linger_;
     std::string().swap(c.out);
     std::string().swap(c.in);
-    return drain_input(c);
-  };
-  auto read_head = [&](Connection& c, Clock::time_point now) {
+    return DrainInput(c);
+  }
+
+  bool ReadHead(Connection& c, Clock::time_point now) {
     while (true) {
-      const size_t room = max_head + 1 - c.in.size();
-      const ssize_t n = recv(c.fd, scratch, std::min(room, sizeof(scratch)), 0);
+      const size_t room = max_head_ + 1 - c.in.size();
+      const ssize_t n = recv(c.fd, scratch_, std::min(room, sizeof(scratch_)), 0);
       if (n == 0) return false;  // gone before the whole head came
       if (n < 0) {
         if (errno == EINTR) continue;
         return errno == EAGAIN || errno == EWOULDBLOCK;
       }
-      c.in.append(scratch, static_cast<size_t>(n));
+      c.in.append(scratch_, static_cast<size_t>(n));
       const size_t head = RequestHeadLength(c.in);
-      if (head != 0 && head <= max_head) {
-        c.out = Respond(std::string_view(c.in).substr(0, head));
-      } else if (c.in.size() > max_head) {
-        c.out =
-            TextResponse(431, "Request Header Fields Too Large",
-                         jitd::text::Cat("431 the request head is larger than ", std::to_string(max_head), " bytes\n"));
+      if (head != 0 && head <= max_head_) {
+        c.out = server_.Respond(std::string_view(c.in).substr(0, head));
+      } else if (c.in.size() > max_head_) {
+        c.out = TextResponse(
+            431, "Request Header Fields Too Large",
+            jitd::text::Cat("431 the request head is larger than ", std::to_string(max_head_), " bytes\n"));
       } else {
         continue;
       }
       c.state = Connection::State::kWriting;
-      c.deadline = now + timeout;
-      return send_output(c, now);
+      c.deadline = now + timeout_;
+      return SendOutput(c, now);
     }
-  };
+  }
+
   // The best-effort answer to a client dropped before its request head came.
-  auto tell_too_slow = [](int fd) {
+  static void TellTooSlow(int fd) {
     static const std::string slow = TextResponse(408, "Request Timeout", "408 the request took too long\n");
     (void)send(fd, slow.data(), slow.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  };
+  }
+
+  static void Refuse(int fd) {
+    static const std::string busy =
+        TextResponse(503, "Service Unavailable", "503 too many connections to the metrics endpoint\n");
+    (void)send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+  }
+
   // Makes a place for a newcomer when all are taken: drops (408) the
   // connection that has been sending its request head the longest, so that
-  // slow clients cannot keep a scrape out. Only conns[0, settled), the
+  // slow clients cannot keep a scrape out. Only conns_[0, settled), the
   // connections accepted before this accept pass, qualify: each newcomer is
   // read at least once before it can be dropped in turn. A connection that
   // has sent part of a head goes before one that has sent nothing yet: a
@@ -296,36 +387,32 @@ void MetricsHttpServer::Run() {
   // and that write is not what a slow client looks like, however long
   // churning slow clients make it the oldest. False when none qualifies
   // (all are writing or lingering: real work), and nothing changes.
-  auto make_room = [&](size_t& settled) {
+  bool MakeRoom(size_t& settled) {
     size_t oldest = settled;
-    const auto before = [&](const Connection& a, const Connection& b) {
+    const auto before = [](const Connection& a, const Connection& b) {
       if (a.in.empty() != b.in.empty()) return !a.in.empty();
       return a.accepted < b.accepted;
     };
     for (size_t i = 0; i < settled; ++i) {
-      if (conns[i]->state == Connection::State::kReading && (oldest == settled || before(*conns[i], *conns[oldest]))) {
+      if (conns_[i]->state == Connection::State::kReading &&
+          (oldest == settled || before(*conns_[i], *conns_[oldest]))) {
         oldest = i;
       }
     }
     if (oldest == settled) return false;
-    tell_too_slow(conns[oldest]->fd);
-    close(conns[oldest]->fd);
-    conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(oldest));
+    TellTooSlow(conns_[oldest]->fd);
+    close(conns_[oldest]->fd);
+    conns_.erase(conns_.begin() + static_cast<std::ptrdiff_t>(oldest));
     --settled;
-    slow_clients_dropped_.fetch_add(1, std::memory_order_relaxed);
+    server_.slow_clients_dropped_.fetch_add(1, std::memory_order_relaxed);
     spdlog::debug("metrics: dropped a client still sending its request head to make room for a new one");
     return true;
-  };
-  auto refuse = [&](int fd) {
-    static const std::string busy =
-        TextResponse(503, "Service Unavailable", "503 too many connections to the metrics endpoint\n");
-    (void)send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    close(fd);
-  };
-  auto accept_all = [&](Clock::time_point now) {
-    size_t settled = conns.size();
+  }
+
+  void AcceptAll(Clock::time_point now) {
+    size_t settled = conns_.size();
     for (int i = 0; i < 64; ++i) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      const int fd = accept4(server_.listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         const int err = errno;
         if (err == EAGAIN || err == EWOULDBLOCK) return;
@@ -333,82 +420,32 @@ void MetricsHttpServer::Run() {
         // Out of descriptors or memory: the listener would stay readable,
         // so stop polling it for a moment rather than spin.
         spdlog::warn("metrics: accept failed: {}; pausing for {} ms", ErrnoText(err), kAcceptBackoff.count());
-        accept_paused_until = now + kAcceptBackoff;
+        accept_paused_until_ = now + kAcceptBackoff;
         return;
       }
-      if (conns.size() >= max_connections && !make_room(settled)) {
-        refuse(fd);
+      if (conns_.size() >= max_connections_ && !MakeRoom(settled)) {
+        Refuse(fd);
         continue;
       }
       auto c = std::make_unique<Connection>();
       c->fd = fd;
       c->accepted = now;
-      c->deadline = now + timeout;
-      conns.push_back(std::move(c));
+      c->deadline = now + timeout_;
+      conns_.push_back(std::move(c));
     }
-  };
-
-  while (true) {
-    Clock::time_point now = Clock::now();
-    const bool accepting = now >= accept_paused_until;
-    fds.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
-    Clock::time_point next = accepting ? Clock::time_point::max() : accept_paused_until;
-    for (const auto& c : conns) {
-      fds.push_back({c->fd, static_cast<short>(c->state == Connection::State::kWriting ? POLLOUT : POLLIN), 0});
-      next = std::min(next, c->deadline);
-    }
-    int wait_ms = -1;
-    if (next != Clock::time_point::max()) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
-      wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 60000));
-    }
-    const int ready = poll(fds.data(), fds.size(), wait_ms);
-    if (ready < 0 && errno != EINTR) {
-      spdlog::error("metrics: poll failed: {}; the metrics endpoint stops", ErrnoText(errno));
-      break;
-    }
-    if (fds[0].revents != 0) break;  // Stop()
-    now = Clock::now();
-
-    // Connections first, so that fds[i + 2] still matches conns[i].
-    for (size_t i = 0; i < conns.size(); ++i) {
-      Connection& c = *conns[i];
-      bool keep = true;
-      if (ready > 0 && fds[i + 2].revents != 0) {
-        switch (c.state) {
-          case Connection::State::kReading:
-            keep = read_head(c, now);
-            break;
-          case Connection::State::kWriting:
-            keep = send_output(c, now);
-            break;
-          case Connection::State::kLingering:
-            keep = drain_input(c);
-            break;
-        }
-      }
-      if (keep && now >= c.deadline) {
-        keep = false;
-        if (c.state == Connection::State::kReading) {
-          tell_too_slow(c.fd);
-          spdlog::debug("metrics: dropped a client that sent no complete request in {} ms", timeout.count());
-        } else if (c.state == Connection::State::kWriting) {
-          spdlog::debug("metrics: dropped a client that did not take its response in {} ms", timeout.count());
-        }
-      }
-      if (!keep) {
-        close(c.fd);
-        c.fd = -1;
-      }
-    }
-    std::erase_if(conns, [](const std::unique_ptr<Connection>& c) { return c->fd < 0; });
-    if (ready > 0 && fds[1].revents != 0) accept_all(now);
-    connections_.store(conns.size(), std::memory_order_relaxed);
   }
-  for (const auto& c : conns) close(c->fd);
-  connections_.store(0, std::memory_order_relaxed);
-}
+
+  MetricsHttpServer& server_;
+  const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds linger_;
+  const size_t max_connections_;
+  const size_t max_head_;
+  std::vector<std::unique_ptr<Connection>> conns_;
+  std::vector<pollfd> fds_;
+  Clock::time_point accept_paused_until_{};
+  char scratch_[4096];
+};
+
+void MetricsHttpServer::Run() { Loop(*this).Run(); }
 
 }  // namespace jitd::metrics

@@ -110,6 +110,8 @@ class MetricsHttpServer {
 
  private:
   struct Connection;
+  // The poll loop's state and steps (http_server.cpp): Run() runs one.
+  class Loop;
   void Run();
   // The response to a complete request head (RequestHeadLength bytes).
   std::string Respond(std::string_view head) const;
