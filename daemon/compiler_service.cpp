@@ -4,18 +4,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "grpc_status.h"
 #include "jitd/base/text.h"
 #include "manifest.h"
 #include "memory_trim.h"
+#include "warm_run.h"
 
 namespace jitd::daemon {
 namespace {
@@ -305,17 +303,6 @@ std::string CompilerService::PeerOf(const grpc::ServerContext& context) const {
   return options_.peer_of ? options_.peer_of(context.peer()) : context.peer();
 }
 
-void CompilerService::PinIfManifest(const manifest::KernelRequest& item, const std::string& key) {
-  // A manifest instantiation (no extra options): bounded by the manifest,
-  // and what a strict server relies on finding after a restart. Ad-hoc
-  // ones (-D options) stay evictable, so they cannot push these out.
-  if (!item.options.empty()) return;
-  if (absl::Status pinned = service_.Pin(key); !pinned.ok()) {
-    // Served but not stored (a full disk): nothing on disk to keep.
-    spdlog::debug("warm-up: {} not pinned: {}", key.substr(0, 12), pinned.ToString());
-  }
-}
-
 grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmRequest* request,
                                    grpc::ServerWriter<v1::WarmProgress>* writer) {
   const InFlightCalls::Scope in_flight(calls_);
@@ -332,78 +319,38 @@ grpc::Status CompilerService::Warm(grpc::ServerContext* context, const v1::WarmR
 
   // This thread (gRPC's, for the call) keeps `concurrency` items submitted
   // and writes their progress as they finish: no thread per item or call.
-  // Answers arrive on the service's threads into `finished`, which they
-  // keep alive if this call has returned by then.
-  struct Finished {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<std::pair<size_t, absl::StatusOr<serving::KernelAnswer>>> answers;
-  };
-  auto finished = std::make_shared<Finished>();
-  std::unordered_map<size_t, std::shared_ptr<serving::Flight>> waiting;  // item -> its flight, until answered
-  serving::CallContext call = CallContextOf(*context, compiler::Priority::kWarm);
-  const Steady::time_point deadline = call.deadline;
-  call.cancelled = nullptr;  // not polled by Submit; this loop watches the caller
-  size_t next = 0, outstanding = 0;
-  uint32_t done = 0, compiled = 0, cached = 0, failed = 0;
-  // Set when the caller cancelled, its deadline passed or a write failed
-  // (the stream is gone): items still compiling are withdrawn (cancelled
-  // unless another caller wants them) and end unreported.
-  bool stop = false;
-  while (!stop) {
-    for (; outstanding < concurrency && next < total; ++next, ++outstanding) {
-      const size_t i = next;
-      std::shared_ptr<serving::Flight> flight =
-          service_.Submit(plan->At(i), call, [finished, i](absl::StatusOr<serving::KernelAnswer> answer) {
-            std::lock_guard lock(finished->mu);
-            finished->answers.emplace_back(i, std::move(answer));
-            finished->cv.notify_one();
-          });
-      if (flight != nullptr) waiting.emplace(i, std::move(flight));
-    }
-    if (outstanding == 0) break;
-    std::optional<std::pair<size_t, absl::StatusOr<serving::KernelAnswer>>> got;
-    {
-      std::unique_lock lock(finished->mu);
-      finished->cv.wait_for(lock, kWarmPollInterval, [&] { return !finished->answers.empty(); });
-      if (!finished->answers.empty()) {
-        got.emplace(std::move(finished->answers.front()));
-        finished->answers.pop_front();
-      }
-    }
-    if (!got) {
-      stop = context->IsCancelled() || Steady::now() >= deadline;
-      continue;
-    }
-    --outstanding;
-    waiting.erase(got->first);
-    const manifest::KernelRequest item = plan->At(got->first);
-    const absl::StatusOr<serving::KernelAnswer>& answer = got->second;
-    v1::WarmProgress progress;
-    FillSpec(item, progress.mutable_spec());
-    if (answer.ok()) {
-      progress.set_key(answer->key);
-      PinIfManifest(item, answer->key);
-      const bool fresh = answer->origin == serving::Origin::kCompiled;
-      progress.set_outcome(fresh ? v1::WarmProgress::COMPILED : v1::WarmProgress::CACHED);
-      if (fresh) progress.set_compile_ms(answer->entry->meta.compile_ms);
-    } else {
-      if (auto resolved = service_.Resolve(item); resolved.ok()) progress.set_key(resolved->key);
-      progress.set_outcome(v1::WarmProgress::FAILED);
-      progress.set_error(Cat(absl::StatusCodeToString(answer.status().code()), ": ", answer.status().message()));
-    }
-    ++done;
-    ++(answer.ok() ? (progress.outcome() == v1::WarmProgress::COMPILED ? compiled : cached) : failed);
-    progress.set_done(done);
-    progress.set_total(static_cast<uint32_t>(total));
-    progress.set_compiled(compiled);
-    progress.set_cached(cached);
-    progress.set_failed(failed);
-    progress.set_elapsed_ms(
-        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - started).count()));
-    stop = !writer->Write(progress) || context->IsCancelled();
-  }
-  for (auto& [i, flight] : waiting) service_.Withdraw(*flight);
+  serving::WarmRunOptions run;
+  run.concurrency = concurrency;
+  run.call = CallContextOf(*context, compiler::Priority::kWarm);
+  run.call.cancelled = [context] { return context->IsCancelled(); };
+  run.poll_interval = kWarmPollInterval;
+  const serving::WarmCounts counts = serving::RunWarm(
+      service_, total, [&](size_t i) { return plan->At(i); }, run,
+      [&](size_t i, const absl::StatusOr<serving::KernelAnswer>& answer, serving::WarmOutcome outcome,
+          const serving::WarmCounts& so_far) {
+        const manifest::KernelRequest item = plan->At(i);
+        v1::WarmProgress progress;
+        FillSpec(item, progress.mutable_spec());
+        if (answer.ok()) {
+          progress.set_key(answer->key);
+          const bool fresh = outcome == serving::WarmOutcome::kCompiled;
+          progress.set_outcome(fresh ? v1::WarmProgress::COMPILED : v1::WarmProgress::CACHED);
+          if (fresh) progress.set_compile_ms(answer->entry->meta.compile_ms);
+        } else {
+          if (auto resolved = service_.Resolve(item); resolved.ok()) progress.set_key(resolved->key);
+          progress.set_outcome(v1::WarmProgress::FAILED);
+          progress.set_error(Cat(absl::StatusCodeToString(answer.status().code()), ": ", answer.status().message()));
+        }
+        progress.set_done(so_far.done);
+        progress.set_total(static_cast<uint32_t>(total));
+        progress.set_compiled(so_far.compiled);
+        progress.set_cached(so_far.cached);
+        progress.set_failed(so_far.failed);
+        progress.set_elapsed_ms(static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - started).count()));
+        return writer->Write(progress);
+      });
+  const uint32_t done = counts.done, compiled = counts.compiled, cached = counts.cached, failed = counts.failed;
 
   const double seconds = std::chrono::duration<double>(Steady::now() - started).count();
   if (done < total) {

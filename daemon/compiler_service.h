@@ -72,8 +72,6 @@ class CompilerService final : public v1::Compiler::Service {
   grpc::Status GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                 v1::GetKernelResponse* response, serving::Origin* origin);
   std::string PeerOf(const grpc::ServerContext& context) const;
-  // Pins a warmed item's entry when it is a manifest instantiation.
-  void PinIfManifest(const manifest::KernelRequest& item, const std::string& key);
 };
 
 }  // namespace jitd::daemon

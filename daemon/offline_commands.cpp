@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <atomic>
 #include <cstdio>
 #include <set>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "jitd/spec_file.h"
 #include "kernel_service.h"
 #include "namespace_guard.h"
+#include "warm_run.h"
 
 namespace jitd::daemon {
 namespace {
@@ -150,47 +150,36 @@ int RunWarm(const CommandLine& command_line) {
               workers);
   std::fflush(stdout);
   Progress progress("warm", requests.size());
-  std::atomic<size_t> next{0}, compiled{0}, cached{0};
-  std::mutex failures_mu;
   std::vector<std::string> failures;
-  auto work = [&] {
-    for (size_t i = next++; i < requests.size(); i = next++) {
-      const auto& r = requests[i];
-      serving::CallContext ctx;
-      ctx.priority = compiler::Priority::kWarm;
-      auto answer = service.Get(r, serving::Mode::kCompile, ctx);
-      std::string what =
-          text::Instantiation(r.kernel, answer.ok() ? answer->params : CanonicalParams(r.params), r.arch, r.options);
-      if (!answer.ok()) {
-        std::string why(answer.status().message());
-        progress.Done("failed", what, why.substr(0, why.find('\n')));
-        std::lock_guard lock(failures_mu);
-        failures.push_back(Cat(what, ": ", why));
-        continue;
-      }
-      // As the daemon's Warm: a manifest instantiation is kept by the budget.
-      if (r.options.empty()) (void)service.Pin(answer->key);
-      if (answer->origin == serving::Origin::kCompiled) {
-        ++compiled;
-        progress.Done("compiled", what, Cat(static_cast<int>(answer->entry->meta.compile_ms), " ms"),
-                      answer->entry->meta.compile_ms / 1000);
-      } else {
-        ++cached;
-        progress.Done("cached", what, {}, 0.0);
-      }
-    }
-  };
-  // One more thread than workers keeps every worker busy while a result is
-  // being stored.
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < workers; ++t) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
+  serving::WarmRunOptions run;
+  // One more in flight than workers keeps every worker busy while a result
+  // is being stored.
+  run.concurrency = workers + 1;
+  run.call.priority = compiler::Priority::kWarm;
+  const serving::WarmCounts counts = serving::RunWarm(
+      service, requests.size(), [&](size_t i) { return requests[i]; }, run,
+      [&](size_t i, const absl::StatusOr<serving::KernelAnswer>& answer, serving::WarmOutcome outcome,
+          const serving::WarmCounts&) {
+        const manifest::KernelRequest& r = requests[i];
+        const std::string what =
+            text::Instantiation(r.kernel, answer.ok() ? answer->params : CanonicalParams(r.params), r.arch, r.options);
+        if (outcome == serving::WarmOutcome::kFailed) {
+          const std::string why(answer.status().message());
+          progress.Done("failed", what, why.substr(0, why.find('\n')));
+          failures.push_back(Cat(what, ": ", why));
+        } else if (outcome == serving::WarmOutcome::kCompiled) {
+          progress.Done("compiled", what, Cat(static_cast<int>(answer->entry->meta.compile_ms), " ms"),
+                        answer->entry->meta.compile_ms / 1000);
+        } else {
+          progress.Done("cached", what, {}, 0.0);
+        }
+        return true;
+      });
   progress.Finish();
   if (auto s = (*cache)->Flush(); !s.ok()) spdlog::warn("flushing the cache index: {}", s.ToString());
   for (const auto& f : failures) std::printf("failed: %s\n", f.c_str());
-  std::printf("jitd warm: %zu instantiations in %.1f s: %zu compiled, %zu already cached, %zu failed\n",
-              requests.size(), progress.elapsed_s(), compiled.load(), cached.load(), failures.size());
+  std::printf("jitd warm: %zu instantiations in %.1f s: %u compiled, %u already cached, %zu failed\n", requests.size(),
+              progress.elapsed_s(), counts.compiled, counts.cached, failures.size());
   return failures.empty() ? 0 : kExitFindings;
 }
 
