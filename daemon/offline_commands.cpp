@@ -88,6 +88,43 @@ int RunLint(const CommandLine& command_line) {
   return findings.empty() && compiled.empty() ? 0 : kExitFindings;
 }
 
+namespace {
+
+// What `jitd warm` warms: every instantiation of the manifest (--all) or
+// every spec of --manifest, for each of `archs` unless the spec names one.
+absl::StatusOr<std::vector<manifest::KernelRequest>> WarmRequests(const OfflineOptions& o,
+                                                                  const manifest::Resolver& resolver,
+                                                                  const std::vector<std::string>& archs) {
+  std::vector<manifest::KernelRequest> requests;
+  if (o.all) {
+    for (const auto& k : resolver.tree().manifest().kernels) {
+      for (const auto& params : manifest::Manifest::Instantiations(k)) {
+        for (const auto& arch : archs) requests.push_back({k.name, params, arch, {}});
+      }
+    }
+    return requests;
+  }
+  auto specs = LoadSpecFile(o.manifest);
+  if (!specs.ok()) return specs.status();
+  for (const auto& spec : *specs) {
+    manifest::KernelRequest r{spec.kernel(),
+                              {spec.params().begin(), spec.params().end()},
+                              spec.arch(),
+                              {spec.options().begin(), spec.options().end()}};
+    if (!r.arch.empty()) {
+      requests.push_back(r);
+      continue;
+    }
+    for (const auto& arch : archs) {
+      r.arch = arch;
+      requests.push_back(r);
+    }
+  }
+  return requests;
+}
+
+}  // namespace
+
 int RunWarm(const CommandLine& command_line) {
   // The progress lines say what each compile did; the per-compile log lines
   // a daemon writes would only repeat them.
@@ -110,31 +147,8 @@ int RunWarm(const CommandLine& command_line) {
   auto resolver = LoadKernels(kernels_dir, *toolchain, archs.front());
   if (!resolver.ok()) return CannotRun("warm", resolver.status());
 
-  std::vector<manifest::KernelRequest> requests;
-  if (o.all) {
-    for (const auto& k : (*resolver)->tree().manifest().kernels) {
-      for (const auto& params : manifest::Manifest::Instantiations(k)) {
-        for (const auto& arch : archs) requests.push_back({k.name, params, arch, {}});
-      }
-    }
-  } else {
-    auto specs = LoadSpecFile(o.manifest);
-    if (!specs.ok()) return CannotRun("warm", specs.status());
-    for (const auto& spec : *specs) {
-      manifest::KernelRequest r{spec.kernel(),
-                                {spec.params().begin(), spec.params().end()},
-                                spec.arch(),
-                                {spec.options().begin(), spec.options().end()}};
-      if (!r.arch.empty()) {
-        requests.push_back(r);
-        continue;
-      }
-      for (const auto& arch : archs) {
-        r.arch = arch;
-        requests.push_back(r);
-      }
-    }
-  }
+  absl::StatusOr<std::vector<manifest::KernelRequest>> requests = WarmRequests(o, **resolver, archs);
+  if (!requests.ok()) return CannotRun("warm", requests.status());
 
   const size_t workers = WorkerCount(o.workers);
   // A toolkit change during the warm-up fails the compiles that saw it
@@ -146,10 +160,10 @@ int RunWarm(const CommandLine& command_line) {
   service_options.hot_cache_bytes = 0;  // nothing is served: keep no cubins in memory
   serving::KernelService service(*resolver, cache->get(), stack->pool.get(), service_options);
 
-  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", requests.size(), (*cache)->dir().c_str(),
+  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", requests->size(), (*cache)->dir().c_str(),
               workers);
   std::fflush(stdout);
-  Progress progress("warm", requests.size());
+  Progress progress("warm", requests->size());
   std::vector<std::string> failures;
   serving::WarmRunOptions run;
   // One more in flight than workers keeps every worker busy while a result
@@ -157,10 +171,10 @@ int RunWarm(const CommandLine& command_line) {
   run.concurrency = workers + 1;
   run.call.priority = compiler::Priority::kWarm;
   const serving::WarmCounts counts = serving::RunWarm(
-      service, requests.size(), [&](size_t i) { return requests[i]; }, run,
+      service, requests->size(), [&](size_t i) { return (*requests)[i]; }, run,
       [&](size_t i, const absl::StatusOr<serving::KernelAnswer>& answer, serving::WarmOutcome outcome,
           const serving::WarmCounts&) {
-        const manifest::KernelRequest& r = requests[i];
+        const manifest::KernelRequest& r = (*requests)[i];
         const std::string what =
             text::Instantiation(r.kernel, answer.ok() ? answer->params : CanonicalParams(r.params), r.arch, r.options);
         if (outcome == serving::WarmOutcome::kFailed) {
@@ -178,7 +192,7 @@ int RunWarm(const CommandLine& command_line) {
   progress.Finish();
   if (auto s = (*cache)->Flush(); !s.ok()) spdlog::warn("flushing the cache index: {}", s.ToString());
   for (const auto& f : failures) std::printf("failed: %s\n", f.c_str());
-  std::printf("jitd warm: %zu instantiations in %.1f s: %u compiled, %u already cached, %zu failed\n", requests.size(),
+  std::printf("jitd warm: %zu instantiations in %.1f s: %u compiled, %u already cached, %zu failed\n", requests->size(),
               progress.elapsed_s(), counts.compiled, counts.cached, failures.size());
   return failures.empty() ? 0 : kExitFindings;
 }
