@@ -1,0 +1,198 @@
+// Cache's reconcile (the index and the blob files made to agree, at open
+// and in Verify) and Verify itself.
+#include <spdlog/spdlog.h>
+
+#include <unordered_set>
+
+#include "cache_impl.h"
+#include "jitd/base/text.h"
+
+namespace jitd::cache {
+namespace {
+
+namespace fs = std::filesystem;
+using detail::BlobStore;
+using detail::CacheIndex;
+using detail::IndexRow;
+using detail::RowFilter;
+using text::Cat;
+using namespace detail;  // the counter names and helpers of cache_impl.h
+
+}  // namespace
+
+absl::StatusOr<VerifyReport> Cache::Impl::Verify(bool repair) {
+  if (repair && opts_.read_only) return absl::FailedPreconditionError("cache opened read-only: cannot repair");
+  VerifyReport report;
+  auto integrity = index_->IntegrityCheck();
+  report.index_integrity = integrity.ok() ? *integrity : integrity.status().ToString();
+  auto rows = index_->Select(RowFilter{}, false, 0);
+  if (!rows.ok()) return rows.status();
+  for (const auto& r : *rows) {
+    ++report.checked;
+    fs::path path = blobs_.PathFor(r.key, r.checksum);
+    auto bytes = blobs_.Read(path);
+    std::string problem;
+    bool missing = false;
+    if (!bytes.ok()) {
+      missing = absl::IsNotFound(bytes.status());
+      problem = missing ? "blob file missing" : std::string(bytes.status().message());
+    } else if (auto s = DecodeBlob(*bytes, nullptr, nullptr); !s.ok()) {
+      problem = std::string(s.message());
+    } else if (StoredBlobChecksum(*bytes) != r.checksum) {
+      problem = "blob does not match its index row";
+    }
+    if (problem.empty()) {
+      ++report.ok;
+      continue;
+    }
+    if (missing) {
+      // An entry evicted while we read is not a problem. Evictions delete
+      // row and file in one write transaction, so the question is asked
+      // under the write lock: no eviction is half done then.
+      bool really_missing = false;
+      if (repair) {
+        really_missing = DropCorrupt(r.key, r.checksum, path, problem, /*missing=*/true);
+      } else {
+        auto again = index_->FindSerialized(r.key);
+        std::error_code ec;
+        really_missing = again.ok() && *again && (*again)->checksum == r.checksum && !fs::exists(path, ec) && !ec;
+      }
+      if (!really_missing) {
+        --report.checked;
+        continue;
+      }
+      ++report.missing_blobs;
+      report.problems.push_back(Cat(r.key, " (", r.kernel, " ", r.arch, "): ", problem));
+      if (repair) ++report.repaired;
+      continue;
+    }
+    ++report.corrupt;
+    report.problems.push_back(Cat(r.key, " (", r.kernel, " ", r.arch, "): ", problem));
+    if (repair) {
+      DropCorrupt(r.key, r.checksum, path, problem);
+      ++report.repaired;
+    }
+  }
+  // Under maintain_mu_: this process's budget eviction and reconcile do
+  // not interleave with it (other processes are kept apart by the index's
+  // write transactions).
+  std::lock_guard lock(maintain_mu_);
+  if (auto s = Reconcile(&report, repair, /*drop_missing_rows=*/false); !s.ok()) return s;
+  return report;
+}
+
+absl::Status Cache::Impl::Reconcile(VerifyReport* report, bool repair, bool drop_missing_rows) {
+  auto keys = index_->AllKeys();
+  if (!keys.ok()) return keys.status();
+  std::unordered_map<std::string, std::string> rows(keys->begin(), keys->end());
+  std::unordered_set<std::string> seen;
+  size_t adopted = 0, removed = 0;
+  blobs_.ForEachBlob([&](const fs::path& path, std::string_view key, std::string_view checksum) {
+    if (key.empty()) {
+      if (report) report->problems.push_back(Cat(path.string(), ": not a jitd blob file"));
+      return;
+    }
+    std::string k(key);
+    auto it = rows.find(k);
+    if (it != rows.end() && it->second == checksum) {
+      seen.insert(k);
+      return;
+    }
+    if (report) {
+      ++report->orphan_blobs;
+      report->problems.push_back(Cat(path.string(), ": blob without an index row"));
+    }
+    if (!repair) return;
+    if (it != rows.end()) {
+      // The rows were read before the walk: the entry may have been
+      // evicted and published again since, with this very blob. Only a
+      // blob that is not the key's current one is a stray.
+      auto now_row = index_->Find(k);
+      if (!now_row.ok()) return;
+      if (*now_row && (*now_row)->checksum == checksum) {
+        seen.insert(k);
+        if (report) {
+          --report->orphan_blobs;
+          report->problems.pop_back();
+        }
+        return;
+      }
+      if (*now_row) {
+        blobs_.Remove(path);  // the loser of a publish race, or a stale copy
+        ++removed;
+        if (report) ++report->repaired;
+        return;
+      }
+      // No row now: an orphan, adopted below if intact.
+    }
+    auto bytes = blobs_.Read(path);
+    EntryMeta meta;
+    if (!bytes.ok()) return;
+    if (!DecodeBlob(*bytes, &meta, nullptr).ok() || meta.key != k || StoredBlobChecksum(*bytes) != checksum) {
+      corrupt_.fetch_add(1, std::memory_order_relaxed);
+      blobs_.Remove(path);
+      ++removed;
+      if (report) ++report->repaired;
+      return;
+    }
+    // Adopted only if the file is still there under the write lock: an
+    // eviction in another process deletes its files inside its own
+    // transaction, so this never brings back a row for a blob that is
+    // being deleted.
+    auto stored = index_->InsertIfAbsent(RowFromMeta(meta, std::string(checksum), bytes->size()), [&] {
+      std::error_code ec;
+      return fs::exists(path, ec);
+    });
+    if (stored.ok() && stored->empty()) {
+      // Gone meanwhile: evicted. Not a problem, nothing repaired.
+      if (report) {
+        --report->orphan_blobs;
+        report->problems.pop_back();
+      }
+      return;
+    }
+    if (stored.ok() && *stored != checksum) {
+      blobs_.Remove(path);
+      ++removed;
+    } else if (stored.ok()) {
+      ++adopted;
+      seen.insert(k);
+    }
+    if (report) ++report->repaired;
+  });
+  size_t dropped = 0;
+  if (drop_missing_rows) {
+    std::vector<IndexRow> gone;
+    for (const auto& [key, checksum] : rows) {
+      if (seen.count(key)) continue;
+      std::error_code ec;
+      if (fs::exists(blobs_.PathFor(key, checksum), ec) || ec) continue;
+      IndexRow r;
+      r.key = key;
+      r.checksum = checksum;
+      gone.push_back(std::move(r));
+    }
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (const auto& r : gone) pairs.emplace_back(r.key, r.checksum);
+    if (!pairs.empty()) {
+      auto done = index_->Remove(pairs);
+      if (!done.ok()) return done.status();
+      std::vector<std::string> dropped_keys;
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        if ((*done)[i]) dropped_keys.push_back(pairs[i].first);
+      }
+      dropped = dropped_keys.size();
+      corrupt_.fetch_add(dropped, std::memory_order_relaxed);
+      NotifyRemoved(dropped_keys);
+    }
+  }
+  if (adopted + removed + dropped > 0) {
+    spdlog::info(
+        "cache: reconciled {}: indexed {} blobs without rows, removed {} stray blobs, dropped {} rows "
+        "without blobs",
+        opts_.dir.string(), adopted, removed, dropped);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace jitd::cache
