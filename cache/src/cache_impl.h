@@ -95,6 +95,16 @@ class Cache::Impl {
   absl::Status Reconcile(VerifyReport* report, bool repair = true, bool drop_missing_rows = true);
 
  private:
+  // Reconcile's steps (cache_reconcile.cpp): one blob file of its walk, an
+  // intact orphan indexed, and (at open) the rows whose blob is gone
+  // dropped; the number dropped.
+  struct ReconcileWalk;
+  void ReconcileBlob(ReconcileWalk& walk, const std::filesystem::path& path, std::string_view key,
+                     std::string_view checksum);
+  void AdoptOrphan(ReconcileWalk& walk, const std::filesystem::path& path, const std::string& key,
+                   std::string_view checksum);
+  absl::StatusOr<size_t> DropRowsWithoutBlobs(const ReconcileWalk& walk);
+
   void WakeBackground();
   void BackgroundLoop();
 

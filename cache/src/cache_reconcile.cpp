@@ -81,118 +81,145 @@ absl::StatusOr<VerifyReport> Cache::Impl::Verify(bool repair) {
   return report;
 }
 
+// One Reconcile pass over the blob files: the rows read before it, what it
+// has found, and the report it fills (may be null).
+struct Cache::Impl::ReconcileWalk {
+  std::unordered_map<std::string, std::string> rows;  // key -> checksum
+  std::unordered_set<std::string> seen;               // keys whose blob is the row's
+  size_t adopted = 0, removed = 0;
+  VerifyReport* report = nullptr;
+  bool repair = true;
+
+  void Report(const fs::path& path, std::string_view what) {
+    if (report == nullptr) return;
+    ++report->orphan_blobs;
+    report->problems.push_back(Cat(path.string(), what));
+  }
+  // The blob reported last turned out to be fine.
+  void Unreport() {
+    if (report == nullptr) return;
+    --report->orphan_blobs;
+    report->problems.pop_back();
+  }
+  void Repaired() {
+    if (report != nullptr) ++report->repaired;
+  }
+};
+
 absl::Status Cache::Impl::Reconcile(VerifyReport* report, bool repair, bool drop_missing_rows) {
   auto keys = index_->AllKeys();
   if (!keys.ok()) return keys.status();
-  std::unordered_map<std::string, std::string> rows(keys->begin(), keys->end());
-  std::unordered_set<std::string> seen;
-  size_t adopted = 0, removed = 0;
+  ReconcileWalk walk;
+  walk.rows = std::unordered_map<std::string, std::string>(keys->begin(), keys->end());
+  walk.report = report;
+  walk.repair = repair;
   blobs_.ForEachBlob([&](const fs::path& path, std::string_view key, std::string_view checksum) {
-    if (key.empty()) {
-      if (report) report->problems.push_back(Cat(path.string(), ": not a jitd blob file"));
-      return;
-    }
-    std::string k(key);
-    auto it = rows.find(k);
-    if (it != rows.end() && it->second == checksum) {
-      seen.insert(k);
-      return;
-    }
-    if (report) {
-      ++report->orphan_blobs;
-      report->problems.push_back(Cat(path.string(), ": blob without an index row"));
-    }
-    if (!repair) return;
-    if (it != rows.end()) {
-      // The rows were read before the walk: the entry may have been
-      // evicted and published again since, with this very blob. Only a
-      // blob that is not the key's current one is a stray.
-      auto now_row = index_->Find(k);
-      if (!now_row.ok()) return;
-      if (*now_row && (*now_row)->checksum == checksum) {
-        seen.insert(k);
-        if (report) {
-          --report->orphan_blobs;
-          report->problems.pop_back();
-        }
-        return;
-      }
-      if (*now_row) {
-        blobs_.Remove(path);  // the loser of a publish race, or a stale copy
-        ++removed;
-        if (report) ++report->repaired;
-        return;
-      }
-      // No row now: an orphan, adopted below if intact.
-    }
-    auto bytes = blobs_.Read(path);
-    EntryMeta meta;
-    if (!bytes.ok()) return;
-    if (!DecodeBlob(*bytes, &meta, nullptr).ok() || meta.key != k || StoredBlobChecksum(*bytes) != checksum) {
-      corrupt_.fetch_add(1, std::memory_order_relaxed);
-      blobs_.Remove(path);
-      ++removed;
-      if (report) ++report->repaired;
-      return;
-    }
-    // Adopted only if the file is still there under the write lock: an
-    // eviction in another process deletes its files inside its own
-    // transaction, so this never brings back a row for a blob that is
-    // being deleted.
-    auto stored = index_->InsertIfAbsent(RowFromMeta(meta, std::string(checksum), bytes->size()), [&] {
-      std::error_code ec;
-      return fs::exists(path, ec);
-    });
-    if (stored.ok() && stored->empty()) {
-      // Gone meanwhile: evicted. Not a problem, nothing repaired.
-      if (report) {
-        --report->orphan_blobs;
-        report->problems.pop_back();
-      }
-      return;
-    }
-    if (stored.ok() && *stored != checksum) {
-      blobs_.Remove(path);
-      ++removed;
-    } else if (stored.ok()) {
-      ++adopted;
-      seen.insert(k);
-    }
-    if (report) ++report->repaired;
+    ReconcileBlob(walk, path, key, checksum);
   });
   size_t dropped = 0;
   if (drop_missing_rows) {
-    std::vector<IndexRow> gone;
-    for (const auto& [key, checksum] : rows) {
-      if (seen.count(key)) continue;
-      std::error_code ec;
-      if (fs::exists(blobs_.PathFor(key, checksum), ec) || ec) continue;
-      IndexRow r;
-      r.key = key;
-      r.checksum = checksum;
-      gone.push_back(std::move(r));
-    }
-    std::vector<std::pair<std::string, std::string>> pairs;
-    for (const auto& r : gone) pairs.emplace_back(r.key, r.checksum);
-    if (!pairs.empty()) {
-      auto done = index_->Remove(pairs);
-      if (!done.ok()) return done.status();
-      std::vector<std::string> dropped_keys;
-      for (size_t i = 0; i < pairs.size(); ++i) {
-        if ((*done)[i]) dropped_keys.push_back(pairs[i].first);
-      }
-      dropped = dropped_keys.size();
-      corrupt_.fetch_add(dropped, std::memory_order_relaxed);
-      NotifyRemoved(dropped_keys);
-    }
+    absl::StatusOr<size_t> gone = DropRowsWithoutBlobs(walk);
+    if (!gone.ok()) return gone.status();
+    dropped = *gone;
   }
-  if (adopted + removed + dropped > 0) {
+  if (walk.adopted + walk.removed + dropped > 0) {
     spdlog::info(
         "cache: reconciled {}: indexed {} blobs without rows, removed {} stray blobs, dropped {} rows "
         "without blobs",
-        opts_.dir.string(), adopted, removed, dropped);
+        opts_.dir.string(), walk.adopted, walk.removed, dropped);
   }
   return absl::OkStatus();
+}
+
+void Cache::Impl::ReconcileBlob(ReconcileWalk& walk, const fs::path& path, std::string_view key,
+                                std::string_view checksum) {
+  if (key.empty()) {
+    if (walk.report) walk.report->problems.push_back(Cat(path.string(), ": not a jitd blob file"));
+    return;
+  }
+  std::string k(key);
+  auto it = walk.rows.find(k);
+  if (it != walk.rows.end() && it->second == checksum) {
+    walk.seen.insert(k);
+    return;
+  }
+  walk.Report(path, ": blob without an index row");
+  if (!walk.repair) return;
+  if (it != walk.rows.end()) {
+    // The rows were read before the walk: the entry may have been
+    // evicted and published again since, with this very blob. Only a
+    // blob that is not the key's current one is a stray.
+    auto now_row = index_->Find(k);
+    if (!now_row.ok()) return;
+    if (*now_row && (*now_row)->checksum == checksum) {
+      walk.seen.insert(k);
+      walk.Unreport();
+      return;
+    }
+    if (*now_row) {
+      blobs_.Remove(path);  // the loser of a publish race, or a stale copy
+      ++walk.removed;
+      walk.Repaired();
+      return;
+    }
+    // No row now: an orphan, adopted if intact.
+  }
+  AdoptOrphan(walk, path, k, checksum);
+}
+
+void Cache::Impl::AdoptOrphan(ReconcileWalk& walk, const fs::path& path, const std::string& key,
+                              std::string_view checksum) {
+  auto bytes = blobs_.Read(path);
+  EntryMeta meta;
+  if (!bytes.ok()) return;
+  if (!DecodeBlob(*bytes, &meta, nullptr).ok() || meta.key != key || StoredBlobChecksum(*bytes) != checksum) {
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    blobs_.Remove(path);
+    ++walk.removed;
+    walk.Repaired();
+    return;
+  }
+  // Adopted only if the file is still there under the write lock: an
+  // eviction in another process deletes its files inside its own
+  // transaction, so this never brings back a row for a blob that is
+  // being deleted.
+  auto stored = index_->InsertIfAbsent(RowFromMeta(meta, std::string(checksum), bytes->size()), [&] {
+    std::error_code ec;
+    return fs::exists(path, ec);
+  });
+  if (stored.ok() && stored->empty()) {
+    // Gone meanwhile: evicted. Not a problem, nothing repaired.
+    walk.Unreport();
+    return;
+  }
+  if (stored.ok() && *stored != checksum) {
+    blobs_.Remove(path);
+    ++walk.removed;
+  } else if (stored.ok()) {
+    ++walk.adopted;
+    walk.seen.insert(key);
+  }
+  walk.Repaired();
+}
+
+absl::StatusOr<size_t> Cache::Impl::DropRowsWithoutBlobs(const ReconcileWalk& walk) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const auto& [key, checksum] : walk.rows) {
+    if (walk.seen.count(key)) continue;
+    std::error_code ec;
+    if (fs::exists(blobs_.PathFor(key, checksum), ec) || ec) continue;
+    pairs.emplace_back(key, checksum);
+  }
+  if (pairs.empty()) return 0;
+  auto done = index_->Remove(pairs);
+  if (!done.ok()) return done.status();
+  std::vector<std::string> dropped_keys;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if ((*done)[i]) dropped_keys.push_back(pairs[i].first);
+  }
+  corrupt_.fetch_add(dropped_keys.size(), std::memory_order_relaxed);
+  NotifyRemoved(dropped_keys);
+  return dropped_keys.size();
 }
 
 }  // namespace jitd::cache
