@@ -4,21 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include "cache_impl.h"
-#include "jitd/base/text.h"
 
 namespace jitd::cache {
-namespace {
-
-namespace fs = std::filesystem;
-using detail::BlobStore;
-using detail::CacheIndex;
-using detail::IndexRow;
-using detail::RowFilter;
-using text::Cat;
-using namespace detail;  // the counter names and helpers of cache_impl.h
-
-}  // namespace
-
 namespace detail {
 
 int64_t NowMs() {

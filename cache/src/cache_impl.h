@@ -19,6 +19,7 @@
 
 #include "blob_store.h"
 #include "cache_index.h"
+#include "jitd/base/text.h"
 #include "jitd/cache.h"
 
 namespace jitd::cache {
@@ -41,11 +42,17 @@ inline constexpr const char* kPublishFailures = "publish_failures";
 
 }  // namespace detail
 
-class Cache::Impl {
-  using BlobStore = detail::BlobStore;
-  using CacheIndex = detail::CacheIndex;
-  using IndexRow = detail::IndexRow;
+// The names the three files of Cache::Impl use unqualified (this header
+// is theirs alone).
+namespace fs = std::filesystem;
+using detail::BlobStore;
+using detail::CacheIndex;
+using detail::IndexRow;
+using detail::RowFilter;
+using namespace detail;  // the helpers and counter names above
+using text::Cat;
 
+class Cache::Impl {
  public:
   explicit Impl(CacheOptions options) : opts_(std::move(options)), blobs_(opts_.dir), max_bytes_(opts_.max_bytes) {}
 

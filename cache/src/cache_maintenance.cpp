@@ -5,21 +5,8 @@
 #include <algorithm>
 
 #include "cache_impl.h"
-#include "jitd/base/text.h"
 
 namespace jitd::cache {
-namespace {
-
-namespace fs = std::filesystem;
-using detail::BlobStore;
-using detail::CacheIndex;
-using detail::IndexRow;
-using detail::RowFilter;
-using text::Cat;
-using namespace detail;  // the counter names and helpers of cache_impl.h
-
-}  // namespace
-
 absl::StatusOr<EvictResult> Cache::Impl::Evict(const EvictFilter& f) {
   if (opts_.read_only) return absl::FailedPreconditionError("cache opened read-only");
   if (f.keys.empty() && f.kernel_glob.empty() && f.arch.empty() && !f.older_than && !f.max_bytes) {

@@ -5,21 +5,8 @@
 #include <unordered_set>
 
 #include "cache_impl.h"
-#include "jitd/base/text.h"
 
 namespace jitd::cache {
-namespace {
-
-namespace fs = std::filesystem;
-using detail::BlobStore;
-using detail::CacheIndex;
-using detail::IndexRow;
-using detail::RowFilter;
-using text::Cat;
-using namespace detail;  // the counter names and helpers of cache_impl.h
-
-}  // namespace
-
 absl::StatusOr<VerifyReport> Cache::Impl::Verify(bool repair) {
   if (repair && opts_.read_only) return absl::FailedPreconditionError("cache opened read-only: cannot repair");
   VerifyReport report;
