@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "jitd/base/hex.h"
+
 namespace jitd::compiler {
 namespace {
 
@@ -27,13 +29,7 @@ class Digest {
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned size = 0;
     EVP_DigestFinal_ex(ctx_, out, &size);
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string hex;
-    for (unsigned i = 0; i < size; ++i) {
-      hex.push_back(kDigits[out[i] >> 4]);
-      hex.push_back(kDigits[out[i] & 15]);
-    }
-    return hex;
+    return hex::Encode(std::string_view(reinterpret_cast<const char*>(out), size));
   }
 
  private:

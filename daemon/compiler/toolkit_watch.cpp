@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "jitd/base/hex.h"
 #include "jitd/cache.h"
 #include "ptx_link.h"
 #include "spdlog/spdlog.h"
@@ -29,13 +30,7 @@ std::string Sha256Hex(std::string_view text) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned size = 0;
   EVP_Digest(text.data(), text.size(), out, &size, EVP_sha256(), nullptr);
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned i = 0; i < size; ++i) {
-    hex.push_back(kDigits[out[i] >> 4]);
-    hex.push_back(kDigits[out[i] & 15]);
-  }
-  return hex;
+  return hex::Encode(std::string_view(reinterpret_cast<const char*>(out), size));
 }
 
 int FindLoadedBuiltins(struct dl_phdr_info* info, size_t /*size*/, void* data) {
