@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "grpc_status.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "manifest.h"
 #include "memory_trim.h"
@@ -142,7 +143,7 @@ class WarmPlan {
                                             " knows ", resolver.toolchain().archs.size(), ")"));
     }
     for (const std::string& arch : request.archs()) {
-      if (absl::Status valid = manifest::ValidateArch(arch, resolver.toolchain()); !valid.ok()) return valid;
+      JITD_RETURN_IF_ERROR(manifest::ValidateArch(arch, resolver.toolchain()));
       // Once each: sm_90 twice is one compile, not two items.
       if (std::find(plan.archs_.begin(), plan.archs_.end(), arch) == plan.archs_.end()) plan.archs_.push_back(arch);
     }

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/base/units.h"
 
@@ -51,7 +52,7 @@ KeyReader StringKey(std::optional<std::string> ConfigLayer::*field, absl::Status
   return [field, check](const toml::node& node, ConfigLayer& layer) -> absl::Status {
     absl::StatusOr<std::string> text = AsString(node);
     if (!text.ok()) return text.status();
-    if (absl::Status valid = check(*text); !valid.ok()) return valid;
+    JITD_RETURN_IF_ERROR(check(*text));
     layer.*field = *text;
     return absl::OkStatus();
   };
@@ -80,7 +81,7 @@ absl::Status ReadListen(const toml::node& node, const std::filesystem::path& bas
     if (absl::StartsWith(address, "unix:") && address.size() > 5 && address[5] != '/') {
       address = "unix:" + (base / address.substr(5)).string();
     }
-    if (absl::Status valid = CheckListenAddress(address); !valid.ok()) return valid;
+    JITD_RETURN_IF_ERROR(CheckListenAddress(address));
   }
   layer.listen = std::move(addresses);
   return absl::OkStatus();
@@ -114,7 +115,7 @@ KeyReader BoolKey(std::optional<bool> ConfigLayer::*field) {
 absl::Status ReadMaxQueue(const toml::node& node, ConfigLayer& layer) {
   const auto* number = node.as_integer();
   if (number == nullptr) return WrongType(node, "an integer");
-  if (absl::Status valid = CheckMaxQueue(number->get()); !valid.ok()) return valid;
+  JITD_RETURN_IF_ERROR(CheckMaxQueue(number->get()));
   layer.max_queue = static_cast<uint64_t>(number->get());
   return absl::OkStatus();
 }
@@ -160,7 +161,7 @@ absl::Status ReadListenProbeInterval(const toml::node& node, ConfigLayer& layer)
 absl::Status ReadNegativeTtl(const toml::node& node, ConfigLayer& layer) {
   absl::StatusOr<int64_t> seconds = ReadSeconds(node, "30s");
   if (!seconds.ok()) return seconds.status();
-  if (absl::Status valid = CheckNegativeTtl(*seconds); !valid.ok()) return valid;
+  JITD_RETURN_IF_ERROR(CheckNegativeTtl(*seconds));
   layer.negative_ttl = std::chrono::seconds(*seconds);
   return absl::OkStatus();
 }
@@ -168,7 +169,7 @@ absl::Status ReadNegativeTtl(const toml::node& node, ConfigLayer& layer) {
 absl::Status ReadRemoteTimeout(const toml::node& node, ConfigLayer& layer) {
   const auto* number = node.as_integer();
   if (number == nullptr) return WrongType(node, "an integer number of milliseconds");
-  if (absl::Status valid = CheckRemoteTimeout(number->get()); !valid.ok()) return valid;
+  JITD_RETURN_IF_ERROR(CheckRemoteTimeout(number->get()));
   layer.remote_timeout = std::chrono::milliseconds(number->get());
   return absl::OkStatus();
 }
@@ -182,7 +183,7 @@ absl::Status ReadRemoteMaxValueBytes(const toml::node& node, ConfigLayer& layer)
 absl::Status ReadWorkers(const toml::node& node, ConfigLayer& layer) {
   const auto* number = node.as_integer();
   if (number == nullptr) return WrongType(node, "an integer");
-  if (absl::Status valid = CheckWorkers(number->get()); !valid.ok()) return valid;
+  JITD_RETURN_IF_ERROR(CheckWorkers(number->get()));
   layer.workers = static_cast<uint32_t>(number->get());
   return absl::OkStatus();
 }

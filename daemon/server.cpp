@@ -30,6 +30,7 @@
 #include "in_flight_calls.h"
 #include "jitd/base/admin_token.h"
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 #include "kernel_service.h"
@@ -272,7 +273,7 @@ class Server::Impl {
     }
     stack = *std::move(started);
 
-    if (absl::Status opened = OpenRemote(); !opened.ok()) return opened;
+    JITD_RETURN_IF_ERROR(OpenRemote());
     serving::KernelService::Options options;
     options.hot_cache_bytes = config.hot_cache_bytes;
     options.negative_ttl = config.negative_ttl;
@@ -408,7 +409,7 @@ class Server::Impl {
           spdlog::info("removed the stale socket {} (no process was accepting on it)", address->unix_path.string());
         }
         claims.push_back(*std::move(claim));
-        if (absl::Status bound = acceptor->Listen(address->unix_path); !bound.ok()) return bound;
+        JITD_RETURN_IF_ERROR(acceptor->Listen(address->unix_path));
       }
       listen.push_back(*std::move(address));
     }
@@ -472,7 +473,7 @@ class Server::Impl {
       addresses.push_back(Cat(host_port.substr(0, host_port.rfind(':')), ":", ports[i]));
     }
     for (const auto& claim : claims) {
-      if (absl::Status restricted = claim->RestrictMode(); !restricted.ok()) return restricted;
+      JITD_RETURN_IF_ERROR(claim->RestrictMode());
       if (!config.socket_group.empty()) {
         const struct group* group = ::getgrnam(config.socket_group.c_str());
         if (group == nullptr) return absl::InvalidArgumentError(Cat("no group '", config.socket_group, "'"));
@@ -489,7 +490,7 @@ class Server::Impl {
           .answer = [c = compiler.get()](const v1::GetKernelRequest& request, const std::string& peer) {
             return c->AnswerLocal(request, peer);
           }});
-      if (absl::Status started = local->Start(); !started.ok()) return started;
+      JITD_RETURN_IF_ERROR(local->Start());
       local_hand_off = [l = local.get()](int fd, bool greeted) { l->Adopt(fd, greeted); };
     } else {
       spdlog::info("local path: off (--no-local-path): the Unix sockets serve gRPC only");
@@ -527,18 +528,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config
   const auto started = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  if (absl::Status valid = impl->CheckConfig(); !valid.ok()) return valid;
-  if (absl::Status loaded = impl->LoadAdminToken(); !loaded.ok()) return loaded;
+  JITD_RETURN_IF_ERROR(impl->CheckConfig());
+  JITD_RETURN_IF_ERROR(impl->LoadAdminToken());
   impl->SizeConnections();
-  if (absl::Status opened = impl->OpenCache(); !opened.ok()) return opened;
-  if (absl::Status serving = impl->StartServing(); !serving.ok()) return serving;
+  JITD_RETURN_IF_ERROR(impl->OpenCache());
+  JITD_RETURN_IF_ERROR(impl->StartServing());
   ServingStatsSources sources{impl->service.get(), impl->stack.pool.get(), config.max_queue, config.kernels_dir,
                               impl->remote.get()};
   impl->admin = std::make_unique<CacheAdminService>(
       *impl->cache, impl->auth, impl->calls, started,
       [sources](v1::StatsResponse* response) { AddServingStats(sources, response); },
       [service = impl->service.get()](const std::vector<std::string>& keys) { service->Forget(keys); });
-  if (absl::Status listening = impl->Listen(); !listening.ok()) return listening;
+  JITD_RETURN_IF_ERROR(impl->Listen());
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd::cache::detail {
@@ -146,7 +147,7 @@ struct RedisConnection::Impl {
     if (errno != EINPROGRESS) {
       return absl::UnavailableError(Cat(name, ": connect: ", std::strerror(errno)));
     }
-    if (absl::Status ready = WaitFor(fd, POLLOUT, deadline, Cat(name, ": connect")); !ready.ok()) return ready;
+    JITD_RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline, Cat(name, ": connect")));
     int err = 0;
     socklen_t err_len = sizeof(err);
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
@@ -234,7 +235,7 @@ struct RedisConnection::Impl {
       if (n > 0) {
         done += static_cast<size_t>(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (absl::Status ready = WaitFor(fd, POLLOUT, deadline, name); !ready.ok()) return ready;
+        JITD_RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline, name));
       } else if (n < 0 && errno != EINTR) {
         return absl::UnavailableError(Cat(name, ": send: ", std::strerror(errno)));
       }
@@ -266,7 +267,7 @@ struct RedisConnection::Impl {
       if (n > 0) return Feed(buf, static_cast<size_t>(n));
       if (n == 0) return absl::UnavailableError(Cat(name, ": the server closed the connection"));
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        if (absl::Status ready = WaitFor(fd, POLLIN, deadline, name); !ready.ok()) return ready;
+        JITD_RETURN_IF_ERROR(WaitFor(fd, POLLIN, deadline, name));
       } else if (errno != EINTR) {
         return absl::UnavailableError(Cat(name, ": recv: ", std::strerror(errno)));
       }
@@ -301,9 +302,9 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(const Rem
   // The reader keeps its default maxbuf: it frees a large buffer once a
   // reply is consumed, so an idle pooled connection does not pin the
   // memory of the largest cubin it ever carried.
-  if (absl::Status connected = impl->Connect(url, deadline); !connected.ok()) return connected;
+  JITD_RETURN_IF_ERROR(impl->Connect(url, deadline));
   if (url.tls) {
-    if (absl::Status tls = impl->StartTls(url, options, deadline); !tls.ok()) return tls;
+    JITD_RETURN_IF_ERROR(impl->StartTls(url, options, deadline));
   }
   std::unique_ptr<RedisConnection> conn(new RedisConnection(std::move(impl)));
   const std::string& password = options.password ? *options.password : url.password;

@@ -12,6 +12,7 @@
 
 #include "jitd/base/files.h"
 #include "jitd/base/hex.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 
@@ -57,7 +58,7 @@ absl::StatusOr<fs::path> BlobStore::Write(std::string_view key, std::string_view
   how.temp = tmp_ / Cat(key, ".", ::getpid(), ".", seq.fetch_add(1), ".tmp");
   how.mode = kPrivateFileMode;
   how.sync = sync;
-  if (absl::Status written = files::WriteFileAtomically(final_path, bytes, how); !written.ok()) return written;
+  JITD_RETURN_IF_ERROR(files::WriteFileAtomically(final_path, bytes, how));
   return final_path;
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cache_impl.h"
+#include "jitd/base/status.h"
 
 namespace jitd::cache {
 namespace detail {
@@ -70,7 +71,7 @@ absl::Status Cache::Impl::Open() {
     index_ = std::move(*index);
     return absl::OkStatus();
   }
-  if (auto s = blobs_.Init(); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(blobs_.Init());
   if (size_t n = blobs_.SweepTemp(opts_.orphan_grace); n > 0) {
     spdlog::info("cache: removed {} temp files left by stopped writers in {}", n, opts_.dir.string());
   }
@@ -97,7 +98,7 @@ absl::Status Cache::Impl::Open() {
     if (index.ok()) {
       index_ = std::move(*index);
       rebuilt_ = true;
-      if (auto s = Reconcile(nullptr); !s.ok()) return s;
+      JITD_RETURN_IF_ERROR(Reconcile(nullptr));
       reconcile_pending_ = false;
     }
   }
@@ -212,7 +213,7 @@ absl::Status Cache::Impl::Pin(std::string_view key, bool pinned) {
 absl::StatusOr<std::vector<EntryInfo>> Cache::Impl::List(const ListFilter& f) {
   if (!opts_.read_only) {
     std::lock_guard lock(maintain_mu_);
-    if (auto s = FlushRecency(); !s.ok()) return s;
+    JITD_RETURN_IF_ERROR(FlushRecency());
   }
   RowFilter rf;
   rf.kernel_glob = f.kernel_glob;
@@ -300,7 +301,7 @@ absl::StatusOr<std::unique_ptr<Cache>> Cache::Open(const CacheOptions& options) 
   }
   if (options.evict_batch == 0) return absl::InvalidArgumentError("evict_batch must be positive");
   auto impl = std::make_unique<Impl>(options);
-  if (auto s = impl->Open(); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(impl->Open());
   return std::unique_ptr<Cache>(new Cache(std::move(impl)));
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 
@@ -193,9 +194,9 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::filesyst
     db = Database::Open(uri, flags);
   }
   if (!db.ok()) return db.status();
-  if (auto s = ConfigureConnection(*db, read_only); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(ConfigureConnection(*db, read_only));
   if (!read_only) {
-    if (auto s = db->Exec("PRAGMA journal_mode=WAL;"); !s.ok()) return s;
+    JITD_RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode=WAL;"));
   }
   std::unique_ptr<CacheIndex> index(new CacheIndex(uri, flags, std::move(*db)));
   if (read_only) {
@@ -212,14 +213,14 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::filesyst
     index->schema_version_ = index->opened_at_version_;
     return index;
   }
-  if (auto s = index->Migrate(); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(index->Migrate());
   return index;
 }
 
 template <typename F>
 absl::Status CacheIndex::WriteTransaction(F&& body) {
   std::lock_guard lock(write_mu_);
-  if (auto s = writer_.Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(writer_.Exec("BEGIN IMMEDIATE"));
   absl::Status s = body(writer_);
   if (s.ok()) s = writer_.Exec("COMMIT");
   if (!s.ok()) (void)writer_.Exec("ROLLBACK");
@@ -280,7 +281,7 @@ absl::StatusOr<std::unique_ptr<CacheIndex::Reader>> CacheIndex::AcquireReader() 
   }
   auto db = Database::Open(uri_, flags_ & ~SQLITE_OPEN_CREATE);
   if (!db.ok()) return db.status();
-  if (auto s = ConfigureConnection(*db, true); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(ConfigureConnection(*db, true));
   auto reader = std::make_unique<Reader>();
   reader->db = std::move(*db);
   auto find = reader->db.Prepare(Cat("SELECT ", Columns(), " FROM entries WHERE key = ?"));
@@ -333,7 +334,7 @@ absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r, const 
     ins->Bind(7, std::string_view(r.nvrtc_version)).Bind(8, r.compile_ms).Bind(9, r.created_ms);
     ins->Bind(10, r.last_used_ms).Bind(11, static_cast<int64_t>(r.hits)).Bind(12, static_cast<int64_t>(r.pinned));
     ins->Bind(13, std::string_view(r.options));
-    if (auto rs = ins->Run(); !rs.ok()) return rs;
+    JITD_RETURN_IF_ERROR(ins->Run());
     if (db.Changes() == 1) {
       stored = r.checksum;
       return absl::OkStatus();
@@ -358,7 +359,7 @@ absl::StatusOr<std::vector<bool>> CacheIndex::Remove(const std::vector<std::pair
     if (!del.ok()) return del.status();
     for (size_t i = 0; i < rows.size(); ++i) {
       del->Reset().Bind(1, std::string_view(rows[i].first)).Bind(2, std::string_view(rows[i].second));
-      if (auto rs = del->Run(); !rs.ok()) return rs;
+      JITD_RETURN_IF_ERROR(del->Run());
       removed[i] = db.Changes() == 1;
     }
     // After every DELETE succeeded: a failed statement rolls back, and then
@@ -454,7 +455,7 @@ absl::Status CacheIndex::Apply(const std::vector<RecencyUpdate>& updates,
     if (!up.ok()) return up.status();
     for (const auto& u : updates) {
       up->Reset().Bind(1, u.last_used_ms).Bind(2, static_cast<int64_t>(u.hits)).Bind(3, std::string_view(u.key));
-      if (auto s = up->Run(); !s.ok()) return s;
+      JITD_RETURN_IF_ERROR(up->Run());
     }
     auto add = db.Prepare(
         "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + "
@@ -463,7 +464,7 @@ absl::Status CacheIndex::Apply(const std::vector<RecencyUpdate>& updates,
     for (const auto& [name, delta] : counters) {
       if (delta == 0) continue;
       add->Reset().Bind(1, std::string_view(name)).Bind(2, static_cast<int64_t>(delta));
-      if (auto s = add->Run(); !s.ok()) return s;
+      JITD_RETURN_IF_ERROR(add->Run());
     }
     return absl::OkStatus();
   });
@@ -475,7 +476,7 @@ absl::StatusOr<bool> CacheIndex::SetPinned(const std::string& key, bool pinned) 
     auto up = db.Prepare("UPDATE entries SET pinned = ? WHERE key = ?");
     if (!up.ok()) return up.status();
     up->Bind(1, static_cast<int64_t>(pinned)).Bind(2, std::string_view(key));
-    if (auto rs = up->Run(); !rs.ok()) return rs;
+    JITD_RETURN_IF_ERROR(up->Run());
     found = db.Changes() == 1;
     return absl::OkStatus();
   });

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cache_impl.h"
+#include "jitd/base/status.h"
 
 namespace jitd::cache {
 absl::StatusOr<EvictResult> Cache::Impl::Evict(const EvictFilter& f) {
@@ -17,7 +18,7 @@ absl::StatusOr<EvictResult> Cache::Impl::Evict(const EvictFilter& f) {
     if (!IsValidKey(k)) return absl::InvalidArgumentError(Cat("malformed cache key '", k, "'"));
   }
   std::lock_guard lock(maintain_mu_);
-  if (auto s = FlushRecency(); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(FlushRecency());
   RowFilter rf;
   rf.keys = f.keys;
   rf.kernel_glob = f.kernel_glob;

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "cache_impl.h"
+#include "jitd/base/status.h"
 
 namespace jitd::cache {
 absl::StatusOr<VerifyReport> Cache::Impl::Verify(bool repair) {
@@ -64,7 +65,7 @@ absl::StatusOr<VerifyReport> Cache::Impl::Verify(bool repair) {
   // not interleave with it (other processes are kept apart by the index's
   // write transactions).
   std::lock_guard lock(maintain_mu_);
-  if (auto s = Reconcile(&report, repair, /*drop_missing_rows=*/false); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(Reconcile(&report, repair, /*drop_missing_rows=*/false));
   return report;
 }
 

@@ -28,6 +28,7 @@
 #include "grpc_status.h"
 #include "health_check.h"
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd {
@@ -230,7 +231,7 @@ absl::StatusOr<v1::LocalAnswer> Client::Impl::AskLocal(const v1::GetKernelReques
   if (local_ == nullptr) {
     const auto now = std::chrono::steady_clock::now();
     if (now < local_next_try_) return absl::UnavailableError("the local path failed moments ago");
-    if (absl::Status opened = OpenLocalLocked(now); !opened.ok()) return opened;
+    JITD_RETURN_IF_ERROR(OpenLocalLocked(now));
   }
   absl::StatusOr<v1::LocalAnswer> answer = local_->Ask(request, std::min(options_.call_timeout, kLocalAskTimeout));
   if (!answer.ok()) {
@@ -275,7 +276,7 @@ void Client::Impl::Prepare(grpc::ClientContext* context, std::chrono::millisecon
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   options.endpoint = ResolveEndpoint(options.endpoint);
-  if (absl::Status valid = ValidateEndpoint(options.endpoint); !valid.ok()) return valid;
+  JITD_RETURN_IF_ERROR(ValidateEndpoint(options.endpoint));
   const bool fallback_from_env = options.fallback_cache_dir.empty();
   if (fallback_from_env) options.fallback_cache_dir = EnvOrEmpty("JITD_FALLBACK_CACHE_DIR");
   if (!options.fallback_cache_dir.empty() && !options.open_fallback) {

@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd::client_detail {
@@ -61,7 +62,7 @@ absl::StatusOr<CudaDriver> Open() {
     }
   }
   Bind(library, "cuCtxGetId", &d.cuCtxGetId);  // optional
-  if (absl::Status init = d.Check("cuInit", d.cuInit(0)); !init.ok()) return init;
+  JITD_RETURN_IF_ERROR(d.Check("cuInit", d.cuInit(0)));
   return d;
 }
 
@@ -91,7 +92,7 @@ absl::StatusOr<const CudaDriver*> GetCudaDriver() {
 
 absl::StatusOr<cuda::CUcontext> CurrentOrPrimaryContext(const CudaDriver& driver) {
   cuda::CUcontext context = nullptr;
-  if (absl::Status s = driver.Check("cuCtxGetCurrent", driver.cuCtxGetCurrent(&context)); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(driver.Check("cuCtxGetCurrent", driver.cuCtxGetCurrent(&context)));
   if (context != nullptr) return context;
   // Retained once and never released: the primary context then lives as
   // long as the process, as it does under the CUDA runtime.
@@ -105,7 +106,7 @@ absl::StatusOr<cuda::CUcontext> CurrentOrPrimaryContext(const CudaDriver& driver
     primary = s.ok() ? new absl::StatusOr<cuda::CUcontext>(retained) : new absl::StatusOr<cuda::CUcontext>(s);
   });
   if (!primary->ok()) return primary->status();
-  if (absl::Status s = driver.Check("cuCtxSetCurrent", driver.cuCtxSetCurrent(**primary)); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(driver.Check("cuCtxSetCurrent", driver.cuCtxSetCurrent(**primary)));
   return **primary;
 }
 

@@ -2,6 +2,7 @@
 #include "jitd/cuda_module.h"
 
 #include "cuda_driver.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd {
@@ -17,10 +18,10 @@ absl::StatusOr<std::string> CurrentDeviceArch() {
   if (!driver.ok()) return driver.status();
   const CudaDriver& d = **driver;
   cuda::CUcontext context = nullptr;
-  if (absl::Status s = d.Check("cuCtxGetCurrent", d.cuCtxGetCurrent(&context)); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(d.Check("cuCtxGetCurrent", d.cuCtxGetCurrent(&context)));
   client_detail::CUdevice device = 0;
   if (context != nullptr) {
-    if (absl::Status s = d.Check("cuCtxGetDevice", d.cuCtxGetDevice(&device)); !s.ok()) return s;
+    JITD_RETURN_IF_ERROR(d.Check("cuCtxGetDevice", d.cuCtxGetDevice(&device)));
   } else if (absl::Status s = d.Check("cuDeviceGet(0)", d.cuDeviceGet(&device, 0)); !s.ok()) {
     return s;
   }

@@ -11,8 +11,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "jitd/base/text.h"
 #include "jitd/base/local_wire.h"
+#include "jitd/base/status.h"
+#include "jitd/base/text.h"
 
 namespace jitd::client_detail {
 namespace {
@@ -178,16 +179,16 @@ absl::StatusOr<v1::LocalAnswer> LocalChannel::Exchange(const v1::GetKernelReques
                                                        Clock::time_point deadline) {
   std::string frame;
   wire::AppendFrame(request.SerializeAsString(), &frame);
-  if (absl::Status sent = SendAll(fd_, frame, deadline); !sent.ok()) return sent;
+  JITD_RETURN_IF_ERROR(SendAll(fd_, frame, deadline));
   if (!greeted_) {
-    if (absl::Status got = ReadPreface(deadline); !got.ok()) return got;
+    JITD_RETURN_IF_ERROR(ReadPreface(deadline));
   }
   std::string header;
-  if (absl::Status got = ReceiveExactly(fd_, wire::kHeaderBytes, &header, deadline); !got.ok()) return got;
+  JITD_RETURN_IF_ERROR(ReceiveExactly(fd_, wire::kHeaderBytes, &header, deadline));
   const uint32_t length = wire::FrameLength(header.data());
   if (length > wire::kMaxAnswerBytes) return absl::UnavailableError(Cat("a local-path answer of ", length, " bytes"));
   std::string payload;
-  if (absl::Status got = ReceiveExactly(fd_, length, &payload, deadline); !got.ok()) return got;
+  JITD_RETURN_IF_ERROR(ReceiveExactly(fd_, length, &payload, deadline));
   v1::LocalAnswer answer;
   if (!answer.ParseFromString(payload)) return absl::UnavailableError("a local-path answer that does not parse");
   return answer;

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "jitd/base/hex.h"
+#include "jitd/base/status.h"
 #include "jitd/cache.h"
 #include "ptx_link.h"
 #include "spdlog/spdlog.h"
@@ -227,7 +228,7 @@ ToolkitWatch::ToolkitWatch(Options options) : options_(std::move(options)) {}
 absl::StatusOr<std::shared_ptr<ToolkitWatch>> ToolkitWatch::Start(Options options) {
   std::shared_ptr<ToolkitWatch> watch(new ToolkitWatch(std::move(options)));
   std::lock_guard lock(watch->mu_);
-  if (absl::Status s = watch->Fingerprint(); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(watch->Fingerprint());
   watch->last_ = Observation{watch->epoch_, watch->identity_.fingerprint};
   return watch;
 }

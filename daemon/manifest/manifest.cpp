@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "signature.h"
 
@@ -60,7 +61,7 @@ absl::StatusOr<std::vector<std::string>> Strings(const toml::table& t, const cha
 
 absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& origin, const std::string& kernel) {
   std::string context = Cat("a parameter of kernel ", kernel);
-  if (auto s = CheckKeys(t, {"name", "type", "values", "default"}, origin, context); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(CheckKeys(t, {"name", "type", "values", "default"}, origin, context));
   ParamDef p;
   auto name = String(t, "name", origin, context, true);
   if (!name.ok()) return name.status();
@@ -193,7 +194,7 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
   } catch (const toml::parse_error& e) {
     return absl::InvalidArgumentError(Cat(origin, ":", e.source().begin.line, ": ", std::string(e.description())));
   }
-  if (auto s = CheckKeys(root, {"schema", "defaults", "kernel"}, origin, "the manifest"); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(CheckKeys(root, {"schema", "defaults", "kernel"}, origin, "the manifest"));
   Manifest m;
   if (const toml::node* schema = root.get("schema")) {
     if (!schema->is_integer() || *schema->value<int64_t>() != 1) {
@@ -203,7 +204,7 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
   if (const toml::node* defaults = root.get("defaults")) {
     const toml::table* t = defaults->as_table();
     if (!t) return Bad(origin, defaults->source(), "[defaults] must be a table");
-    if (auto s = CheckKeys(*t, {"options"}, origin, "[defaults]"); !s.ok()) return s;
+    JITD_RETURN_IF_ERROR(CheckKeys(*t, {"options"}, origin, "[defaults]"));
     auto options = Strings(*t, "options", origin, "[defaults]");
     if (!options.ok()) return options.status();
     m.default_options = *options;

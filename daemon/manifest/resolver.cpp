@@ -1,5 +1,6 @@
 // Request -> NVRTC program + content key.
 #include "jitd/base/kernel_params.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 #include "manifest.h"
@@ -133,7 +134,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   }
   out.params = CanonicalParams(chosen);
   out.arch = req.arch.empty() ? default_arch_ : req.arch;
-  if (auto s = ValidateArch(out.arch, toolchain_); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(ValidateArch(out.arch, toolchain_));
   auto options = CanonicalRequestOptions(req.options);
   if (!options.ok()) return options.status();
   out.request_options = *options;

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <type_traits>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd::metrics {
@@ -344,7 +345,7 @@ absl::Status Registry::CheckNew(const std::string& name, const std::vector<std::
 absl::StatusOr<CounterFamily*> Registry::AddCounter(std::string name, std::string help,
                                                     std::vector<std::string> label_names) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = CheckNew(name, label_names, {name}); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(CheckNew(name, label_names, {name}));
   sample_names_.insert(name);
   auto* family = new CounterFamily(std::move(name), std::move(help), MetricType::kCounter, std::move(label_names), {});
   families_.emplace_back(family);
@@ -354,7 +355,7 @@ absl::StatusOr<CounterFamily*> Registry::AddCounter(std::string name, std::strin
 absl::StatusOr<GaugeFamily*> Registry::AddGauge(std::string name, std::string help,
                                                 std::vector<std::string> label_names) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = CheckNew(name, label_names, {name}); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(CheckNew(name, label_names, {name}));
   sample_names_.insert(name);
   auto* family = new GaugeFamily(std::move(name), std::move(help), MetricType::kGauge, std::move(label_names), {});
   families_.emplace_back(family);
@@ -385,7 +386,7 @@ absl::StatusOr<HistogramFamily*> Registry::AddHistogram(std::string name, std::s
   }
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> samples = {name, name + "_bucket", name + "_sum", name + "_count"};
-  if (absl::Status s = CheckNew(name, label_names, samples); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(CheckNew(name, label_names, samples));
   sample_names_.insert(samples.begin(), samples.end());
   auto* family = new HistogramFamily(std::move(name), std::move(help), MetricType::kHistogram, std::move(label_names),
                                      std::move(bounds));

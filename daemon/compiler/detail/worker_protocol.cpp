@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jitd/base/coding.h"
+#include "jitd/base/status.h"
 #include "nvrtc_program.h"
 
 namespace jitd::compiler::detail {
@@ -202,7 +203,7 @@ absl::StatusOr<Hello> DecodeHello(std::string_view payload) {
   if (r.U32() != kProtocolMagic) r.Fail("bad magic: the peer is not a jitd compile worker");
   Hello message;
   message.version = r.U32();
-  if (absl::Status status = r.Finish("hello"); !status.ok()) return status;
+  JITD_RETURN_IF_ERROR(r.Finish("hello"));
   return message;
 }
 
@@ -214,7 +215,7 @@ absl::StatusOr<HelloAck> DecodeHelloAck(std::string_view payload) {
   message.pid = r.U32();
   message.nvrtc_major = r.U32();
   message.nvrtc_minor = r.U32();
-  if (absl::Status status = r.Finish("hello-ack"); !status.ok()) return status;
+  JITD_RETURN_IF_ERROR(r.Finish("hello-ack"));
   return message;
 }
 
@@ -238,7 +239,7 @@ absl::StatusOr<CompileRequest> DecodeCompileRequest(std::string_view payload) {
   message.job.timeout = std::chrono::milliseconds(timeout_ms);
   message.job.digest = r.Str();
   message.job.log_root = r.Str();
-  if (absl::Status status = r.Finish("compile"); !status.ok()) return status;
+  JITD_RETURN_IF_ERROR(r.Finish("compile"));
   return message;
 }
 
@@ -246,7 +247,7 @@ absl::StatusOr<CancelRequest> DecodeCancelRequest(std::string_view payload) {
   Reader r(payload, MessageType::kCancel);
   CancelRequest message;
   message.job_id = r.U64();
-  if (absl::Status status = r.Finish("cancel"); !status.ok()) return status;
+  JITD_RETURN_IF_ERROR(r.Finish("cancel"));
   return message;
 }
 
@@ -268,7 +269,7 @@ absl::StatusOr<CompileResponse> DecodeCompileResponse(std::string_view payload) 
   }
   message.result.compile_ms = r.F64();
   message.result.used_pch = r.Bool();
-  if (absl::Status status = r.Finish("result"); !status.ok()) return status;
+  JITD_RETURN_IF_ERROR(r.Finish("result"));
   if (code == 0) {
     if (message.result.cubin.empty()) return absl::InvalidArgumentError("malformed result frame: OK without a cubin");
     message.result.log = std::move(log);
@@ -354,12 +355,12 @@ absl::Status ReadExactly(int fd, char* out, size_t size, bool* eof_at_start) {
 absl::StatusOr<std::optional<std::string>> ReadFrame(int fd) {
   std::array<char, kFrameHeaderBytes> header{};
   bool eof = false;
-  if (absl::Status status = ReadExactly(fd, header.data(), header.size(), &eof); !status.ok()) return status;
+  JITD_RETURN_IF_ERROR(ReadExactly(fd, header.data(), header.size(), &eof));
   if (eof) return std::nullopt;
   const std::uint32_t size = LoadU32(header.data());
   if (size > kMaxFrameBytes) return OversizedFrame(size);
   std::string payload(size, '\0');
-  if (absl::Status status = ReadExactly(fd, payload.data(), size, &eof); !status.ok()) return status;
+  JITD_RETURN_IF_ERROR(ReadExactly(fd, payload.data(), size, &eof));
   if (eof && size > 0) return absl::UnavailableError("the peer closed the connection inside a frame");
   return payload;
 }
