@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "spdlog/spdlog.h"
 
@@ -91,20 +92,17 @@ absl::StatusOr<manifest::Toolchain> DetectToolchain(const fs::path& cuda_include
 absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const fs::path& kernels_dir,
                                                                       const manifest::Toolchain& toolchain,
                                                                       const std::string& default_arch) {
-  auto tree = manifest::KernelTree::Load(kernels_dir);
-  if (!tree.ok()) return tree.status();
-  auto resolver = manifest::Resolver::Create(*tree, toolchain, default_arch);
-  if (!resolver.ok()) return resolver.status();
-  return std::shared_ptr<const manifest::Resolver>(std::move(*resolver));
+  JITD_ASSIGN_OR_RETURN(auto tree, manifest::KernelTree::Load(kernels_dir));
+  JITD_ASSIGN_OR_RETURN(auto resolver, manifest::Resolver::Create(tree, toolchain, default_arch));
+  return std::shared_ptr<const manifest::Resolver>(std::move(resolver));
 }
 
 absl::StatusOr<CheckedKernels> LoadCheckedKernels(const fs::path& kernels_dir, const manifest::Toolchain& toolchain,
                                                   const std::string& default_arch) {
-  auto resolver = LoadKernels(kernels_dir, toolchain, default_arch);
-  if (!resolver.ok()) return resolver.status();
+  JITD_ASSIGN_OR_RETURN(auto resolver, LoadKernels(kernels_dir, toolchain, default_arch));
   CheckedKernels checked;
-  checked.findings = guard::CheckSources((*resolver)->tree());
-  checked.resolver = *std::move(resolver);
+  checked.findings = guard::CheckSources(resolver->tree());
+  checked.resolver = std::move(resolver);
   return checked;
 }
 
@@ -113,18 +111,16 @@ absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::R
   CompileStack stack;
   stack.resolver = std::move(resolver);
   stack.toolkit = toolkit;
-  auto scratch = ScratchDir::Create("workers");
-  if (!scratch.ok()) return scratch.status();
-  stack.scratch = std::move(*scratch);
+  JITD_ASSIGN_OR_RETURN(auto scratch, ScratchDir::Create("workers"));
+  stack.scratch = std::move(scratch);
   compiler::WorkerPool::Options options;
   options.worker_argv = SelfWorkerArgv();
   options.workers = workers;
   options.scratch_dir = stack.scratch->path();
   if (max_queue > 0) options.max_queue = max_queue;
   options.toolkit = std::move(toolkit);
-  auto pool = compiler::WorkerPool::Start(options);
-  if (!pool.ok()) return pool.status();
-  stack.pool = std::move(*pool);
+  JITD_ASSIGN_OR_RETURN(auto pool, compiler::WorkerPool::Start(options));
+  stack.pool = std::move(pool);
   return stack;
 }
 

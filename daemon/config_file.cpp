@@ -50,20 +50,18 @@ absl::StatusOr<std::string> AsString(const toml::node& node) {
 // A string value checked by `check` (one of config.h's Check* functions).
 KeyReader StringKey(std::optional<std::string> ConfigLayer::*field, absl::Status (*check)(const std::string&)) {
   return [field, check](const toml::node& node, ConfigLayer& layer) -> absl::Status {
-    absl::StatusOr<std::string> text = AsString(node);
-    if (!text.ok()) return text.status();
-    JITD_RETURN_IF_ERROR(check(*text));
-    layer.*field = *text;
+    JITD_ASSIGN_OR_RETURN(std::string text, AsString(node));
+    JITD_RETURN_IF_ERROR(check(text));
+    layer.*field = text;
     return absl::OkStatus();
   };
 }
 
 KeyReader PathKey(std::optional<std::filesystem::path> ConfigLayer::*field, const std::filesystem::path& base) {
   return [field, base](const toml::node& node, ConfigLayer& layer) -> absl::Status {
-    absl::StatusOr<std::string> text = AsString(node);
-    if (!text.ok()) return text.status();
-    if (text->empty()) return absl::InvalidArgumentError("must not be empty");
-    layer.*field = base / *text;  // an absolute *text replaces base
+    JITD_ASSIGN_OR_RETURN(std::string text, AsString(node));
+    if (text.empty()) return absl::InvalidArgumentError("must not be empty");
+    layer.*field = base / text;  // an absolute text replaces base
     return absl::OkStatus();
   };
 }
@@ -96,9 +94,8 @@ KeyReader ByteSizeKey(std::optional<uint64_t> ConfigLayer::*field) {
       return absl::OkStatus();
     }
     if (!node.is_string()) return WrongType(node, "an integer or a size string like \"10G\"");
-    absl::StatusOr<uint64_t> bytes = ParseByteSize(node.as_string()->get());
-    if (!bytes.ok()) return bytes.status();
-    layer.*field = *bytes;
+    JITD_ASSIGN_OR_RETURN(uint64_t bytes, ParseByteSize(node.as_string()->get()));
+    layer.*field = bytes;
     return absl::OkStatus();
   };
 }
@@ -142,27 +139,24 @@ KeyReader CountKey(std::optional<uint64_t> ConfigLayer::*field) {
 absl::StatusOr<int64_t> ReadSeconds(const toml::node& node, std::string_view example) {
   if (const auto* number = node.as_integer()) return number->get();
   if (node.is_string()) {
-    absl::StatusOr<std::chrono::seconds> duration = ParseDuration(node.as_string()->get());
-    if (!duration.ok()) return duration.status();
-    return duration->count();
+    JITD_ASSIGN_OR_RETURN(std::chrono::seconds duration, ParseDuration(node.as_string()->get()));
+    return duration.count();
   }
   const std::string expected = jitd::text::Cat("an integer number of seconds or a duration like \"", example, "\"");
   return WrongType(node, expected.c_str());
 }
 
 absl::Status ReadListenProbeInterval(const toml::node& node, ConfigLayer& layer) {
-  absl::StatusOr<int64_t> seconds = ReadSeconds(node, "10s");
-  if (!seconds.ok()) return seconds.status();
-  if (*seconds < 0) return absl::InvalidArgumentError("must be 0 (off) or a positive duration");
-  layer.listen_probe_interval = std::chrono::seconds(*seconds);
+  JITD_ASSIGN_OR_RETURN(int64_t seconds, ReadSeconds(node, "10s"));
+  if (seconds < 0) return absl::InvalidArgumentError("must be 0 (off) or a positive duration");
+  layer.listen_probe_interval = std::chrono::seconds(seconds);
   return absl::OkStatus();
 }
 
 absl::Status ReadNegativeTtl(const toml::node& node, ConfigLayer& layer) {
-  absl::StatusOr<int64_t> seconds = ReadSeconds(node, "30s");
-  if (!seconds.ok()) return seconds.status();
-  JITD_RETURN_IF_ERROR(CheckNegativeTtl(*seconds));
-  layer.negative_ttl = std::chrono::seconds(*seconds);
+  JITD_ASSIGN_OR_RETURN(int64_t seconds, ReadSeconds(node, "30s"));
+  JITD_RETURN_IF_ERROR(CheckNegativeTtl(seconds));
+  layer.negative_ttl = std::chrono::seconds(seconds);
   return absl::OkStatus();
 }
 

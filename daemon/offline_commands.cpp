@@ -10,6 +10,7 @@
 #include "config.h"
 #include "jitd/base/kernel_params.h"
 #include "jitd/base/progress.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/spec_file.h"
 #include "kernel_service.h"
@@ -104,9 +105,8 @@ absl::StatusOr<std::vector<manifest::KernelRequest>> WarmRequests(const OfflineO
     }
     return requests;
   }
-  auto specs = LoadSpecFile(o.manifest);
-  if (!specs.ok()) return specs.status();
-  for (const auto& spec : *specs) {
+  JITD_ASSIGN_OR_RETURN(auto specs, LoadSpecFile(o.manifest));
+  for (const auto& spec : specs) {
     manifest::KernelRequest r{spec.kernel(),
                               {spec.params().begin(), spec.params().end()},
                               spec.arch(),

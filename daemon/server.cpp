@@ -186,9 +186,8 @@ class Server::Impl {
   }
 
   absl::Status OpenCache() {
-    absl::StatusOr<std::unique_ptr<CacheDirLock>> locked = CacheDirLock::Acquire(config.cache_dir, config.listen);
-    if (!locked.ok()) return locked.status();
-    dir_lock = *std::move(locked);
+    JITD_ASSIGN_OR_RETURN(std::unique_ptr<CacheDirLock> locked, CacheDirLock::Acquire(config.cache_dir, config.listen));
+    dir_lock = std::move(locked);
     cache::CacheOptions options;
     options.dir = config.cache_dir;
     options.max_bytes = config.max_cache_bytes;
@@ -208,17 +207,15 @@ class Server::Impl {
 
   absl::Status LoadAdminToken() {
     if (config.admin_token_file.empty()) {
-      absl::StatusOr<std::string> token = NewAdminToken();
-      if (!token.ok()) return token.status();
-      generated_token = *token;
-      auth = AdminAuth(*std::move(token),
+      JITD_ASSIGN_OR_RETURN(std::string token, NewAdminToken());
+      generated_token = token;
+      auth = AdminAuth(std::move(token),
                        "this daemon's token is in SOCKET.admin-token beside its Unix socket, readable by the "
                        "daemon's user, and jitd clients of that user read it by themselves");
       return absl::OkStatus();
     }
-    absl::StatusOr<std::string> token = ReadAdminTokenFile(config.admin_token_file);
-    if (!token.ok()) return token.status();
-    auth = AdminAuth(*std::move(token));
+    JITD_ASSIGN_OR_RETURN(std::string token, ReadAdminTokenFile(config.admin_token_file));
+    auth = AdminAuth(std::move(token));
     return absl::OkStatus();
   }
 
@@ -251,12 +248,11 @@ class Server::Impl {
   }
 
   absl::Status StartServing() {
-    absl::StatusOr<std::shared_ptr<compiler::ToolkitWatch>> watch = WatchToolkit(config.cuda_include, cache->dir());
-    if (!watch.ok()) return watch.status();
-    toolkit = *std::move(watch);
-    absl::StatusOr<manifest::Toolchain> detected = manifest::Toolchain::FromIdentity(toolkit->identity());
-    if (!detected.ok()) return detected.status();
-    toolchain = *std::move(detected);
+    JITD_ASSIGN_OR_RETURN(std::shared_ptr<compiler::ToolkitWatch> watch,
+                          WatchToolkit(config.cuda_include, cache->dir()));
+    toolkit = std::move(watch);
+    JITD_ASSIGN_OR_RETURN(manifest::Toolchain detected, manifest::Toolchain::FromIdentity(toolkit->identity()));
+    toolchain = std::move(detected);
     spdlog::info("toolkit: NVRTC {}, {} (identity {})", toolchain.nvrtc_version, toolkit->identity().Describe(),
                  toolchain.identity.substr(0, 12));
     absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver = LoadGuardedKernels(
@@ -283,9 +279,8 @@ class Server::Impl {
     // 4 has no half worth keeping.
     options.max_compiles_per_peer = config.max_queue >= 4 ? config.workers + config.max_queue / 2 : 0;
     if (!config.metrics_listen.empty()) {
-      absl::StatusOr<std::unique_ptr<DaemonMetrics>> made = DaemonMetrics::Create();
-      if (!made.ok()) return made.status();
-      metrics = *std::move(made);
+      JITD_ASSIGN_OR_RETURN(std::unique_ptr<DaemonMetrics> made, DaemonMetrics::Create());
+      metrics = std::move(made);
       options.on_compile = [m = metrics.get()](std::string_view result, std::chrono::duration<double> wall) {
         m->ObserveCompile(result, wall);
       };
@@ -329,8 +324,7 @@ class Server::Impl {
   // retries it); a malformed URL or an unreadable password file is.
   absl::Status OpenRemote() {
     if (config.remote.empty()) return absl::OkStatus();
-    absl::StatusOr<cache::RemoteUrl> url = cache::ParseRemoteUrl(config.remote);
-    if (!url.ok()) return url.status();
+    JITD_ASSIGN_OR_RETURN(cache::RemoteUrl url, cache::ParseRemoteUrl(config.remote));
     cache::RemoteOptions options;
     options.io_timeout = config.remote_timeout;
     options.connect_timeout = std::min(config.remote_timeout, std::chrono::milliseconds(1000));
@@ -351,8 +345,7 @@ class Server::Impl {
       }
       options.password = std::move(password);
     }
-    absl::StatusOr<std::unique_ptr<cache::RemoteBackend>> backend = cache::OpenRedisBackend(*url, options);
-    if (!backend.ok()) return backend.status();
+    JITD_ASSIGN_OR_RETURN(std::unique_ptr<cache::RemoteBackend> backend, cache::OpenRedisBackend(url, options));
     cache::RemoteTierOptions tier_options;
     if (!config.remote_signing_key_file.empty()) {
       absl::StatusOr<std::string> key = files::ReadWholeFile(config.remote_signing_key_file);
@@ -367,7 +360,7 @@ class Server::Impl {
       tier_options.signing_key = *std::move(key);
     }
     // A remembered failure is shared as long as it is remembered locally.
-    remote = std::make_unique<cache::RemoteTier>(*std::move(backend), tier_options);
+    remote = std::make_unique<cache::RemoteTier>(std::move(backend), tier_options);
     if (absl::Status reachable = remote->Check(); reachable.ok()) {
       spdlog::info("remote tier {}: reachable; lease owner {}", remote->Describe(), remote->options().owner);
     } else {
@@ -383,13 +376,11 @@ class Server::Impl {
   absl::Status CheckConfig() {
     std::vector<std::string> tcp;
     for (const std::string& text : config.listen) {
-      absl::StatusOr<ListenAddress> address = ParseListenAddress(text);
-      if (!address.ok()) return address.status();
-      if (address->kind == ListenAddress::Kind::kTcp) tcp.push_back(address->host_port);
+      JITD_ASSIGN_OR_RETURN(ListenAddress address, ParseListenAddress(text));
+      if (address.kind == ListenAddress::Kind::kTcp) tcp.push_back(address.host_port);
     }
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = TcpCredentials(config, tcp);
-    if (!credentials.ok()) return credentials.status();
-    tcp_credentials = *std::move(credentials);
+    JITD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, TcpCredentials(config, tcp));
+    tcp_credentials = std::move(credentials);
     if (!config.socket_group.empty() && ::getgrnam(config.socket_group.c_str()) == nullptr) {
       return absl::InvalidArgumentError(Cat("no group '", config.socket_group, "' (--socket-group)"));
     }
@@ -400,18 +391,16 @@ class Server::Impl {
   absl::Status Listen() {
     std::vector<ListenAddress> listen;
     for (const std::string& text : config.listen) {
-      absl::StatusOr<ListenAddress> address = ParseListenAddress(text);
-      if (!address.ok()) return address.status();
-      if (address->kind == ListenAddress::Kind::kUnix) {
-        absl::StatusOr<std::unique_ptr<UnixSocketClaim>> claim = UnixSocketClaim::Acquire(address->unix_path);
-        if (!claim.ok()) return claim.status();
-        if ((*claim)->removed_stale()) {
-          spdlog::info("removed the stale socket {} (no process was accepting on it)", address->unix_path.string());
+      JITD_ASSIGN_OR_RETURN(ListenAddress address, ParseListenAddress(text));
+      if (address.kind == ListenAddress::Kind::kUnix) {
+        JITD_ASSIGN_OR_RETURN(std::unique_ptr<UnixSocketClaim> claim, UnixSocketClaim::Acquire(address.unix_path));
+        if (claim->removed_stale()) {
+          spdlog::info("removed the stale socket {} (no process was accepting on it)", address.unix_path.string());
         }
-        claims.push_back(*std::move(claim));
-        JITD_RETURN_IF_ERROR(acceptor->Listen(address->unix_path));
+        claims.push_back(std::move(claim));
+        JITD_RETURN_IF_ERROR(acceptor->Listen(address.unix_path));
       }
-      listen.push_back(*std::move(address));
+      listen.push_back(std::move(address));
     }
 
     // Before the server starts: a client that sees SERVING finds the token.
@@ -424,9 +413,8 @@ class Server::Impl {
             "no Unix socket: Evict and Verify --repair are refused on this daemon unless it is started "
             "with --admin-token-file");
       }
-      absl::StatusOr<std::unique_ptr<AdminTokenFiles>> written = AdminTokenFiles::Write(generated_token, sockets);
-      if (!written.ok()) return written.status();
-      token_files = *std::move(written);
+      JITD_ASSIGN_OR_RETURN(std::unique_ptr<AdminTokenFiles> written, AdminTokenFiles::Write(generated_token, sockets));
+      token_files = std::move(written);
       std::vector<std::string> files;
       for (const auto& socket : sockets) files.push_back(AdminTokenFileFor(socket).string());
       if (!files.empty()) {
@@ -574,9 +562,8 @@ absl::Status Server::ReloadKernels() {
   for (int attempt = 0; attempt < 3; ++attempt) {
     const manifest::Toolchain now = impl_->CurrentToolchain();
     if ((*loaded)->toolchain().identity == now.identity) break;
-    absl::StatusOr<std::unique_ptr<manifest::Resolver>> rebuilt = (*loaded)->WithToolchain(now);
-    if (!rebuilt.ok()) return rebuilt.status();
-    *loaded = std::shared_ptr<const manifest::Resolver>(*std::move(rebuilt));
+    JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, (*loaded)->WithToolchain(now));
+    *loaded = std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
     impl_->service->SwapResolver(*loaded);
   }
   spdlog::info("reloaded kernels: {} kernels, fingerprint {} (was {})", KernelCount(**loaded),

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd::daemon {
@@ -26,17 +27,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(const Da
     return std::shared_ptr<grpc::ServerCredentials>();
   }
   if (cert) {
-    absl::StatusOr<std::string> chain = files::ReadPemFile(config.tls_cert, "--tls-cert");
-    if (!chain.ok()) return chain.status();
-    absl::StatusOr<std::string> private_key = files::ReadPemFile(config.tls_key, "--tls-key");
-    if (!private_key.ok()) return private_key.status();
+    JITD_ASSIGN_OR_RETURN(std::string chain, files::ReadPemFile(config.tls_cert, "--tls-cert"));
+    JITD_ASSIGN_OR_RETURN(std::string private_key, files::ReadPemFile(config.tls_key, "--tls-key"));
     grpc::SslServerCredentialsOptions options(ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
                                                  : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-    options.pem_key_cert_pairs.push_back({*private_key, *chain});
+    options.pem_key_cert_pairs.push_back({private_key, chain});
     if (ca) {
-      absl::StatusOr<std::string> roots = files::ReadPemFile(config.tls_client_ca, "--tls-client-ca");
-      if (!roots.ok()) return roots.status();
-      options.pem_root_certs = *roots;
+      JITD_ASSIGN_OR_RETURN(std::string roots, files::ReadPemFile(config.tls_client_ca, "--tls-client-ca"));
+      options.pem_root_certs = roots;
     }
     spdlog::info("TLS on {}{}", Join(tcp, " "), ca ? " (client certificates required)" : "");
     return grpc::SslServerCredentials(options);

@@ -2,6 +2,7 @@
 #include <deque>
 #include <mutex>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "redis_connection.h"
 #include "remote.h"
@@ -30,13 +31,12 @@ class RedisBackend final : public RemoteBackend {
                                                                   Clock::time_point deadline) override {
     std::vector<std::string_view> argv = {"MGET"};
     for (const auto& k : keys) argv.push_back(k);
-    auto reply = Run(argv, deadline);
-    if (!reply.ok()) return reply.status();
-    if (reply->type != RedisReply::Type::kArray || reply->elements.size() != keys.size()) {
-      return Unexpected("MGET", *reply);
+    JITD_ASSIGN_OR_RETURN(auto reply, Run(argv, deadline));
+    if (reply.type != RedisReply::Type::kArray || reply.elements.size() != keys.size()) {
+      return Unexpected("MGET", reply);
     }
     std::vector<std::optional<std::string>> out;
-    for (auto& e : reply->elements) {
+    for (auto& e : reply.elements) {
       if (e.type == RedisReply::Type::kString) {
         out.emplace_back(std::move(e.str));
       } else {
@@ -50,9 +50,8 @@ class RedisBackend final : public RemoteBackend {
     std::string ms = std::to_string(ttl.count());
     std::vector<std::string_view> argv = {"SET", key, value};
     if (ttl.count() > 0) argv.insert(argv.end(), {"PX", ms});
-    auto reply = Run(argv);
-    if (!reply.ok()) return reply.status();
-    if (reply->type != RedisReply::Type::kStatus) return Unexpected("SET", *reply);
+    JITD_ASSIGN_OR_RETURN(auto reply, Run(argv));
+    if (reply.type != RedisReply::Type::kStatus) return Unexpected("SET", reply);
     return absl::OkStatus();
   }
 
@@ -61,11 +60,10 @@ class RedisBackend final : public RemoteBackend {
     std::string ms = std::to_string(ttl.count());
     std::vector<std::string_view> argv = {"SET", key, value, "NX"};
     if (ttl.count() > 0) argv.insert(argv.end(), {"PX", ms});
-    auto reply = Run(argv);
-    if (!reply.ok()) return reply.status();
-    if (reply->type == RedisReply::Type::kStatus) return true;
-    if (reply->type == RedisReply::Type::kNil) return false;
-    return Unexpected("SET NX", *reply);
+    JITD_ASSIGN_OR_RETURN(auto reply, Run(argv));
+    if (reply.type == RedisReply::Type::kStatus) return true;
+    if (reply.type == RedisReply::Type::kNil) return false;
+    return Unexpected("SET NX", reply);
   }
 
   absl::StatusOr<bool> ExpireIfEquals(const std::string& key, std::string_view value,
@@ -91,10 +89,9 @@ class RedisBackend final : public RemoteBackend {
   absl::StatusOr<bool> Script(std::string_view script, const std::string& key, std::vector<std::string_view> args) {
     std::vector<std::string_view> argv = {"EVAL", script, "1", key};
     argv.insert(argv.end(), args.begin(), args.end());
-    auto reply = Run(argv);
-    if (!reply.ok()) return reply.status();
-    if (reply->type != RedisReply::Type::kInteger) return Unexpected("EVAL", *reply);
-    return reply->integer != 0;
+    JITD_ASSIGN_OR_RETURN(auto reply, Run(argv));
+    if (reply.type != RedisReply::Type::kInteger) return Unexpected("EVAL", reply);
+    return reply.integer != 0;
   }
 
   // A Redis error reply as a status: OOM (maxmemory with noeviction) is a
@@ -147,9 +144,8 @@ class RedisBackend final : public RemoteBackend {
   absl::StatusOr<RedisReply> RunOn(std::unique_ptr<RedisConnection>& conn, const std::vector<std::string_view>& argv,
                                    Clock::time_point deadline) {
     if (conn == nullptr) {
-      auto opened = RedisConnection::Open(url_, options_, deadline);
-      if (!opened.ok()) return opened.status();
-      conn = std::move(*opened);
+      JITD_ASSIGN_OR_RETURN(auto opened, RedisConnection::Open(url_, options_, deadline));
+      conn = std::move(opened);
     }
     return conn->Command(argv, std::min(deadline, Clock::now() + options_.io_timeout));
   }

@@ -312,10 +312,9 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(const Rem
     std::vector<std::string_view> argv = {"AUTH"};
     if (!url.user.empty()) argv.push_back(url.user);
     argv.push_back(password);
-    auto reply = conn->Command(argv, deadline);
-    if (!reply.ok()) return reply.status();
-    if (reply->type == RedisReply::Type::kError) {
-      return absl::UnauthenticatedError(Cat(url.Redacted(), ": AUTH refused: ", reply->str));
+    JITD_ASSIGN_OR_RETURN(auto reply, conn->Command(argv, deadline));
+    if (reply.type == RedisReply::Type::kError) {
+      return absl::UnauthenticatedError(Cat(url.Redacted(), ": AUTH refused: ", reply.str));
     }
   }
   if (url.db != 0) {

@@ -66,9 +66,8 @@ absl::Status Cache::Impl::Open() {
       return absl::FailedPreconditionError(
           Cat("no cache index at ", index_path.string(), " (has this directory been warmed?)"));
     }
-    auto index = CacheIndex::Open(index_path, true);
-    if (!index.ok()) return index.status();
-    index_ = std::move(*index);
+    JITD_ASSIGN_OR_RETURN(auto index, CacheIndex::Open(index_path, true));
+    index_ = std::move(index);
     return absl::OkStatus();
   }
   JITD_RETURN_IF_ERROR(blobs_.Init());
@@ -119,10 +118,9 @@ absl::StatusOr<Entry> Cache::Impl::Lookup(std::string_view key_view, LookupCount
   const bool counted = counting == LookupCounting::kCounted;
   std::string key(key_view);
   if (!IsValidKey(key)) return absl::InvalidArgumentError(Cat("malformed cache key '", key, "'"));
-  auto row = index_->Find(key);
-  if (!row.ok()) return row.status();
-  if (!*row) return Miss(key, counted);
-  const std::string& checksum = (*row)->checksum;
+  JITD_ASSIGN_OR_RETURN(auto row, index_->Find(key));
+  if (!row) return Miss(key, counted);
+  const std::string& checksum = row->checksum;
   fs::path path = blobs_.PathFor(key, checksum);
   auto bytes = blobs_.Read(path);
   if (!bytes.ok()) {
@@ -164,9 +162,8 @@ void Cache::Impl::SetRemovalListener(Cache::RemovalListener listener) {
 }
 
 absl::StatusOr<bool> Cache::Impl::Contains(std::string_view key) {
-  auto row = index_->Find(std::string(key));
-  if (!row.ok()) return row.status();
-  return row->has_value();
+  JITD_ASSIGN_OR_RETURN(auto row, index_->Find(std::string(key)));
+  return row.has_value();
 }
 
 absl::Status Cache::Impl::Publish(const EntryMeta& meta, std::string_view cubin) {
@@ -204,9 +201,8 @@ absl::Status Cache::Impl::Publish(const EntryMeta& meta, std::string_view cubin)
 
 absl::Status Cache::Impl::Pin(std::string_view key, bool pinned) {
   if (opts_.read_only) return absl::FailedPreconditionError("cache opened read-only");
-  auto found = index_->SetPinned(std::string(key), pinned);
-  if (!found.ok()) return found.status();
-  if (!*found) return absl::NotFoundError(Cat("no cache entry with key ", key));
+  JITD_ASSIGN_OR_RETURN(auto found, index_->SetPinned(std::string(key), pinned));
+  if (!found) return absl::NotFoundError(Cat("no cache entry with key ", key));
   return absl::OkStatus();
 }
 
@@ -220,28 +216,25 @@ absl::StatusOr<std::vector<EntryInfo>> Cache::Impl::List(const ListFilter& f) {
   rf.arch = f.arch;
   rf.params = f.params;
   rf.options = f.options;
-  auto rows = index_->Select(rf, /*newest_first=*/true, f.limit);
-  if (!rows.ok()) return rows.status();
+  JITD_ASSIGN_OR_RETURN(auto rows, index_->Select(rf, /*newest_first=*/true, f.limit));
   std::vector<EntryInfo> out;
-  out.reserve(rows->size());
-  for (const auto& r : *rows) out.push_back(ToInfo(r));
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back(ToInfo(r));
   return out;
 }
 
 absl::StatusOr<CacheStats> Cache::Impl::Stats() {
-  auto totals = index_->GetTotals();
-  if (!totals.ok()) return totals.status();
-  auto counters = index_->Counters();
-  if (!counters.ok()) return counters.status();
+  JITD_ASSIGN_OR_RETURN(auto totals, index_->GetTotals());
+  JITD_ASSIGN_OR_RETURN(auto counters, index_->Counters());
   auto get = [&](const char* name) {
-    auto it = counters->find(name);
-    return it == counters->end() ? uint64_t{0} : it->second;
+    auto it = counters.find(name);
+    return it == counters.end() ? uint64_t{0} : it->second;
   };
   CacheStats s;
-  s.entries = totals->entries;
-  s.bytes = totals->bytes;
-  s.pinned_entries = totals->pinned_entries;
-  s.pinned_bytes = totals->pinned_bytes;
+  s.entries = totals.entries;
+  s.bytes = totals.bytes;
+  s.pinned_entries = totals.pinned_entries;
+  s.pinned_bytes = totals.pinned_bytes;
   s.max_bytes = max_bytes_.load();
   s.high_watermark_bytes = HighWatermark(s.max_bytes);
   s.low_watermark_bytes = LowWatermark(s.max_bytes);

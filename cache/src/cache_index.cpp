@@ -200,11 +200,9 @@ absl::StatusOr<std::unique_ptr<CacheIndex>> CacheIndex::Open(const std::filesyst
   }
   std::unique_ptr<CacheIndex> index(new CacheIndex(uri, flags, std::move(*db)));
   if (read_only) {
-    auto st = index->writer_.Prepare("SELECT version FROM schema_version");
-    if (!st.ok()) return st.status();
-    auto row = st->Step();
-    if (!row.ok()) return row.status();
-    index->opened_at_version_ = *row ? static_cast<int>(st->Int(0)) : 0;
+    JITD_ASSIGN_OR_RETURN(auto st, index->writer_.Prepare("SELECT version FROM schema_version"));
+    JITD_ASSIGN_OR_RETURN(auto row, st.Step());
+    index->opened_at_version_ = row ? static_cast<int>(st.Int(0)) : 0;
     if (index->opened_at_version_ < kOldestReadOnlyVersion || index->opened_at_version_ > kSchemaVersion) {
       return absl::FailedPreconditionError(Cat("index schema version ", index->opened_at_version_, " is not ",
                                                kOldestReadOnlyVersion, "..", kSchemaVersion,
@@ -233,16 +231,13 @@ absl::Status CacheIndex::Migrate() {
     // opening a new directory at once migrate it once, one after the other.
     int version = 0;
     {
-      auto has = db.Prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'");
-      if (!has.ok()) return has.status();
-      auto row = has->Step();
-      if (!row.ok()) return row.status();
-      if (has->Int(0) > 0) {
-        auto st = db.Prepare("SELECT version FROM schema_version");
-        if (!st.ok()) return st.status();
-        auto r = st->Step();
-        if (!r.ok()) return r.status();
-        if (*r) version = static_cast<int>(st->Int(0));
+      JITD_ASSIGN_OR_RETURN(
+          auto has, db.Prepare("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='schema_version'"));
+      JITD_RETURN_IF_ERROR(has.Step().status());
+      if (has.Int(0) > 0) {
+        JITD_ASSIGN_OR_RETURN(auto st, db.Prepare("SELECT version FROM schema_version"));
+        JITD_ASSIGN_OR_RETURN(auto r, st.Step());
+        if (r) version = static_cast<int>(st.Int(0));
       }
     }
     opened_at_version_ = version;
@@ -279,14 +274,12 @@ absl::StatusOr<std::unique_ptr<CacheIndex::Reader>> CacheIndex::AcquireReader() 
       return r;
     }
   }
-  auto db = Database::Open(uri_, flags_ & ~SQLITE_OPEN_CREATE);
-  if (!db.ok()) return db.status();
-  JITD_RETURN_IF_ERROR(ConfigureConnection(*db, true));
+  JITD_ASSIGN_OR_RETURN(auto db, Database::Open(uri_, flags_ & ~SQLITE_OPEN_CREATE));
+  JITD_RETURN_IF_ERROR(ConfigureConnection(db, true));
   auto reader = std::make_unique<Reader>();
-  reader->db = std::move(*db);
-  auto find = reader->db.Prepare(Cat("SELECT ", Columns(), " FROM entries WHERE key = ?"));
-  if (!find.ok()) return find.status();
-  reader->find = std::move(*find);
+  reader->db = std::move(db);
+  JITD_ASSIGN_OR_RETURN(auto find, reader->db.Prepare(Cat("SELECT ", Columns(), " FROM entries WHERE key = ?")));
+  reader->find = std::move(find);
   return reader;
 }
 
@@ -298,15 +291,14 @@ void CacheIndex::ReleaseReader(std::unique_ptr<Reader> reader) {
 }
 
 absl::StatusOr<std::optional<IndexRow>> CacheIndex::Find(const std::string& key) {
-  auto reader = AcquireReader();
-  if (!reader.ok()) return reader.status();
-  Statement& st = (*reader)->find;
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
+  Statement& st = reader->find;
   st.Reset().Bind(1, std::string_view(key));
   auto row = st.Step();
   std::optional<IndexRow> out;
   if (row.ok() && *row) out = ReadRow(st);
   st.Reset();
-  ReleaseReader(std::move(*reader));
+  ReleaseReader(std::move(reader));
   if (!row.ok()) return row.status();
   return out;
 }
@@ -315,13 +307,11 @@ absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r, const 
   std::string stored;
   auto s = WriteTransaction([&](Database& db) -> absl::Status {
     if (still_valid) {
-      auto sel = db.Prepare("SELECT checksum FROM entries WHERE key = ?");
-      if (!sel.ok()) return sel.status();
-      sel->Bind(1, std::string_view(r.key));
-      auto row = sel->Step();
-      if (!row.ok()) return row.status();
-      if (*row) {
-        stored = sel->Text(0);
+      JITD_ASSIGN_OR_RETURN(auto sel, db.Prepare("SELECT checksum FROM entries WHERE key = ?"));
+      sel.Bind(1, std::string_view(r.key));
+      JITD_ASSIGN_OR_RETURN(auto row, sel.Step());
+      if (row) {
+        stored = sel.Text(0);
         return absl::OkStatus();
       }
       if (!still_valid()) return absl::OkStatus();
@@ -339,12 +329,10 @@ absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r, const 
       stored = r.checksum;
       return absl::OkStatus();
     }
-    auto sel = db.Prepare("SELECT checksum FROM entries WHERE key = ?");
-    if (!sel.ok()) return sel.status();
-    sel->Bind(1, std::string_view(r.key));
-    auto row = sel->Step();
-    if (!row.ok()) return row.status();
-    if (*row) stored = sel->Text(0);
+    JITD_ASSIGN_OR_RETURN(auto sel, db.Prepare("SELECT checksum FROM entries WHERE key = ?"));
+    sel.Bind(1, std::string_view(r.key));
+    JITD_ASSIGN_OR_RETURN(auto row, sel.Step());
+    if (row) stored = sel.Text(0);
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
@@ -355,11 +343,10 @@ absl::StatusOr<std::vector<bool>> CacheIndex::Remove(const std::vector<std::pair
                                                      const std::function<void(size_t)>& on_removed) {
   std::vector<bool> removed(rows.size(), false);
   auto s = WriteTransaction([&](Database& db) -> absl::Status {
-    auto del = db.Prepare("DELETE FROM entries WHERE key = ? AND checksum = ?");
-    if (!del.ok()) return del.status();
+    JITD_ASSIGN_OR_RETURN(auto del, db.Prepare("DELETE FROM entries WHERE key = ? AND checksum = ?"));
     for (size_t i = 0; i < rows.size(); ++i) {
-      del->Reset().Bind(1, std::string_view(rows[i].first)).Bind(2, std::string_view(rows[i].second));
-      JITD_RETURN_IF_ERROR(del->Run());
+      del.Reset().Bind(1, std::string_view(rows[i].first)).Bind(2, std::string_view(rows[i].second));
+      JITD_RETURN_IF_ERROR(del.Run());
       removed[i] = db.Changes() == 1;
     }
     // After every DELETE succeeded: a failed statement rolls back, and then
@@ -378,12 +365,10 @@ absl::StatusOr<std::vector<bool>> CacheIndex::Remove(const std::vector<std::pair
 absl::StatusOr<std::optional<IndexRow>> CacheIndex::FindSerialized(const std::string& key) {
   std::optional<IndexRow> out;
   auto s = WriteTransaction([&](Database& db) -> absl::Status {
-    auto st = db.Prepare(Cat("SELECT ", Columns(), " FROM entries WHERE key = ?"));
-    if (!st.ok()) return st.status();
-    st->Bind(1, std::string_view(key));
-    auto row = st->Step();
-    if (!row.ok()) return row.status();
-    if (*row) out = ReadRow(*st);
+    JITD_ASSIGN_OR_RETURN(auto st, db.Prepare(Cat("SELECT ", Columns(), " FROM entries WHERE key = ?")));
+    st.Bind(1, std::string_view(key));
+    JITD_ASSIGN_OR_RETURN(auto row, st.Step());
+    if (row) out = ReadRow(st);
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
@@ -397,12 +382,11 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
       Cat("SELECT ", Columns(), " FROM entries", WhereClause(filter, OptionsColumn(), &text_args, &int_arg),
           newest_first ? " ORDER BY last_used_ms DESC, created_ms DESC" : " ORDER BY last_used_ms ASC, created_ms ASC");
   if (limit > 0) sql += Cat(" LIMIT ", limit);
-  auto reader = AcquireReader();
-  if (!reader.ok()) return reader.status();
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   std::vector<IndexRow> out;
   absl::Status status;
   {
-    auto st = (*reader)->db.Prepare(sql);
+    auto st = reader->db.Prepare(sql);
     if (!st.ok()) {
       status = st.status();
     } else {
@@ -418,7 +402,7 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
       }
     }
   }
-  ReleaseReader(std::move(*reader));
+  ReleaseReader(std::move(reader));
   if (!status.ok()) return status;
   return out;
 }
@@ -427,11 +411,10 @@ absl::StatusOr<uint64_t> CacheIndex::Count(const RowFilter& filter) {
   std::vector<std::string> text_args;
   std::optional<int64_t> int_arg;
   std::string sql = Cat("SELECT count(*) FROM entries", WhereClause(filter, OptionsColumn(), &text_args, &int_arg));
-  auto reader = AcquireReader();
-  if (!reader.ok()) return reader.status();
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   absl::StatusOr<uint64_t> out = uint64_t{0};
   {
-    auto st = (*reader)->db.Prepare(sql);
+    auto st = reader->db.Prepare(sql);
     if (!st.ok()) {
       out = st.status();
     } else {
@@ -443,7 +426,7 @@ absl::StatusOr<uint64_t> CacheIndex::Count(const RowFilter& filter) {
         out = static_cast<uint64_t>(st->Int(0));
     }
   }
-  ReleaseReader(std::move(*reader));
+  ReleaseReader(std::move(reader));
   return out;
 }
 
@@ -451,11 +434,11 @@ absl::Status CacheIndex::Apply(const std::vector<RecencyUpdate>& updates,
                                const std::map<std::string, uint64_t>& counters) {
   if (updates.empty() && counters.empty()) return absl::OkStatus();
   return WriteTransaction([&](Database& db) -> absl::Status {
-    auto up = db.Prepare("UPDATE entries SET last_used_ms = max(last_used_ms, ?), hits = hits + ? WHERE key = ?");
-    if (!up.ok()) return up.status();
+    JITD_ASSIGN_OR_RETURN(
+        auto up, db.Prepare("UPDATE entries SET last_used_ms = max(last_used_ms, ?), hits = hits + ? WHERE key = ?"));
     for (const auto& u : updates) {
-      up->Reset().Bind(1, u.last_used_ms).Bind(2, static_cast<int64_t>(u.hits)).Bind(3, std::string_view(u.key));
-      JITD_RETURN_IF_ERROR(up->Run());
+      up.Reset().Bind(1, u.last_used_ms).Bind(2, static_cast<int64_t>(u.hits)).Bind(3, std::string_view(u.key));
+      JITD_RETURN_IF_ERROR(up.Run());
     }
     auto add = db.Prepare(
         "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + "
@@ -473,10 +456,9 @@ absl::Status CacheIndex::Apply(const std::vector<RecencyUpdate>& updates,
 absl::StatusOr<bool> CacheIndex::SetPinned(const std::string& key, bool pinned) {
   bool found = false;
   auto s = WriteTransaction([&](Database& db) -> absl::Status {
-    auto up = db.Prepare("UPDATE entries SET pinned = ? WHERE key = ?");
-    if (!up.ok()) return up.status();
-    up->Bind(1, static_cast<int64_t>(pinned)).Bind(2, std::string_view(key));
-    JITD_RETURN_IF_ERROR(up->Run());
+    JITD_ASSIGN_OR_RETURN(auto up, db.Prepare("UPDATE entries SET pinned = ? WHERE key = ?"));
+    up.Bind(1, static_cast<int64_t>(pinned)).Bind(2, std::string_view(key));
+    JITD_RETURN_IF_ERROR(up.Run());
     found = db.Changes() == 1;
     return absl::OkStatus();
   });
@@ -485,11 +467,10 @@ absl::StatusOr<bool> CacheIndex::SetPinned(const std::string& key, bool pinned) 
 }
 
 absl::StatusOr<Totals> CacheIndex::GetTotals() {
-  auto reader = AcquireReader();
-  if (!reader.ok()) return reader.status();
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   absl::StatusOr<Totals> out = Totals{};
   {
-    auto st = (*reader)->db.Prepare("SELECT entries, bytes, pinned_entries, pinned_bytes FROM totals WHERE id = 0");
+    auto st = reader->db.Prepare("SELECT entries, bytes, pinned_entries, pinned_bytes FROM totals WHERE id = 0");
     if (!st.ok()) {
       out = st.status();
     } else if (auto row = st->Step(); !row.ok()) {
@@ -499,16 +480,15 @@ absl::StatusOr<Totals> CacheIndex::GetTotals() {
                    static_cast<uint64_t>(st->Int(2)), static_cast<uint64_t>(st->Int(3))};
     }
   }
-  ReleaseReader(std::move(*reader));
+  ReleaseReader(std::move(reader));
   return out;
 }
 
 absl::StatusOr<std::map<std::string, uint64_t>> CacheIndex::Counters() {
-  auto reader = AcquireReader();
-  if (!reader.ok()) return reader.status();
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   absl::StatusOr<std::map<std::string, uint64_t>> out = std::map<std::string, uint64_t>{};
   {
-    auto st = (*reader)->db.Prepare("SELECT name, value FROM counters");
+    auto st = reader->db.Prepare("SELECT name, value FROM counters");
     if (!st.ok()) {
       out = st.status();
     } else {
@@ -523,7 +503,7 @@ absl::StatusOr<std::map<std::string, uint64_t>> CacheIndex::Counters() {
       }
     }
   }
-  ReleaseReader(std::move(*reader));
+  ReleaseReader(std::move(reader));
   return out;
 }
 
@@ -549,11 +529,10 @@ absl::Status CacheIndex::Checkpoint() {
 }
 
 absl::StatusOr<std::string> CacheIndex::IntegrityCheck() {
-  auto reader = AcquireReader();
-  if (!reader.ok()) return reader.status();
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   absl::StatusOr<std::string> out = std::string();
   {
-    auto st = (*reader)->db.Prepare("PRAGMA quick_check");
+    auto st = reader->db.Prepare("PRAGMA quick_check");
     if (!st.ok()) {
       out = st.status();
     } else {
@@ -572,7 +551,7 @@ absl::StatusOr<std::string> CacheIndex::IntegrityCheck() {
       }
     }
   }
-  ReleaseReader(std::move(*reader));
+  ReleaseReader(std::move(reader));
   return out;
 }
 

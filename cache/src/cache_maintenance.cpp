@@ -32,20 +32,18 @@ absl::StatusOr<EvictResult> Cache::Impl::Evict(const EvictFilter& f) {
     rf.last_used_before_ms =
         f.older_than->count() > now_ms / 1000 ? int64_t{-1} : now_ms - f.older_than->count() * 1000;
   }
-  auto candidates = index_->Select(rf, /*newest_first=*/false, 0);
-  if (!candidates.ok()) return candidates.status();
-  auto totals = index_->GetTotals();
-  if (!totals.ok()) return totals.status();
+  JITD_ASSIGN_OR_RETURN(auto candidates, index_->Select(rf, /*newest_first=*/false, 0));
+  JITD_ASSIGN_OR_RETURN(auto totals, index_->GetTotals());
   std::vector<IndexRow> victims;
   if (f.max_bytes) {
-    uint64_t bytes = totals->bytes;
-    for (auto& r : *candidates) {
+    uint64_t bytes = totals.bytes;
+    for (auto& r : candidates) {
       if (bytes <= *f.max_bytes) break;
       bytes -= std::min(bytes, r.size);
       victims.push_back(std::move(r));
     }
   } else {
-    victims = std::move(*candidates);
+    victims = std::move(candidates);
   }
   EvictResult result;
   result.dry_run = f.dry_run;
@@ -54,13 +52,12 @@ absl::StatusOr<EvictResult> Cache::Impl::Evict(const EvictFilter& f) {
       result.evicted_bytes += v.size;
       result.evicted.push_back(ToInfo(v));
     }
-    result.remaining_entries = totals->entries - result.evicted.size();
-    result.remaining_bytes = totals->bytes - result.evicted_bytes;
+    result.remaining_entries = totals.entries - result.evicted.size();
+    result.remaining_bytes = totals.bytes - result.evicted_bytes;
     return result;
   }
-  auto removed = RemoveRows(victims);
-  if (!removed.ok()) return removed.status();
-  for (const auto& v : *removed) {
+  JITD_ASSIGN_OR_RETURN(auto removed, RemoveRows(victims));
+  for (const auto& v : removed) {
     result.evicted_bytes += v.size;
     result.evicted.push_back(ToInfo(v));
   }
@@ -126,21 +123,19 @@ absl::StatusOr<std::vector<IndexRow>> Cache::Impl::RemoveRows(const std::vector<
 absl::Status Cache::Impl::EvictToBudget() {
   uint64_t max = max_bytes_.load();
   if (max == 0 || opts_.read_only) return absl::OkStatus();
-  auto totals = index_->GetTotals();
-  if (!totals.ok()) return totals.status();
-  if (totals->bytes <= HighWatermark(max)) return absl::OkStatus();
-  uint64_t bytes = totals->bytes;
+  JITD_ASSIGN_OR_RETURN(auto totals, index_->GetTotals());
+  if (totals.bytes <= HighWatermark(max)) return absl::OkStatus();
+  uint64_t bytes = totals.bytes;
   const uint64_t target = LowWatermark(max);
   size_t evicted = 0;
   uint64_t freed = 0;
   RowFilter unpinned;
   unpinned.unpinned_only = true;
   while (bytes > target) {
-    auto batch = index_->Select(unpinned, /*newest_first=*/false, opts_.evict_batch);
-    if (!batch.ok()) return batch.status();
+    JITD_ASSIGN_OR_RETURN(auto batch, index_->Select(unpinned, /*newest_first=*/false, opts_.evict_batch));
     std::vector<IndexRow> victims;
     uint64_t projected = bytes;
-    for (auto& r : *batch) {
+    for (auto& r : batch) {
       if (projected <= target) break;
       projected -= std::min(projected, r.size);
       victims.push_back(std::move(r));
@@ -149,14 +144,13 @@ absl::Status Cache::Impl::EvictToBudget() {
       spdlog::warn("cache: {} bytes exceed the budget of {} but only pinned entries remain", bytes, max);
       break;
     }
-    auto removed = RemoveRows(victims);
-    if (!removed.ok()) return removed.status();
-    for (const auto& r : *removed) {
+    JITD_ASSIGN_OR_RETURN(auto removed, RemoveRows(victims));
+    for (const auto& r : removed) {
       bytes -= std::min(bytes, r.size);
       freed += r.size;
     }
-    evicted += removed->size();
-    if (removed->empty()) break;  // another process is evicting the same rows
+    evicted += removed.size();
+    if (removed.empty()) break;  // another process is evicting the same rows
   }
   if (evicted > 0) {
     spdlog::info("cache: evicted {} least recently used entries ({} bytes) to stay within {} bytes", evicted, freed,

@@ -95,10 +95,9 @@ struct Cache::Impl::ReconcileWalk {
 };
 
 absl::Status Cache::Impl::Reconcile(VerifyReport* report, bool repair, bool drop_missing_rows) {
-  auto keys = index_->AllKeys();
-  if (!keys.ok()) return keys.status();
+  JITD_ASSIGN_OR_RETURN(auto keys, index_->AllKeys());
   ReconcileWalk walk;
-  walk.rows = std::unordered_map<std::string, std::string>(keys->begin(), keys->end());
+  walk.rows = std::unordered_map<std::string, std::string>(keys.begin(), keys.end());
   walk.report = report;
   walk.repair = repair;
   blobs_.ForEachBlob([&](const fs::path& path, std::string_view key, std::string_view checksum) {
@@ -106,9 +105,8 @@ absl::Status Cache::Impl::Reconcile(VerifyReport* report, bool repair, bool drop
   });
   size_t dropped = 0;
   if (drop_missing_rows) {
-    absl::StatusOr<size_t> gone = DropRowsWithoutBlobs(walk);
-    if (!gone.ok()) return gone.status();
-    dropped = *gone;
+    JITD_ASSIGN_OR_RETURN(size_t gone, DropRowsWithoutBlobs(walk));
+    dropped = gone;
   }
   if (walk.adopted + walk.removed + dropped > 0) {
     spdlog::info(
@@ -199,11 +197,10 @@ absl::StatusOr<size_t> Cache::Impl::DropRowsWithoutBlobs(const ReconcileWalk& wa
     pairs.emplace_back(key, checksum);
   }
   if (pairs.empty()) return 0;
-  auto done = index_->Remove(pairs);
-  if (!done.ok()) return done.status();
+  JITD_ASSIGN_OR_RETURN(auto done, index_->Remove(pairs));
   std::vector<std::string> dropped_keys;
   for (size_t i = 0; i < pairs.size(); ++i) {
-    if ((*done)[i]) dropped_keys.push_back(pairs[i].first);
+    if ((done)[i]) dropped_keys.push_back(pairs[i].first);
   }
   corrupt_.fetch_add(dropped_keys.size(), std::memory_order_relaxed);
   NotifyRemoved(dropped_keys);

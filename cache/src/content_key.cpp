@@ -13,6 +13,7 @@
 
 #include "jitd/base/files.h"
 #include "jitd/base/hex.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 
@@ -260,10 +261,9 @@ absl::StatusOr<std::string> ContentDigest(const std::vector<std::pair<std::strin
   for (const auto& [name, path] : files) {
     std::error_code ec;
     if (skip_non_regular && !fs::is_regular_file(path, ec)) continue;
-    auto content = files::ReadWholeFile(path);
-    if (!content.ok()) return content.status();
+    JITD_ASSIGN_OR_RETURN(auto content, files::ReadWholeFile(path));
     h.Field("path", name);
-    h.Field("content", *content);
+    h.Field("content", content);
   }
   return h.Hex();
 }
@@ -277,13 +277,12 @@ absl::StatusOr<std::string> Memoized(
   const int64_t racy_ns = racy_window.count();
   auto files = list();
   if (!files.ok()) return files.status();
-  absl::StatusOr<std::string> stats = MetadataDigest(*files, racy_ns, &racy, !tree);
-  if (!stats.ok()) return stats.status();
+  JITD_ASSIGN_OR_RETURN(std::string stats, MetadataDigest(*files, racy_ns, &racy, !tree));
   {
     std::ifstream in(memo_file);
     std::string header, digest, fingerprint;
     if (std::getline(in, header) && std::getline(in, digest) && std::getline(in, fingerprint) &&
-        header == kMemoHeader && digest == *stats && fingerprint.size() == 64) {
+        header == kMemoHeader && digest == stats && fingerprint.size() == 64) {
       return fingerprint;
     }
   }
@@ -294,22 +293,21 @@ absl::StatusOr<std::string> Memoized(
   auto again = list();
   if (!again.ok()) return fingerprint;
   absl::StatusOr<std::string> after = MetadataDigest(*again, racy_ns, &racy, !tree);
-  if (!after.ok() || *after != *stats || racy) return fingerprint;
+  if (!after.ok() || *after != stats || racy) return fingerprint;
   if (!MakePrivateDirs(memo_file.parent_path()).ok()) return fingerprint;
   // A memo is a hint: one lost to a crash is recomputed, so no fsync; a
   // failed write leaves the old one (or none).
   files::AtomicWrite how;
   how.sync = false;
-  (void)files::WriteFileAtomically(memo_file, Cat(kMemoHeader, "\n", *stats, "\n", *fingerprint, "\n"), how);
+  (void)files::WriteFileAtomically(memo_file, Cat(kMemoHeader, "\n", stats, "\n", *fingerprint, "\n"), how);
   return fingerprint;
 }
 
 }  // namespace
 
 absl::StatusOr<std::string> TreeFingerprint(const fs::path& dir) {
-  auto files = TreeFiles(dir);
-  if (!files.ok()) return files.status();
-  return ContentDigest(*files, /*skip_non_regular=*/true);
+  JITD_ASSIGN_OR_RETURN(auto files, TreeFiles(dir));
+  return ContentDigest(files, /*skip_non_regular=*/true);
 }
 
 absl::StatusOr<std::string> MemoizedTreeFingerprint(const fs::path& dir, const fs::path& memo_file,
@@ -330,9 +328,8 @@ absl::StatusOr<std::string> MemoizedFilesFingerprint(const std::vector<fs::path>
 
 absl::StatusOr<std::string> TreeMetadataDigest(const fs::path& dir, std::chrono::nanoseconds racy_window,
                                                bool* recent) {
-  auto files = TreeFiles(dir);
-  if (!files.ok()) return files.status();
-  return MetadataDigest(*files, racy_window.count(), recent, /*missing_is_error=*/false);
+  JITD_ASSIGN_OR_RETURN(auto files, TreeFiles(dir));
+  return MetadataDigest(files, racy_window.count(), recent, /*missing_is_error=*/false);
 }
 
 absl::StatusOr<std::string> FilesMetadataDigest(const std::vector<fs::path>& files,

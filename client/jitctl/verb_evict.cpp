@@ -2,6 +2,7 @@
 #include "absl/strings/str_format.h"
 #include "entry_table.h"
 #include "human_format.h"
+#include "jitd/base/status.h"
 #include "json_output.h"
 #include "verb.h"
 
@@ -54,18 +55,17 @@ class EvictVerb final : public Verb {
   }
 
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
-    absl::StatusOr<v1::EvictResponse> response = client.Evict(request_);
-    if (!response.ok()) return response.status();
+    JITD_ASSIGN_OR_RETURN(v1::EvictResponse response, client.Evict(request_));
     if (output.json) {
-      output.out << ToJson(*response);
+      output.out << ToJson(response);
       return 0;
     }
-    if (response->evicted_size() > 0) PrintEntryTable(output.out, response->evicted());
+    if (response.evicted_size() > 0) PrintEntryTable(output.out, response.evicted());
     output.out << absl::StrFormat("%s %d entries (%s); the cache %s %d entries (%s)\n",
-                                  response->dry_run() ? "would evict" : "evicted", response->evicted_entries(),
-                                  FormatBytes(response->evicted_bytes()),
-                                  response->dry_run() ? "would keep" : "now holds", response->remaining_entries(),
-                                  FormatBytes(response->remaining_bytes()));
+                                  response.dry_run() ? "would evict" : "evicted", response.evicted_entries(),
+                                  FormatBytes(response.evicted_bytes()),
+                                  response.dry_run() ? "would keep" : "now holds", response.remaining_entries(),
+                                  FormatBytes(response.remaining_bytes()));
     return 0;
   }
 

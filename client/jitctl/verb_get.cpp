@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "human_format.h"
+#include "jitd/base/status.h"
 #include "json_output.h"
 #include "table.h"
 #include "verb.h"
@@ -110,9 +111,8 @@ class GetVerb final : public Verb {
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
     // Through the library's kernel path: the arch default, path delivery
     // and (with JITD_FALLBACK_CACHE_DIR) the read-only fallback.
-    absl::StatusOr<std::shared_ptr<const KernelBinary>> binary = client.GetKernelBinary(spec_, mode_value_);
-    if (!binary.ok()) return binary.status();
-    const KernelBinary& answer = **binary;
+    JITD_ASSIGN_OR_RETURN(std::shared_ptr<const KernelBinary> binary, client.GetKernelBinary(spec_, mode_value_));
+    const KernelBinary& answer = *binary;
     if (!output_path_.empty() && answer.source != v1::GetKernelResponse::NONE) {
       if (const std::string why = WriteFile(output_path_, answer.cubin); !why.empty()) {
         std::cerr << "jitctl: get: the daemon answered, but the cubin cannot be written to " << output_path_ << ": "

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 #include "json_output.h"
 #include "verb.h"
 
@@ -39,9 +40,8 @@ absl::StatusOr<std::chrono::milliseconds> ParseTimeout(const std::string& text) 
     }
     timeout = std::chrono::milliseconds(count);
   } else {
-    absl::StatusOr<std::chrono::seconds> seconds = ParseDuration(text);
-    if (!seconds.ok()) return seconds.status();
-    timeout = *seconds;
+    JITD_ASSIGN_OR_RETURN(std::chrono::seconds seconds, ParseDuration(text));
+    timeout = seconds;
   }
   if (timeout.count() <= 0) return absl::InvalidArgumentError(absl::StrCat("'", text, "': must be more than 0"));
   return timeout;
@@ -72,9 +72,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const CLI:
        {std::tuple{&ca, &ssl.pem_root_certs, "TLS CA"}, std::tuple{&cert, &ssl.pem_cert_chain, "TLS certificate"},
         std::tuple{&key, &ssl.pem_private_key, "TLS key"}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> pem = files::ReadPemFile(*path, what);
-    if (!pem.ok()) return pem.status();
-    *field = *std::move(pem);
+    JITD_ASSIGN_OR_RETURN(std::string pem, files::ReadPemFile(*path, what));
+    *field = std::move(pem);
   }
   return grpc::SslCredentials(ssl);
 }
@@ -116,9 +115,8 @@ class HealthVerb final : public Verb {
 
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
     const std::string& endpoint = client.endpoint();
-    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = Credentials(*app_, endpoint);
-    if (!credentials.ok()) return credentials.status();
-    std::unique_ptr<Health::Stub> stub = Health::NewStub(grpc::CreateChannel(endpoint, *credentials));
+    JITD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials, Credentials(*app_, endpoint));
+    std::unique_ptr<Health::Stub> stub = Health::NewStub(grpc::CreateChannel(endpoint, credentials));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout_);
     HealthCheckRequest request;

@@ -1,6 +1,7 @@
 // `jitctl kernels`: the kernels the daemon's manifest registers.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "jitd/base/status.h"
 #include "json_output.h"
 #include "table.h"
 #include "verb.h"
@@ -40,14 +41,13 @@ class KernelsVerb final : public Verb {
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
     v1::ListKernelsRequest request;
     request.set_glob(glob_);
-    absl::StatusOr<v1::ListKernelsResponse> response = client.ListKernels(request);
-    if (!response.ok()) return response.status();
+    JITD_ASSIGN_OR_RETURN(v1::ListKernelsResponse response, client.ListKernels(request));
     if (output.json) {
-      output.out << ToJson(*response);
+      output.out << ToJson(response);
       return 0;
     }
     if (long_) {
-      for (const v1::KernelInfo& kernel : response->kernels()) {
+      for (const v1::KernelInfo& kernel : response.kernels()) {
         output.out << kernel.name() << '\n';
         std::vector<std::pair<std::string, std::string>> fields = {
             {"  what", kernel.description()},
@@ -63,20 +63,20 @@ class KernelsVerb final : public Verb {
         Table::PrintRecord(output.out, fields);
         output.out << '\n';
       }
-      output.out << response->kernels_size() << (response->kernels_size() == 1 ? " kernel" : " kernels")
-                 << "; default arch " << response->default_arch()
-                 << "; supported: " << absl::StrJoin(response->supported_archs(), " ") << '\n';
+      output.out << response.kernels_size() << (response.kernels_size() == 1 ? " kernel" : " kernels")
+                 << "; default arch " << response.default_arch()
+                 << "; supported: " << absl::StrJoin(response.supported_archs(), " ") << '\n';
       return 0;
     }
     Table table({{"KERNEL"}, {"PARAMS (* = default)"}, {"INSTANTIATIONS", Table::Align::kRight}, {"DESCRIPTION"}});
-    for (const v1::KernelInfo& kernel : response->kernels()) {
+    for (const v1::KernelInfo& kernel : response.kernels()) {
       table.AddRow(
           {kernel.name(), DescribeParams(kernel), absl::StrCat(kernel.instantiations()), kernel.description()});
     }
     table.Print(output.out);
-    output.out << response->kernels_size() << (response->kernels_size() == 1 ? " kernel" : " kernels")
-               << "; default arch " << response->default_arch()
-               << "; supported: " << absl::StrJoin(response->supported_archs(), " ") << '\n'
+    output.out << response.kernels_size() << (response.kernels_size() == 1 ? " kernel" : " kernels")
+               << "; default arch " << response.default_arch()
+               << "; supported: " << absl::StrJoin(response.supported_archs(), " ") << '\n'
                << "Signatures and launch rules: jitctl kernels -l [GLOB]\n";
     return 0;
   }

@@ -1,6 +1,7 @@
 // `jitctl ls`: the entries of the daemon's on-disk cache.
 #include "entry_table.h"
 #include "human_format.h"
+#include "jitd/base/status.h"
 #include "json_output.h"
 #include "verb.h"
 
@@ -22,16 +23,15 @@ class LsVerb final : public Verb {
     request.set_kernel_glob(kernel_glob_);
     request.set_arch(arch_);
     request.set_limit(limit_);
-    absl::StatusOr<v1::ListEntriesResponse> response = client.ListEntries(request);
-    if (!response.ok()) return response.status();
+    JITD_ASSIGN_OR_RETURN(v1::ListEntriesResponse response, client.ListEntries(request));
     if (output.json) {
-      output.out << ToJson(*response);
+      output.out << ToJson(response);
       return 0;
     }
-    PrintEntryTable(output.out, response->entries());
+    PrintEntryTable(output.out, response.entries());
     uint64_t bytes = 0;
-    for (const v1::EntryInfo& entry : response->entries()) bytes += entry.size_bytes();
-    output.out << response->entries_size() << " of " << response->total() << " entries, " << FormatBytes(bytes)
+    for (const v1::EntryInfo& entry : response.entries()) bytes += entry.size_bytes();
+    output.out << response.entries_size() << " of " << response.total() << " entries, " << FormatBytes(bytes)
                << " in blob files\n";
     return 0;
   }

@@ -2,6 +2,7 @@
 // request path and compile workers have done since it started.
 #include "absl/strings/str_format.h"
 #include "human_format.h"
+#include "jitd/base/status.h"
 #include "json_output.h"
 #include "table.h"
 #include "verb.h"
@@ -69,30 +70,29 @@ class StatsVerb final : public Verb {
   }
 
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
-    absl::StatusOr<v1::StatsResponse> stats = client.Stats();
-    if (!stats.ok()) return stats.status();
+    JITD_ASSIGN_OR_RETURN(v1::StatsResponse stats, client.Stats());
     if (output.json) {
-      output.out << ToJson(*stats);
+      output.out << ToJson(stats);
       return 0;
     }
     Table::PrintRecord(
         output.out,
-        {{"cache dir", stats->cache_dir()},
-         {"entries", absl::StrFormat("%d (%d pinned)", stats->entries(), stats->pinned_entries())},
-         {"size", absl::StrFormat("%s (%s pinned)", FormatBytes(stats->bytes()), FormatBytes(stats->pinned_bytes()))},
-         {"budget", Budget(*stats)},
-         {"hits / misses", HitRate(*stats)},
-         {"evictions", absl::StrCat(stats->evictions())},
-         {"corrupt", absl::StrCat(stats->corrupt())},
-         {"publishes", absl::StrFormat("%d (%d failed)", stats->publishes(), stats->publish_failures())},
-         {"uptime", FormatSeconds(stats->uptime_s())},
-         {"kernels", Kernels(*stats)},
-         {"requests", Requests(*stats)},
-         {"hot cache", HotCache(*stats)},
-         {"compiles", Compiles(*stats)},
-         {"negative hits", absl::StrFormat("%d (compile failures answered from memory)", stats->negative_hits())},
-         {"workers", Workers(*stats)},
-         {"remote tier", stats->remote().empty() ? std::string("none") : Remote(*stats)}});
+        {{"cache dir", stats.cache_dir()},
+         {"entries", absl::StrFormat("%d (%d pinned)", stats.entries(), stats.pinned_entries())},
+         {"size", absl::StrFormat("%s (%s pinned)", FormatBytes(stats.bytes()), FormatBytes(stats.pinned_bytes()))},
+         {"budget", Budget(stats)},
+         {"hits / misses", HitRate(stats)},
+         {"evictions", absl::StrCat(stats.evictions())},
+         {"corrupt", absl::StrCat(stats.corrupt())},
+         {"publishes", absl::StrFormat("%d (%d failed)", stats.publishes(), stats.publish_failures())},
+         {"uptime", FormatSeconds(stats.uptime_s())},
+         {"kernels", Kernels(stats)},
+         {"requests", Requests(stats)},
+         {"hot cache", HotCache(stats)},
+         {"compiles", Compiles(stats)},
+         {"negative hits", absl::StrFormat("%d (compile failures answered from memory)", stats.negative_hits())},
+         {"workers", Workers(stats)},
+         {"remote tier", stats.remote().empty() ? std::string("none") : Remote(stats)}});
     return 0;
   }
 };

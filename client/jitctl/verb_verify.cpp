@@ -1,5 +1,6 @@
 // `jitctl verify`: the daemon reads every entry and checks its checksum.
 #include "absl/strings/str_cat.h"
+#include "jitd/base/status.h"
 #include "json_output.h"
 #include "table.h"
 #include "verb.h"
@@ -21,23 +22,22 @@ class VerifyVerb final : public Verb {
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
     v1::VerifyRequest request;
     request.set_repair(repair_);
-    absl::StatusOr<v1::VerifyResponse> report = client.Verify(request);
-    if (!report.ok()) return report.status();
+    JITD_ASSIGN_OR_RETURN(v1::VerifyResponse report, client.Verify(request));
     if (output.json) {
-      output.out << ToJson(*report);
+      output.out << ToJson(report);
     } else {
-      Table::PrintRecord(output.out, {{"checked", absl::StrCat(report->checked())},
-                                      {"ok", absl::StrCat(report->ok())},
-                                      {"corrupt", absl::StrCat(report->corrupt())},
-                                      {"missing blobs", absl::StrCat(report->missing_blobs())},
-                                      {"orphan blobs", absl::StrCat(report->orphan_blobs())},
-                                      {"repaired", absl::StrCat(report->repaired())},
-                                      {"index", report->index_integrity()}});
-      for (const std::string& problem : report->problems()) output.out << "problem: " << problem << '\n';
+      Table::PrintRecord(output.out, {{"checked", absl::StrCat(report.checked())},
+                                      {"ok", absl::StrCat(report.ok())},
+                                      {"corrupt", absl::StrCat(report.corrupt())},
+                                      {"missing blobs", absl::StrCat(report.missing_blobs())},
+                                      {"orphan blobs", absl::StrCat(report.orphan_blobs())},
+                                      {"repaired", absl::StrCat(report.repaired())},
+                                      {"index", report.index_integrity()}});
+      for (const std::string& problem : report.problems()) output.out << "problem: " << problem << '\n';
     }
-    const uint64_t problems = report->corrupt() + report->missing_blobs() + report->orphan_blobs();
-    const bool index_ok = report->index_integrity().empty() || report->index_integrity() == "ok";
-    return problems > report->repaired() || !index_ok ? 1 : 0;
+    const uint64_t problems = report.corrupt() + report.missing_blobs() + report.orphan_blobs();
+    const bool index_ok = report.index_integrity().empty() || report.index_integrity() == "ok";
+    return problems > report.repaired() || !index_ok ? 1 : 0;
   }
 
  private:

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "jitd/base/progress.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "json_output.h"
 #include "verb.h"
@@ -65,9 +66,8 @@ class WarmVerb final : public Verb {
     for (const std::string& arch : archs_) request_.add_archs(arch);
     request_.set_concurrency(concurrency_);
     if (!manifest_.empty()) {
-      absl::StatusOr<std::vector<v1::KernelSpec>> specs = LoadSpecFile(manifest_);
-      if (!specs.ok()) return specs.status();
-      for (v1::KernelSpec& spec : *specs) *request_.add_specs() = std::move(spec);
+      JITD_ASSIGN_OR_RETURN(std::vector<v1::KernelSpec> specs, LoadSpecFile(manifest_));
+      for (v1::KernelSpec& spec : specs) *request_.add_specs() = std::move(spec);
     }
     return absl::OkStatus();
   }

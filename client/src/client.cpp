@@ -79,9 +79,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
                                    std::tuple{&options.tls_cert_file, &ssl.pem_cert_chain, "TLS certificate"},
                                    std::tuple{&options.tls_key_file, &ssl.pem_private_key, "TLS key"}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> pem = files::ReadPemFile(*path, what);
-    if (!pem.ok()) return pem.status();
-    *field = *std::move(pem);
+    JITD_ASSIGN_OR_RETURN(std::string pem, files::ReadPemFile(*path, what));
+    *field = std::move(pem);
   }
   return grpc::SslCredentials(ssl);
 }
@@ -306,9 +305,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
     token = ReadSocketAdminToken(options.endpoint.substr(5));
     if (token.ok()) options.admin_token = *std::move(token);
   }
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = ChannelCredentialsFor(options);
-  if (!credentials.ok()) return credentials.status();
-  auto impl = std::make_unique<Impl>(options, *std::move(credentials));
+  JITD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials, ChannelCredentialsFor(options));
+  auto impl = std::make_unique<Impl>(options, std::move(credentials));
   impl->socket_token_unread_ = token.status();
   if (check_reachable) {
     // The local path's preface proves a daemon is there (one round trip,

@@ -8,6 +8,7 @@
 #include "client_impl.h"
 #include "cuda_driver.h"
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/blob.h"
 
@@ -60,12 +61,11 @@ KernelBinary Describe(const v1::GetKernelResponse& response) {
 // DATA_LOSS when the file is not the verified blob of the answer's key;
 // other errors mean the file could not be read.
 absl::StatusOr<KernelBinary> ReadDeliveredBlob(const v1::GetKernelResponse& response) {
-  absl::StatusOr<std::string> bytes = files::ReadWholeFile(response.blob_path());
-  if (!bytes.ok()) return bytes.status();
+  JITD_ASSIGN_OR_RETURN(std::string bytes, files::ReadWholeFile(response.blob_path()));
   cache::EntryMeta meta;
   KernelBinary binary = Describe(response);
   const std::string what = Cat("blob ", response.blob_path(), " (key ", response.key(), ")");
-  if (absl::Status decoded = cache::DecodeBlob(*bytes, &meta, &binary.cubin); !decoded.ok()) {
+  if (absl::Status decoded = cache::DecodeBlob(bytes, &meta, &binary.cubin); !decoded.ok()) {
     return absl::DataLossError(Cat(what, " failed verification: ", decoded.message(), "; not served"));
   }
   if (meta.key != response.key()) {
@@ -169,12 +169,10 @@ absl::StatusOr<std::shared_ptr<const KernelBinary>> Client::GetKernelBinary(cons
 }
 
 absl::StatusOr<std::shared_ptr<const Module>> Client::GetKernel(const KernelSpec& spec) {
-  absl::StatusOr<const client_detail::CudaDriver*> driver = client_detail::GetCudaDriver();
-  if (!driver.ok()) return driver.status();
-  absl::StatusOr<cuda::CUcontext> context = client_detail::CurrentOrPrimaryContext(**driver);
-  if (!context.ok()) return context.status();
+  JITD_ASSIGN_OR_RETURN(const client_detail::CudaDriver* driver, client_detail::GetCudaDriver());
+  JITD_ASSIGN_OR_RETURN(cuda::CUcontext context, client_detail::CurrentOrPrimaryContext(*driver));
   const KernelSpec filled = WithDefaultArch(spec);
-  const std::string memo_key = Cat(client_detail::ContextId(**driver, *context), "/", CanonicalSpec(filled));
+  const std::string memo_key = Cat(client_detail::ContextId(*driver, context), "/", CanonicalSpec(filled));
   using Memo = client_detail::SingleFlightMemo<Module>;
   return impl_->modules_.Get(memo_key, [&]() -> Memo::Produced {
     absl::StatusOr<std::shared_ptr<const KernelBinary>> binary = GetKernelBinary(filled);

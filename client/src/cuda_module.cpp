@@ -14,9 +14,8 @@ using text::Cat;
 absl::Status CudaDriverStatus() { return GetCudaDriver().status(); }
 
 absl::StatusOr<std::string> CurrentDeviceArch() {
-  absl::StatusOr<const CudaDriver*> driver = GetCudaDriver();
-  if (!driver.ok()) return driver.status();
-  const CudaDriver& d = **driver;
+  JITD_ASSIGN_OR_RETURN(const CudaDriver* driver, GetCudaDriver());
+  const CudaDriver& d = *driver;
   cuda::CUcontext context = nullptr;
   JITD_RETURN_IF_ERROR(d.Check("cuCtxGetCurrent", d.cuCtxGetCurrent(&context)));
   client_detail::CUdevice device = 0;
@@ -42,13 +41,11 @@ absl::StatusOr<std::string> CurrentDeviceArch() {
 
 absl::StatusOr<std::unique_ptr<Module>> Module::Load(std::string_view cubin, std::vector<KernelSymbol> symbols,
                                                      std::string key) {
-  absl::StatusOr<const CudaDriver*> driver = GetCudaDriver();
-  if (!driver.ok()) return driver.status();
-  const CudaDriver& d = **driver;
+  JITD_ASSIGN_OR_RETURN(const CudaDriver* driver, GetCudaDriver());
+  const CudaDriver& d = *driver;
   const std::string what = key.empty() ? std::string("cubin") : Cat("cubin ", key);
   if (cubin.empty()) return absl::InvalidArgumentError(Cat("cannot load an empty ", what));
-  absl::StatusOr<cuda::CUcontext> context = client_detail::CurrentOrPrimaryContext(d);
-  if (!context.ok()) return context.status();
+  JITD_ASSIGN_OR_RETURN(cuda::CUcontext context, client_detail::CurrentOrPrimaryContext(d));
   // A cubin is an ELF file that carries its own size, and the driver reads
   // no further; anything else (PTX, say) is read as NUL-terminated text,
   // which a string_view need not be.
@@ -77,8 +74,7 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(std::string_view cubin, std
     }
     functions.push_back(function);
   }
-  return std::unique_ptr<Module>(
-      new Module(module, *context, std::move(symbols), std::move(functions), std::move(key)));
+  return std::unique_ptr<Module>(new Module(module, context, std::move(symbols), std::move(functions), std::move(key)));
 }
 
 Module::Module(cuda::CUmodule module, cuda::CUcontext context, std::vector<KernelSymbol> symbols,

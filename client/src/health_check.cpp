@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grpc_status.h"
+#include "jitd/base/status.h"
 
 namespace jitd::client_detail {
 namespace {
@@ -66,9 +67,8 @@ absl::StatusOr<bool> CheckServing(const std::shared_ptr<grpc::Channel>& channel,
   while (queue.Next(&tag, &ok)) {
   }
   if (!status.ok()) return FromGrpcStatus(status, endpoint);
-  absl::StatusOr<uint64_t> serving_status = DecodeServingStatus(response);
-  if (!serving_status.ok()) return serving_status.status();
-  return *serving_status == kServing;
+  JITD_ASSIGN_OR_RETURN(uint64_t serving_status, DecodeServingStatus(response));
+  return serving_status == kServing;
 }
 
 }  // namespace jitd::client_detail

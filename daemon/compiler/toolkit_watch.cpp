@@ -89,14 +89,13 @@ absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include
                        : cache::MemoizedTreeFingerprint(include_dir, memo_dir / kToolkitHeadersMemo);
   if (!headers.ok()) return headers.status();
   id.headers_fingerprint = *headers;
-  absl::StatusOr<std::vector<fs::path>> libraries = NvrtcLibraryFiles();
-  if (!libraries.ok()) return libraries.status();
+  JITD_ASSIGN_OR_RETURN(std::vector<fs::path> libraries, NvrtcLibraryFiles());
   absl::StatusOr<std::string> nvrtc = memo_dir.empty()
-                                          ? cache::FilesFingerprint(*libraries)
-                                          : cache::MemoizedFilesFingerprint(*libraries, memo_dir / kNvrtcLibrariesMemo);
+                                          ? cache::FilesFingerprint(libraries)
+                                          : cache::MemoizedFilesFingerprint(libraries, memo_dir / kNvrtcLibrariesMemo);
   if (!nvrtc.ok()) return nvrtc.status();
   id.nvrtc_library_fingerprint = *nvrtc;
-  for (const fs::path& p : *libraries) id.nvrtc_libraries.push_back(fs::weakly_canonical(p, ec));
+  for (const fs::path& p : libraries) id.nvrtc_libraries.push_back(fs::weakly_canonical(p, ec));
   id.fingerprint =
       Sha256Hex("jitd-toolkit 1\nheaders " + id.headers_fingerprint + "\nnvrtc " + id.nvrtc_library_fingerprint + "\n");
   return id;
@@ -256,12 +255,10 @@ absl::StatusOr<std::string> ToolkitWatch::Metadata(bool* recent) const {
   absl::StatusOr<std::string> headers =
       cache::TreeMetadataDigest(options_.include_dir, options_.settle, &headers_recent);
   if (!headers.ok()) return headers.status();
-  absl::StatusOr<std::vector<fs::path>> libraries = NvrtcLibraryFiles();
-  if (!libraries.ok()) return libraries.status();
-  absl::StatusOr<std::string> nvrtc = cache::FilesMetadataDigest(*libraries, options_.settle, &libraries_recent);
-  if (!nvrtc.ok()) return nvrtc.status();
+  JITD_ASSIGN_OR_RETURN(std::vector<fs::path> libraries, NvrtcLibraryFiles());
+  JITD_ASSIGN_OR_RETURN(std::string nvrtc, cache::FilesMetadataDigest(libraries, options_.settle, &libraries_recent));
   if (recent != nullptr) *recent = headers_recent || libraries_recent;
-  return *headers + ":" + *nvrtc;
+  return *headers + ":" + nvrtc;
 }
 
 absl::Status ToolkitWatch::Fingerprint() {
@@ -280,20 +277,17 @@ absl::Status ToolkitWatch::Fingerprint() {
     }
     last_full_pass_ = Clock::now();
     bool recent = false;
-    absl::StatusOr<std::string> before = Metadata(&recent);
-    if (!before.ok()) return before.status();
+    JITD_ASSIGN_OR_RETURN(std::string before, Metadata(&recent));
     if (recent) {
       std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::milliseconds>(options_.settle) / 4 +
                                   std::chrono::milliseconds(1));
       continue;
     }
-    absl::StatusOr<ToolkitIdentity> id = ToolkitIdentity::Compute(options_.include_dir, options_.memo_dir);
-    if (!id.ok()) return id.status();
-    absl::StatusOr<std::string> after = Metadata(nullptr);
-    if (!after.ok()) return after.status();
-    if (*after != *before) continue;  // changed while it was read
-    identity_ = *std::move(id);
-    metadata_ = *before;
+    JITD_ASSIGN_OR_RETURN(ToolkitIdentity id, ToolkitIdentity::Compute(options_.include_dir, options_.memo_dir));
+    JITD_ASSIGN_OR_RETURN(std::string after, Metadata(nullptr));
+    if (after != before) continue;  // changed while it was read
+    identity_ = std::move(id);
+    metadata_ = before;
     return absl::OkStatus();
   }
   return absl::UnavailableError("the CUDA toolkit under " + options_.include_dir.string() +

@@ -1,5 +1,6 @@
 // Loading the kernels directory into memory.
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 #include "manifest.h"
@@ -24,14 +25,12 @@ absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::pat
        it.increment(ec)) {
     if (!it->is_regular_file()) continue;
     // Checked: a file that cannot be read must not become an empty header.
-    absl::StatusOr<std::string> content = files::ReadWholeFile(it->path());
-    if (!content.ok()) return content.status();
-    tree->files_[it->path().lexically_relative(dir).generic_string()] = *std::move(content);
+    JITD_ASSIGN_OR_RETURN(std::string content, files::ReadWholeFile(it->path()));
+    tree->files_[it->path().lexically_relative(dir).generic_string()] = std::move(content);
   }
   if (ec) return absl::FailedPreconditionError(Cat("cannot read ", dir.string(), ": ", ec.message()));
-  auto manifest = Manifest::Parse(tree->files_["kernels.toml"], (dir / "kernels.toml").string());
-  if (!manifest.ok()) return manifest.status();
-  tree->manifest_ = std::move(*manifest);
+  JITD_ASSIGN_OR_RETURN(auto manifest, Manifest::Parse(tree->files_["kernels.toml"], (dir / "kernels.toml").string()));
+  tree->manifest_ = std::move(manifest);
   for (const auto& k : tree->manifest_.kernels) {
     if (!tree->files_.count(k.source)) {
       return absl::InvalidArgumentError(Cat((dir / "kernels.toml").string(), ":", k.line, ": kernel ", k.name,

@@ -63,13 +63,11 @@ absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& ori
   std::string context = Cat("a parameter of kernel ", kernel);
   JITD_RETURN_IF_ERROR(CheckKeys(t, {"name", "type", "values", "default"}, origin, context));
   ParamDef p;
-  auto name = String(t, "name", origin, context, true);
-  if (!name.ok()) return name.status();
-  p.name = *name;
+  JITD_ASSIGN_OR_RETURN(auto name, String(t, "name", origin, context, true));
+  p.name = name;
   context = Cat("parameter '", p.name, "' of kernel ", kernel);
-  auto type = String(t, "type", origin, context, true);
-  if (!type.ok()) return type.status();
-  p.type = *type;
+  JITD_ASSIGN_OR_RETURN(auto type, String(t, "type", origin, context, true));
+  p.type = type;
   if (p.type != "dtype" && p.type != "enum" && p.type != "int") {
     return Bad(origin, t.source(), Cat(context, ": type must be dtype, enum or int, not '", p.type, "'"));
   }
@@ -93,12 +91,11 @@ absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& ori
     std::sort(p.values.begin(), p.values.end(),
               [](const auto& a, const auto& b) { return std::stoll(a.first) < std::stoll(b.first); });
   }
-  auto def = String(t, "default", origin, context, false);
-  if (!def.ok()) return def.status();
+  JITD_ASSIGN_OR_RETURN(auto def, String(t, "default", origin, context, false));
   if (t.get("default")) {
-    bool known = std::any_of(p.values.begin(), p.values.end(), [&](const auto& v) { return v.first == *def; });
-    if (!known) return Bad(origin, t.source(), Cat(context, ": default '", *def, "' is not one of its values"));
-    p.default_value = *def;
+    bool known = std::any_of(p.values.begin(), p.values.end(), [&](const auto& v) { return v.first == def; });
+    if (!known) return Bad(origin, t.source(), Cat(context, ": default '", def, "' is not one of its values"));
+    p.default_value = def;
   }
   return p;
 }
@@ -112,37 +109,30 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   }
   KernelDef k;
   k.line = static_cast<int>(t.source().begin.line);
-  auto name = String(t, "name", origin, "a [[kernel]]", true);
-  if (!name.ok()) return name.status();
-  k.name = *name;
+  JITD_ASSIGN_OR_RETURN(auto name, String(t, "name", origin, "a [[kernel]]", true));
+  k.name = name;
   std::string context = Cat("kernel ", k.name);
-  auto source = String(t, "source", origin, context, true);
-  if (!source.ok()) return source.status();
-  k.source = *source;
+  JITD_ASSIGN_OR_RETURN(auto source, String(t, "source", origin, context, true));
+  k.source = source;
   if (k.source.empty() || k.source.front() == '/' || k.source.find("..") != std::string::npos) {
     return Bad(origin, t.source(), Cat(context, ": source must be a path inside the kernels directory"));
   }
-  auto description = String(t, "description", origin, context, false);
-  if (!description.ok()) return description.status();
-  k.description = *description;
-  auto signature = String(t, "signature", origin, context, false);
-  if (!signature.ok()) return signature.status();
-  k.signature = *signature;
+  JITD_ASSIGN_OR_RETURN(auto description, String(t, "description", origin, context, false));
+  k.description = description;
+  JITD_ASSIGN_OR_RETURN(auto signature, String(t, "signature", origin, context, false));
+  k.signature = signature;
   if (!k.signature.empty()) {
     if (auto args = DeclaredArgs(k.signature); !args.ok()) {
       return Bad(origin, t.get("signature")->source(), Cat(context, ": ", args.status().message()));
     }
   }
-  auto launch = String(t, "launch", origin, context, false);
-  if (!launch.ok()) return launch.status();
-  k.launch = *launch;
-  auto exprs = Strings(t, "name_expressions", origin, context);
-  if (!exprs.ok()) return exprs.status();
-  k.name_expressions = *exprs;
+  JITD_ASSIGN_OR_RETURN(auto launch, String(t, "launch", origin, context, false));
+  k.launch = launch;
+  JITD_ASSIGN_OR_RETURN(auto exprs, Strings(t, "name_expressions", origin, context));
+  k.name_expressions = exprs;
   if (k.name_expressions.empty()) return Bad(origin, t.source(), Cat(context, " needs at least one name expression"));
-  auto options = Strings(t, "options", origin, context);
-  if (!options.ok()) return options.status();
-  k.options = *options;
+  JITD_ASSIGN_OR_RETURN(auto options, Strings(t, "options", origin, context));
+  k.options = options;
   if (const toml::node* pch = t.get("pch")) {
     if (!pch->is_boolean()) return Bad(origin, pch->source(), Cat("'pch' in ", context, " must be true or false"));
     k.pch = *pch->value<bool>();
@@ -153,13 +143,12 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
     for (const auto& p : *a) {
       const toml::table* pt = p.as_table();
       if (!pt) return Bad(origin, p.source(), Cat("'params' of ", context, " must be [[kernel.params]] tables"));
-      auto param = ParseParam(*pt, origin, k.name);
-      if (!param.ok()) return param.status();
+      JITD_ASSIGN_OR_RETURN(auto param, ParseParam(*pt, origin, k.name));
       for (const auto& other : k.params) {
-        if (other.name == param->name)
-          return Bad(origin, p.source(), Cat(context, ": parameter '", param->name, "' twice"));
+        if (other.name == param.name)
+          return Bad(origin, p.source(), Cat(context, ": parameter '", param.name, "' twice"));
       }
-      k.params.push_back(std::move(*param));
+      k.params.push_back(std::move(param));
     }
   }
   // Every {placeholder} must name a parameter, and every parameter must be
@@ -205,19 +194,17 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
     const toml::table* t = defaults->as_table();
     if (!t) return Bad(origin, defaults->source(), "[defaults] must be a table");
     JITD_RETURN_IF_ERROR(CheckKeys(*t, {"options"}, origin, "[defaults]"));
-    auto options = Strings(*t, "options", origin, "[defaults]");
-    if (!options.ok()) return options.status();
-    m.default_options = *options;
+    JITD_ASSIGN_OR_RETURN(auto options, Strings(*t, "options", origin, "[defaults]"));
+    m.default_options = options;
   }
   const toml::node* kernels = root.get("kernel");
   if (!kernels || !kernels->is_array_of_tables()) {
     return absl::InvalidArgumentError(Cat(origin, ": no [[kernel]] tables"));
   }
   for (const auto& node : *kernels->as_array()) {
-    auto k = ParseKernel(*node.as_table(), origin);
-    if (!k.ok()) return k.status();
-    if (m.Find(k->name)) return Bad(origin, node.source(), Cat("kernel ", k->name, " is listed twice"));
-    m.kernels.push_back(std::move(*k));
+    JITD_ASSIGN_OR_RETURN(auto k, ParseKernel(*node.as_table(), origin));
+    if (m.Find(k.name)) return Bad(origin, node.source(), Cat("kernel ", k.name, " is listed twice"));
+    m.kernels.push_back(std::move(k));
   }
   return m;
 }

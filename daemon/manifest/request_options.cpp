@@ -5,6 +5,7 @@
 #include <charconv>
 #include <map>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "manifest.h"
 
@@ -149,15 +150,14 @@ absl::StatusOr<std::vector<std::string>> CanonicalRequestOptions(const std::vect
   std::map<std::string, std::string> macros;
   std::map<std::string, std::string> bools;
   for (const auto& o : options) {
-    auto c = Canonical(o, macros);
-    if (!c.ok()) return c.status();
-    if (size_t eq = c->find('='); eq != std::string::npos && c->substr(0, 2) == "--") {
-      auto [it, inserted] = bools.emplace(c->substr(0, eq), *c);
-      if (!inserted && it->second != *c) {
-        return absl::InvalidArgumentError(Cat("options ", it->second, " and ", *c, " contradict each other"));
+    JITD_ASSIGN_OR_RETURN(auto c, Canonical(o, macros));
+    if (size_t eq = c.find('='); eq != std::string::npos && c.substr(0, 2) == "--") {
+      auto [it, inserted] = bools.emplace(c.substr(0, eq), c);
+      if (!inserted && it->second != c) {
+        return absl::InvalidArgumentError(Cat("options ", it->second, " and ", c, " contradict each other"));
       }
     }
-    out.push_back(std::move(*c));
+    out.push_back(std::move(c));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -135,9 +135,8 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   out.params = CanonicalParams(chosen);
   out.arch = req.arch.empty() ? default_arch_ : req.arch;
   JITD_RETURN_IF_ERROR(ValidateArch(out.arch, toolchain_));
-  auto options = CanonicalRequestOptions(req.options);
-  if (!options.ok()) return options.status();
-  out.request_options = *options;
+  JITD_ASSIGN_OR_RETURN(auto options, CanonicalRequestOptions(req.options));
+  out.request_options = options;
 
   compiler::CompileJob& job = out.job;
   job.program_name = def->source;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 #include "manifest.h"
@@ -31,9 +32,8 @@ std::string SupportedSummary(const Toolchain& t) {
 
 absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_include,
                                             const std::filesystem::path& memo_dir) {
-  absl::StatusOr<compiler::ToolkitIdentity> identity = compiler::ToolkitIdentity::Compute(cuda_include, memo_dir);
-  if (!identity.ok()) return identity.status();
-  return FromIdentity(*identity);
+  JITD_ASSIGN_OR_RETURN(compiler::ToolkitIdentity identity, compiler::ToolkitIdentity::Compute(cuda_include, memo_dir));
+  return FromIdentity(identity);
 }
 
 absl::StatusOr<Toolchain> Toolchain::FromIdentity(const compiler::ToolkitIdentity& identity) {
@@ -92,14 +92,13 @@ absl::StatusOr<ArchName> ParseArchName(std::string_view arch) {
 
 absl::Status ValidateArch(std::string_view arch, const Toolchain& t) {
   const std::string hint = Cat("; ", SupportedSummary(t));
-  absl::StatusOr<ArchName> name = ParseArchSpelling(arch, hint);
-  if (!name.ok()) return name.status();
+  JITD_ASSIGN_OR_RETURN(ArchName name, ParseArchSpelling(arch, hint));
   auto bad = [&](std::string_view why) { return absl::InvalidArgumentError(Cat("arch '", arch, "' ", why, hint)); };
-  if (std::find(t.archs.begin(), t.archs.end(), name->number) == t.archs.end()) return bad("is not supported");
-  if (name->suffix == 'a' && name->number < kFirstArchSpecific) {
+  if (std::find(t.archs.begin(), t.archs.end(), name.number) == t.archs.end()) return bad("is not supported");
+  if (name.suffix == 'a' && name.number < kFirstArchSpecific) {
     return bad("has no architecture-specific ('a') variant");
   }
-  if (name->suffix == 'f' && name->number < kFirstFamilySpecific) return bad("has no family-specific ('f') variant");
+  if (name.suffix == 'f' && name.number < kFirstFamilySpecific) return bad("has no family-specific ('f') variant");
   return absl::OkStatus();
 }
 

@@ -36,7 +36,6 @@ ALLOWED = {
     "daemon/serving/kernel_service.cpp:AskFleet": "the fleet single flight: lease, wait, take or compile",
     "daemon/compiler/nvrtc_program.cpp:CompileInProcess": "NVRTC's calls in the order its API requires",
     "cache/blob/src/blob_format.cpp:DecodeBlob": "the blob format's fields in file order, each checked",
-    "daemon/manifest/manifest.cpp:ParseKernel": "one [[kernel]] table, key by key, each with its error",
 }
 
 SKIP_STARTS = ("//", "#", "namespace", "}", "{", "using", "template", "class ", "struct ", "enum ", "extern",

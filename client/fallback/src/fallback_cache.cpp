@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/blob.h"
 #include "jitd/client_fallback.h"
@@ -128,11 +129,9 @@ class FallbackCache final : public KernelFallback {
     }
     if (!db.ok()) return db.status();
     sqlite3_busy_timeout(db->get(), 2000);
-    absl::StatusOr<Statement> version = db->Prepare("SELECT version FROM schema_version");
-    if (!version.ok()) return version.status();
-    absl::StatusOr<bool> has = version->Step();
-    if (!has.ok()) return has.status();
-    schema_version_ = *has ? version->Int(0) : 0;
+    JITD_ASSIGN_OR_RETURN(Statement version, db->Prepare("SELECT version FROM schema_version"));
+    JITD_ASSIGN_OR_RETURN(bool has, version.Step());
+    schema_version_ = has ? version.Int(0) : 0;
     if (schema_version_ < 1) return absl::FailedPreconditionError("index.sqlite has no schema version");
     db_ = *std::move(db);
     return &db_;
@@ -140,22 +139,20 @@ class FallbackCache final : public KernelFallback {
 
   absl::StatusOr<std::vector<Row>> Rows(const std::string& kernel, const std::string& params, const std::string& arch) {
     std::lock_guard lock(mu_);
-    absl::StatusOr<Database*> db = Index();
-    if (!db.ok()) return db.status();
+    JITD_ASSIGN_OR_RETURN(Database * db, Index());
     // Version 2 added params, 3 the request's options: before, every row has
     // none of either. Never a cubin that a request built with extra options.
     const char* params_column = schema_version_ >= 2 ? "params" : "''";
     const char* options_column = schema_version_ >= 3 ? "options" : "''";
     absl::StatusOr<Statement> query =
-        (*db)->Prepare(Cat("SELECT key, checksum, arch, created_ms FROM entries WHERE kernel = ?1 AND ", params_column,
-                           " = ?2 AND ", options_column, " = '' AND (?3 = '' OR arch = ?3)"));
+        db->Prepare(Cat("SELECT key, checksum, arch, created_ms FROM entries WHERE kernel = ?1 AND ", params_column,
+                        " = ?2 AND ", options_column, " = '' AND (?3 = '' OR arch = ?3)"));
     if (!query.ok()) return query.status();
     query->Bind(1, std::string_view(kernel)).Bind(2, std::string_view(params)).Bind(3, std::string_view(arch));
     std::vector<Row> rows;
     while (true) {
-      absl::StatusOr<bool> more = query->Step();
-      if (!more.ok()) return more.status();
-      if (!*more) break;
+      JITD_ASSIGN_OR_RETURN(bool more, query->Step());
+      if (!more) break;
       rows.push_back({query->Text(0), query->Text(1), query->Text(2), query->Int(3)});
     }
     return rows;

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 
 extern char** environ;
 
@@ -178,9 +179,8 @@ absl::Status WorkerProcess::Send(std::string_view payload, Clock::time_point dea
 
 absl::StatusOr<WorkerProcess::Received> WorkerProcess::Receive(int wake_fd, Clock::time_point deadline) {
   for (;;) {
-    absl::StatusOr<std::optional<std::string>> frame = parser_.Next();
-    if (!frame.ok()) return frame.status();
-    if (frame->has_value()) return Received{Event::kFrame, **std::move(frame)};
+    JITD_ASSIGN_OR_RETURN(std::optional<std::string> frame, parser_.Next());
+    if (frame.has_value()) return Received{Event::kFrame, *std::move(frame)};
     if (eof_ || socket_fd_ < 0) return Received{Event::kClosed, {}};
 
     std::array<pollfd, 2> pfds{pollfd{socket_fd_, POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};
