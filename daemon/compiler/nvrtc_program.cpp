@@ -182,8 +182,11 @@ void DropDeadGlobals(nvrtcProgram program, const CompileJob& job, std::string& c
                  std::string(ptxas.status().message()));
     return;
   }
+  // The private directory AssemblePtx makes goes straight into TMPDIR (a
+  // sticky /tmp): under a shared intermediate directory, whoever made that
+  // one could swap the cubin between ptxas and the read.
   std::error_code ec;
-  const std::filesystem::path scratch = std::filesystem::temp_directory_path(ec) / "jitd-ptxas";
+  const std::filesystem::path scratch = std::filesystem::temp_directory_path(ec);
   absl::StatusOr<std::string> assembled = AssemblePtx(stripped.ptx, link_options, *ptxas, scratch);
   if (!assembled.ok()) {
     spdlog::warn("{}: keeping NVRTC's cubin with {} unused globals: {}", job.program_name, stripped.dropped,

@@ -141,7 +141,7 @@ absl::StatusOr<std::string> AssemblePtx(std::string_view ptx, const std::vector<
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(scratch, ec);
-  std::string dir_template = (scratch / "ptxas-XXXXXX").string();
+  std::string dir_template = (scratch / "jitd-ptxas-XXXXXX").string();
   if (mkdtemp(dir_template.data()) == nullptr) {
     return absl::InternalError("cannot make a directory for ptxas under " + scratch.string() + ": " +
                                std::strerror(errno));

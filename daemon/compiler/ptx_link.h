@@ -54,7 +54,9 @@ std::vector<std::string> PtxLinkOptions(const std::vector<std::string>& nvrtc_op
 absl::StatusOr<std::filesystem::path> ToolkitPtxas();
 
 // Assembles `ptx` into a cubin: `ptxas` runs with `options`
-// (PtxLinkOptions) on a file in a fresh directory under `scratch`, removed
+// (PtxLinkOptions) on a file in a fresh directory under `scratch` (mode
+// 0700, made by mkdtemp: `scratch` must be a directory no one else can
+// rename entries of, such as TMPDIR itself or a private one), removed
 // afterwards. INTERNAL with ptxas's output when it fails.
 absl::StatusOr<std::string> AssemblePtx(std::string_view ptx, const std::vector<std::string>& options,
                                         const std::filesystem::path& ptxas, const std::filesystem::path& scratch);

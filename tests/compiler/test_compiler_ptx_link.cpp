@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -157,6 +158,26 @@ TEST(PtxLink, AKernelWithoutCcclKeepsNvrtcsCubin) {
   ea.sections.erase(".note.nv.tkinfo");
   er.sections.erase(".note.nv.tkinfo");
   EXPECT_EQ(ea.sections, er.sections);
+}
+
+// The assembly's files live in a private directory made straight in
+// TMPDIR and removed afterwards: nothing is left, and nothing shared.
+TEST(PtxLink, ACompileLeavesNothingInTmpdir) {
+  const std::filesystem::path tmp = std::filesystem::path(::testing::TempDir()) / "ptx_link_tmpdir";
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", tmp.c_str(), 1);
+  absl::StatusOr<CompileResult> result = CompileInProcess(testing::CubJob(128), nullptr, nullptr);
+  if (old != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_LT(ReadElf(result->cubin).objects, 10) << "the cubin went through the PTX route";
+  EXPECT_TRUE(std::filesystem::is_empty(tmp));
 }
 
 TEST(PtxLink, TheToolkitsPtxasIsFoundBesideNvrtc) {
