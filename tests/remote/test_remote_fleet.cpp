@@ -241,9 +241,15 @@ TEST_F(FleetTest, ACorruptedValueInRedisIsDetectedNotServedAndReplaced) {
   auto compiled = first.daemons[0]->Connect()->GetKernel(request);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   const std::string redis_key = "jitd:v1:blob:" + compiled->key();
-  auto value = redis_->Command({"GET", redis_key});
-  ASSERT_TRUE(value.ok());
-  ASSERT_FALSE(value->str.empty());
+  // The write-back follows the answer: wait for the value to land.
+  absl::StatusOr<cache::detail::RedisReply> value = absl::UnknownError("not read");
+  ASSERT_TRUE(testing::PollUntil(
+      [&] {
+        value = redis_->Command({"GET", redis_key});
+        return value.ok() && !value->str.empty();
+      },
+      30s))
+      << "the compiled entry never reached Redis";
   std::string damaged = value->str;
   damaged[damaged.size() - 40] ^= 0x40;  // a bit inside the cubin or the checksum
   ASSERT_TRUE(redis_->Command({"SET", redis_key, damaged}).ok());
@@ -259,9 +265,14 @@ TEST_F(FleetTest, ACorruptedValueInRedisIsDetectedNotServedAndReplaced) {
               static_cast<unsigned long long>(stats.compiles()));
   EXPECT_EQ(stats.remote_corrupt(), 1u);
   EXPECT_EQ(stats.compiles(), 1u);
-  auto replaced = redis_->Command({"GET", redis_key});
-  ASSERT_TRUE(replaced.ok());
-  EXPECT_TRUE(replaced->str != damaged) << "the corrupt value stayed in Redis";
+  // Replaced by the second daemon's write-back, which follows its answer.
+  EXPECT_TRUE(testing::PollUntil(
+      [&] {
+        auto replaced = redis_->Command({"GET", redis_key});
+        return replaced.ok() && !replaced->str.empty() && replaced->str != damaged;
+      },
+      30s))
+      << "the corrupt value stayed in Redis";
   // The value written back is good: a third daemon is served from it.
   Fleet third(1, testing::SmallKernelsDir(), redis_->url());
   auto from_redis = third.daemons[0]->Connect()->GetKernel(request);
@@ -387,7 +398,14 @@ TEST_F(FleetTest, ALeaseLeftByADaemonThatDiedIsTakenOver) {
   EXPECT_EQ(stats.remote_waits(), 1u);
   EXPECT_EQ(stats.remote_takeovers(), 1u);
   EXPECT_GE(took, 1s) << "it waited for the lease to lapse";
-  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:lease:" + key})->integer, 0) << "its own lease is released";
+  // The write-back and the lease's release follow the answer, in that order.
+  EXPECT_TRUE(testing::PollUntil(
+      [&] {
+        auto lease = redis_->Command({"EXISTS", "jitd:v1:lease:" + key});
+        return lease.ok() && lease->integer == 0;
+      },
+      30s))
+      << "its own lease is released";
   EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:blob:" + key})->integer, 1);
 }
 
