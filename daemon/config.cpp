@@ -7,14 +7,12 @@
 #include <cstdlib>
 #include <regex>
 #include <system_error>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "jitd/base/endpoint.h"
 #include "listen_address.h"
 #include "remote.h"
-#include "toolkit_watch.h"
+#include "settings.h"
 
 namespace jitd::daemon {
 namespace {
@@ -31,11 +29,6 @@ constexpr int64_t kMaxNegativeTtlSeconds = 86400;
 std::string EnvOrEmpty(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? std::string() : std::string(value);
-}
-
-template <typename T>
-void Overlay(std::optional<T>& into, const std::optional<T>& from) {
-  if (from.has_value()) into = from;
 }
 
 }  // namespace
@@ -66,73 +59,11 @@ std::filesystem::path DefaultKernelsDir() {
 
 DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags) {
   ConfigLayer merged = file;
-  Overlay(merged.listen, flags.listen);
-  Overlay(merged.cache_dir, flags.cache_dir);
-  Overlay(merged.kernels_dir, flags.kernels_dir);
-  Overlay(merged.cuda_include, flags.cuda_include);
-  Overlay(merged.max_cache_bytes, flags.max_cache_bytes);
-  Overlay(merged.workers, flags.workers);
-  Overlay(merged.arch, flags.arch);
-  Overlay(merged.remote, flags.remote);
-  Overlay(merged.remote_password_file, flags.remote_password_file);
-  Overlay(merged.remote_tls_ca, flags.remote_tls_ca);
-  Overlay(merged.remote_tls_cert, flags.remote_tls_cert);
-  Overlay(merged.remote_tls_key, flags.remote_tls_key);
-  Overlay(merged.remote_timeout, flags.remote_timeout);
-  Overlay(merged.remote_max_value_bytes, flags.remote_max_value_bytes);
-  Overlay(merged.remote_signing_key_file, flags.remote_signing_key_file);
-  Overlay(merged.metrics_listen, flags.metrics_listen);
-  Overlay(merged.admin_token_file, flags.admin_token_file);
-  Overlay(merged.max_queue, flags.max_queue);
-  Overlay(merged.hot_cache_bytes, flags.hot_cache_bytes);
-  Overlay(merged.negative_ttl, flags.negative_ttl);
-  Overlay(merged.log_hits, flags.log_hits);
-  Overlay(merged.local_path, flags.local_path);
-  Overlay(merged.allow_guard_findings, flags.allow_guard_findings);
-  Overlay(merged.tls_cert, flags.tls_cert);
-  Overlay(merged.tls_key, flags.tls_key);
-  Overlay(merged.tls_client_ca, flags.tls_client_ca);
-  Overlay(merged.insecure_tcp, flags.insecure_tcp);
-  Overlay(merged.socket_group, flags.socket_group);
-  Overlay(merged.max_calls_per_peer, flags.max_calls_per_peer);
-  Overlay(merged.max_connections, flags.max_connections);
-  Overlay(merged.max_connections_per_peer, flags.max_connections_per_peer);
-  Overlay(merged.listen_probe_interval, flags.listen_probe_interval);
-
   DaemonConfig config;
-  config.listen = merged.listen.value_or(std::vector<std::string>{});
-  if (config.listen.empty()) config.listen.push_back(DefaultEndpoint());
-  config.cache_dir = merged.cache_dir.value_or(DefaultCacheDir());
-  config.kernels_dir = merged.kernels_dir.value_or(DefaultKernelsDir());
-  config.cuda_include = merged.cuda_include.value_or(std::filesystem::path(compiler::kDefaultCudaInclude));
-  config.max_cache_bytes = merged.max_cache_bytes.value_or(kDefaultMaxCacheBytes);
-  config.workers = merged.workers.value_or(std::max(1u, std::thread::hardware_concurrency()));
-  config.arch = merged.arch.value_or(std::string(kDefaultArch));
-  config.remote = merged.remote.value_or("");
-  config.remote_password_file = merged.remote_password_file.value_or("");
-  config.remote_tls_ca = merged.remote_tls_ca.value_or("");
-  config.remote_tls_cert = merged.remote_tls_cert.value_or("");
-  config.remote_tls_key = merged.remote_tls_key.value_or("");
-  config.remote_timeout = merged.remote_timeout.value_or(kDefaultRemoteTimeout);
-  config.remote_max_value_bytes = merged.remote_max_value_bytes.value_or(kDefaultRemoteMaxValueBytes);
-  config.remote_signing_key_file = merged.remote_signing_key_file.value_or("");
-  config.metrics_listen = merged.metrics_listen.value_or("");
-  config.admin_token_file = merged.admin_token_file.value_or("");
-  config.max_queue = merged.max_queue.value_or(kDefaultMaxQueue);
-  config.hot_cache_bytes = merged.hot_cache_bytes.value_or(kDefaultHotCacheBytes);
-  config.negative_ttl = merged.negative_ttl.value_or(kDefaultNegativeTtl);
-  config.log_hits = merged.log_hits.value_or(false);
-  config.local_path = merged.local_path.value_or(true);
-  config.allow_guard_findings = merged.allow_guard_findings.value_or(false);
-  config.tls_cert = merged.tls_cert.value_or("");
-  config.tls_key = merged.tls_key.value_or("");
-  config.tls_client_ca = merged.tls_client_ca.value_or("");
-  config.insecure_tcp = merged.insecure_tcp.value_or(false);
-  config.socket_group = merged.socket_group.value_or("");
-  config.max_calls_per_peer = merged.max_calls_per_peer.value_or(kDefaultMaxCallsPerPeer);
-  config.max_connections = merged.max_connections;
-  config.max_connections_per_peer = merged.max_connections_per_peer;
-  config.listen_probe_interval = merged.listen_probe_interval.value_or(kDefaultListenProbeInterval);
+  for (const Setting& setting : Settings()) {
+    setting.overlay(merged, flags);
+    setting.decide(merged, config);
+  }
   return config;
 }
 

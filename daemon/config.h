@@ -4,6 +4,8 @@
 // (--config FILE; see config_file.h), then command-line flags. Each source
 // is read into a ConfigLayer that holds only what it sets, and each value is
 // checked where it is read, so an error names the flag or file:line:key.
+// How each setting is spelled, read, merged and defaulted is one row of
+// settings.h, the table the flags, the file and ResolveConfig are made from.
 #pragma once
 
 #include <chrono>
@@ -52,6 +54,8 @@ struct ConfigLayer {
   std::optional<uint64_t> max_connections;
   std::optional<uint64_t> max_connections_per_peer;
   std::optional<std::chrono::seconds> listen_probe_interval;
+
+  bool operator==(const ConfigLayer&) const = default;
 };
 
 // The settings the daemon runs with, every field decided.

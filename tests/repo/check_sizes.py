@@ -26,8 +26,6 @@ ALLOWED = {
     "daemon/server.cpp": "the daemon's start-up in order (config, tiers, listeners, signals); split by issue 18 item 6",
     "cache/src/cache_index.cpp": "the SQLite index: schema, statements and their transactions, one per operation",
     "daemon/serving/kernel_service.cpp": "the request path's one state machine (memory, disk, remote, flight)",
-    "daemon/command_line.cpp:AddServeFlags": "one flag per setting; goes with the config descriptor table (item 4)",
-    "daemon/command_line.cpp:ToLayer": "one line per setting; goes with the config descriptor table (item 4)",
     "client/jitctl/main.cpp:main": "registers every verb's flags in the order --help shows them",
     "daemon/serving/kernel_service.cpp:Begin": "the tiers in order, each a few lines; read top to bottom as tier.h says",
     "daemon/manifest/resolver.cpp:ResolveUncached": "a request becomes a job and a key in the order KERNELS.md spells",
