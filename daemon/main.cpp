@@ -6,13 +6,13 @@
 #include <csignal>
 #include <iostream>
 
-#include "command_line.h"
-#include "compile_stack.h"
 #include "compile_worker.h"
-#include "config_file.h"
-#include "daemon_signals.h"
-#include "offline_commands.h"
-#include "server.h"
+#include "config/command_line.h"
+#include "config/config_file.h"
+#include "process/compile_stack.h"
+#include "process/daemon_signals.h"
+#include "process/offline_commands.h"
+#include "rpc/server.h"
 
 namespace {
 

@@ -33,7 +33,7 @@ int MsLeft(Clock::time_point deadline) {
 // How long a wait spins before it blocks. A daemon that is awake answers
 // in tens of microseconds; blocking lets this core sleep, and waking it
 // again costs about as much as the answer. With this spin and the daemon's
-// linger (daemon/local_server.cpp), a fresh process's Connect +
+// linger (daemon/rpc/local_server.cpp), a fresh process's Connect +
 // GetKernelBinary took 0.482 ms p50 on the H200 host, against 0.550 ms
 // without either (docs/gpu-runs/2026-12-02-first-use). A client waits on
 // the local path once per kernel it fetches, so the spin costs it little.

@@ -3,7 +3,7 @@
 #include <grpcpp/test/server_context_test_spouse.h>
 #include <gtest/gtest.h>
 
-#include "admin_auth.h"
+#include "security/admin_auth.h"
 
 namespace jitd::daemon {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "config.h"
+#include "config/config.h"
 #include "jitd/client.h"
 
 namespace jitd::daemon {

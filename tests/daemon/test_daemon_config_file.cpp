@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "config_file.h"
+#include "config/config_file.h"
 #include "temp_dir.h"
 
 namespace jitd::daemon {

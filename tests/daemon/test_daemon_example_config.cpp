@@ -1,5 +1,5 @@
 // deploy/jitd.toml, the example configuration operators copy: it documents
-// every key daemon/config_file.cpp accepts, names no key it refuses, and
+// every key daemon/config/config_file.cpp accepts, names no key it refuses, and
 // every value in it (set or commented out) is one the daemon accepts.
 #include <gmock/gmock.h>
 #include <grp.h>
@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "config_file.h"
+#include "config/config_file.h"
 #include "test_daemon.h"
 
 namespace jitd::daemon {

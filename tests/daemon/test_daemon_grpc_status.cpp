@@ -1,7 +1,7 @@
 // absl::Status -> grpc::Status keeps code and message, for every code.
 #include <gtest/gtest.h>
 
-#include "grpc_status.h"
+#include "rpc/grpc_status.h"
 
 namespace jitd::daemon {
 namespace {

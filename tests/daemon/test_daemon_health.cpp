@@ -1,4 +1,4 @@
-// grpc.health.v1.Health as jitd serves it (daemon/health_service.cpp):
+// grpc.health.v1.Health as jitd serves it (daemon/rpc/health_rpc.cpp):
 // Check for the server and each service, NOT_FOUND for others, and Watch
 // streams that see the change to NOT_SERVING at shutdown and then end.
 #include <grpcpp/grpcpp.h>

@@ -1,7 +1,7 @@
 // Listen addresses: what --listen accepts and how each is handed to gRPC.
 #include <gtest/gtest.h>
 
-#include "listen_address.h"
+#include "security/listen_address.h"
 
 namespace jitd::daemon {
 namespace {

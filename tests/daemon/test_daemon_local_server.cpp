@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "jitd/base/local_wire.h"
-#include "local_server.h"
 #include "poll_until.h"
 #include "process_cpu.h"
+#include "rpc/local_server.h"
 
 namespace jitd::daemon {
 namespace {

@@ -1,4 +1,4 @@
-// The settings table (daemon/settings.h) against everything made from it
+// The settings table (daemon/config/settings.h) against everything made from it
 // and everything that documents it: each row's flag and key read the same
 // value, the flag is the key's spelling, `jitd --help` shows every row, and
 // deploy/jitd.toml and docs/CONTRACT.md name every row and no other.
@@ -13,9 +13,9 @@
 #include <sstream>
 #include <variant>
 
-#include "command_line.h"
-#include "config_file.h"
-#include "settings.h"
+#include "config/command_line.h"
+#include "config/config_file.h"
+#include "config/settings.h"
 #include "temp_dir.h"
 
 namespace jitd::daemon {

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "security/unix_socket_claim.h"
 #include "temp_dir.h"
-#include "unix_socket_claim.h"
 
 namespace jitd::daemon {
 namespace {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "config_file.h"
+#include "config/config_file.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The local path's framing, shared by the daemon (daemon/local_server.h)
+// The local path's framing, shared by the daemon (daemon/rpc/local_server.h)
 // and the client (client/src/local_channel.h); docs/CONTRACT.md, "The local
 // path", is its specification.
 //

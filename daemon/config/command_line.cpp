@@ -1,0 +1,204 @@
+#include "config/command_line.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/settings.h"
+#include "toolkit_watch.h"
+
+namespace jitd::daemon {
+namespace {
+
+constexpr char kDescription[] =
+    "jitd: JIT compilation daemon for CUDA kernels.\n"
+    "Without a subcommand it serves: cubins to clients over gRPC, from its cache.\n"
+    "Talk to it with `jitctl` (jitctl --help).";
+
+// The serve flags as typed, one slot per row of Settings(); read into a
+// ConfigLayer by the rows after parsing.
+struct ServeFlags {
+  struct Slot {
+    std::string text;                // a single value
+    std::vector<std::string> texts;  // kAddresses: every value
+    bool on = false;                 // kSwitch
+  };
+  std::string config_file;
+  std::vector<Slot> slots = std::vector<Slot>(Settings().size());
+};
+
+// CLI11's ExistingFile without its description, which --help would
+// otherwise print after the type name ("FILE:FILE").
+const CLI::Validator& ExistingFile() {
+  static const CLI::Validator validator = CLI::Validator(CLI::ExistingFile).description("");
+  return validator;
+}
+
+void AddServeFlags(CLI::App& app, ServeFlags& flags) {
+  app.add_option("--config", flags.config_file, "TOML file of settings (keys as these flags, '_' for '-'); flags win")
+      ->check(ExistingFile())
+      ->type_name("FILE");
+  const std::vector<Setting>& settings = Settings();
+  for (size_t i = 0; i < settings.size(); ++i) {
+    const Setting& setting = settings[i];
+    ServeFlags::Slot& slot = flags.slots[i];
+    if (setting.kind == SettingKind::kSwitch) {
+      app.add_flag(setting.flag, slot.on, setting.help);
+      continue;
+    }
+    CLI::Option* option = setting.kind == SettingKind::kAddresses
+                              ? app.add_option(setting.flag, slot.texts, setting.help)
+                              : app.add_option(setting.flag, slot.text, setting.help);
+    option->type_name(setting.value_name);
+    if (setting.existing_file) option->check(ExistingFile());
+  }
+}
+
+// Reads the flags that were given into a layer, each through its row; on
+// an error prints "jitd: --flag: why".
+std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags) {
+  ConfigLayer layer;
+  const std::vector<Setting>& settings = Settings();
+  for (size_t i = 0; i < settings.size(); ++i) {
+    const Setting& setting = settings[i];
+    if (app.count(setting.flag) == 0) continue;
+    const ServeFlags::Slot& slot = flags.slots[i];
+    std::vector<std::string> texts;
+    switch (setting.kind) {
+      case SettingKind::kAddresses:
+        texts = slot.texts;
+        break;
+      case SettingKind::kSwitch:
+        texts = {setting.switch_value ? "true" : "false"};
+        break;
+      default:
+        texts = {slot.text};
+    }
+    if (absl::Status read = setting.read(texts, std::filesystem::path(), layer); !read.ok()) {
+      std::cerr << "jitd: " << setting.flag << ": " << read.message() << '\n';
+      return std::nullopt;
+    }
+  }
+  return layer;
+}
+
+struct OfflineFlags {
+  std::string kernels_dir;
+  std::string cuda_include;
+  std::string cache_dir;
+  std::vector<std::string> archs;
+  bool all = false;
+  std::string manifest;
+  uint32_t workers = 0;
+  bool source_only = false;
+};
+
+// What lint and warm compile with: kernels, toolkit, archs, workers.
+void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& arch_help) {
+  sub.add_option("--kernels", flags.kernels_dir,
+                 "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
+      ->type_name("DIR");
+  sub.add_option(
+         "--cuda-include", flags.cuda_include,
+         std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude + ")")
+      ->type_name("DIR");
+  sub.add_option("--arch", flags.archs, arch_help)->type_name("ARCH");
+  sub.add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
+}
+
+void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
+  CLI::App* lint =
+      app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
+  AddCompileOptions(*lint, flags, "Arch to check for (repeatable; default sm_90)");
+  lint->add_flag("--source-only", flags.source_only, "Only the textual check, no compiles (milliseconds)");
+  lint->footer(
+      "Exit 0 when every kernel file is in namespace sglang and every instantiation compiles and\n"
+      "resolves for every arch; 1 with one finding per problem otherwise.");
+
+  CLI::App* warm = app.add_subcommand("warm", "Fill a cache directory without serving (image builds; no GPU needed)");
+  warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")->required()->type_name("DIR");
+  warm->add_flag("--all", flags.all, "Every instantiation of the manifest (or --manifest)");
+  warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm (or --all)")
+      ->check(ExistingFile())
+      ->type_name("FILE");
+  AddCompileOptions(*warm, flags, "Arch to warm for (repeatable; default sm_90)");
+  warm->footer(
+      "Safe while a daemon uses the same cache directory. Example:\n"
+      "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
+}
+
+}  // namespace
+
+std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
+  CLI::App app(kDescription, "jitd");
+  app.set_version_flag("--version", JITD_VERSION);
+  ServeFlags serve_flags;
+  AddServeFlags(app, serve_flags);
+  // `jitd serve --listen X` and `jitd --listen X` mean the same: the serve
+  // flags live on the top level and `serve` passes them through.
+  CLI::App* serve = app.add_subcommand("serve", "Serve (the default when no subcommand is given)");
+  serve->fallthrough();
+  OfflineFlags offline_flags;
+  AddOfflineSubcommands(app, offline_flags);
+  app.require_subcommand(0, 1);
+  app.footer(
+      "Examples:\n"
+      "  jitd                                    serve on the default socket and cache\n"
+      "  jitd --listen unix:/run/jitd.sock --socket-group inference --max-cache-bytes 20G\n"
+      "  jitd --listen 10.0.0.5:7070 --tls-cert server.pem --tls-key server.key --tls-client-ca clients.pem\n"
+      "  jitd --config /etc/jitd/jitd.toml\n"
+      "Ready when grpc.health.v1.Health/Check answers SERVING; SIGTERM drains and exits 0.");
+
+  // `jitd serve --help` shows the serve options, which live on the top
+  // level: the whole help, not the subcommand's empty one.
+  for (int i = 1; i + 1 < argc; ++i) {
+    const std::string_view next = argv[i + 1];
+    if (std::string_view(argv[i]) == "serve" && (next == "--help" || next == "-h")) {
+      std::cout << app.help();
+      return 0;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? 0 : kExitUsage;
+  }
+
+  CommandLine command_line;
+  if (app.got_subcommand("lint")) command_line.command = CommandLine::Command::kLint;
+  if (app.got_subcommand("warm")) command_line.command = CommandLine::Command::kWarm;
+  if (app.count("--config") > 0) command_line.config_file = serve_flags.config_file;
+  if (command_line.command != CommandLine::Command::kServe) {
+    OfflineOptions& o = command_line.offline;
+    o.kernels_dir = offline_flags.kernels_dir;
+    if (!offline_flags.cuda_include.empty()) o.cuda_include = std::filesystem::absolute(offline_flags.cuda_include);
+    o.cache_dir = offline_flags.cache_dir;
+    o.archs = offline_flags.archs;
+    o.all = offline_flags.all;
+    o.manifest = offline_flags.manifest;
+    o.workers = offline_flags.workers;
+    o.source_only = offline_flags.source_only;
+    for (const auto& arch : o.archs) {
+      if (absl::Status s = CheckArch(arch); !s.ok()) {
+        std::cerr << "jitd: --arch " << arch << ": " << s.message() << "\n";
+        return kExitUsage;
+      }
+    }
+    if (command_line.command == CommandLine::Command::kWarm && !o.all && o.manifest.empty()) {
+      std::cerr << "jitd warm: say what to warm: --all (every instantiation) or --manifest FILE\n";
+      return kExitUsage;
+    }
+    if (command_line.command == CommandLine::Command::kWarm && o.all && !o.manifest.empty()) {
+      std::cerr << "jitd warm: --all and --manifest exclude each other: give one\n";
+      return kExitUsage;
+    }
+  }
+  std::optional<ConfigLayer> layer = ToLayer(app, serve_flags);
+  if (!layer.has_value()) return kExitUsage;
+  command_line.flags = *std::move(layer);
+  return command_line;
+}
+
+}  // namespace jitd::daemon

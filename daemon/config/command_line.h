@@ -1,0 +1,45 @@
+// jitd's command line: `jitd [serve] [flags]`, `jitd lint ...`,
+// `jitd warm ...`, as CONTRACT.md names them.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "config/config.h"
+
+namespace jitd::daemon {
+
+// What `jitd lint` and `jitd warm` were given.
+struct OfflineOptions {
+  std::filesystem::path kernels_dir;   // empty = DefaultKernelsDir()
+  std::filesystem::path cuda_include;  // empty = compiler::kDefaultCudaInclude
+  std::filesystem::path cache_dir;     // warm: the directory to fill
+  std::vector<std::string> archs;      // empty = the default arch
+  bool all = false;                    // warm: every instantiation
+  std::filesystem::path manifest;      // warm: a file of [[spec]] tables
+  uint32_t workers = 0;                // 0 = one per core
+  bool source_only = false;            // lint: skip the compile-all half
+};
+
+struct CommandLine {
+  enum class Command { kServe, kLint, kWarm };
+  Command command = Command::kServe;
+  OfflineOptions offline;
+  // --config FILE, read under the flags.
+  std::optional<std::filesystem::path> config_file;
+  // What the flags set, each value already checked.
+  ConfigLayer flags;
+};
+
+// Exit code for a command line that cannot run (CLI11 and this file).
+inline constexpr int kExitUsage = 2;
+
+// The parsed command line, or the code main should exit with right away:
+// 0 after --help or --version, kExitUsage after a usage error (both
+// already printed).
+std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv);
+
+}  // namespace jitd::daemon

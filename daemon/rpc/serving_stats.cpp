@@ -1,0 +1,60 @@
+#include "rpc/serving_stats.h"
+
+namespace jitd::daemon {
+
+void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* response) {
+  const serving::KernelService::Stats s = sources.service->stats();
+  response->set_hot_entries(s.hot.entries);
+  response->set_hot_bytes(s.hot.bytes);
+  response->set_hot_max_bytes(s.hot.max_bytes);
+  response->set_hot_evictions(s.hot.evictions);
+  response->set_requests(s.requests);
+  response->set_memory_hits(s.memory_hits);
+  response->set_disk_hits(s.disk_hits);
+  response->set_compiles(s.compiles);
+  response->set_compile_failures(s.compile_failures);
+  response->set_compile_errors(s.compile_errors);
+  response->set_joined(s.joined);
+  response->set_negative_hits(s.negative_hits);
+  response->set_cached_only_misses(s.cached_only_misses);
+  response->set_prefetches(s.prefetches);
+  response->set_abandoned(s.abandoned);
+  response->set_compiles_in_flight(s.in_flight);
+  response->set_store_failures(s.store_failures);
+
+  const compiler::WorkerPool::Statistics p = sources.pool->Stats();
+  response->set_workers(static_cast<uint32_t>(p.workers));
+  response->set_busy_workers(static_cast<uint32_t>(p.busy_workers));
+  response->set_queue_depth(static_cast<uint32_t>(p.queue_depth));
+  response->set_max_queue(sources.max_queue);
+  response->set_worker_crashes(p.crashes);
+  response->set_worker_restarts(p.restarts);
+
+  const std::shared_ptr<const manifest::Resolver> resolver = sources.service->resolver();
+  response->set_nvrtc_version(resolver->toolchain().nvrtc_version);
+  response->set_kernels_fingerprint(resolver->tree().fingerprint());
+  response->set_kernels(static_cast<uint32_t>(resolver->tree().manifest().kernels.size()));
+  response->set_kernels_dir(sources.kernels_dir.string());
+
+  response->set_prefetches_refused(s.prefetches_refused);
+  response->set_peer_compiles_refused(s.peer_compiles_refused);
+  response->set_remote_waits(s.remote_waits);
+  response->set_remote_takeovers(s.remote_takeovers);
+  response->set_remote_failures_shared(s.remote_failures_shared);
+  response->set_remote_hits(s.remote_hits);
+  if (sources.remote != nullptr) {
+    const cache::RemoteTier::Stats r = sources.remote->stats();
+    response->set_remote(sources.remote->Describe());
+    response->set_remote_misses(r.misses);
+    response->set_remote_corrupt(r.corrupt);
+    response->set_remote_oversized(r.oversized);
+    response->set_remote_not_reread(r.not_reread);
+    response->set_remote_stores(r.stores);
+    response->set_remote_errors(r.errors);
+    response->set_remote_skipped(r.skipped);
+    response->set_remote_circuit_open(r.circuit_open);
+    response->set_remote_outages(r.episodes);
+  }
+}
+
+}  // namespace jitd::daemon
