@@ -80,6 +80,21 @@ absl::Status ErrnoStatus(int err, std::string_view what, const std::filesystem::
   return absl::InternalError(message);
 }
 
+absl::Status MakePrivateDirs(const std::filesystem::path& dir) {
+  std::filesystem::path at;
+  for (const std::filesystem::path& part : dir) {
+    at /= part;
+    if (at.empty() || part.empty()) continue;
+    if (::mkdir(at.c_str(), 0700) == 0 || errno == EEXIST) continue;
+    return ErrnoStatus(errno, "mkdir", at);
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(dir.string() + " is not a directory");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FsyncDirectory(const std::filesystem::path& dir) {
   UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!d.valid()) return ErrnoStatus(errno, "open directory", dir);

@@ -31,8 +31,8 @@ bool ProcessAlive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno =
 BlobStore::BlobStore(fs::path dir) : dir_(std::move(dir)), blobs_(dir_ / "blobs"), tmp_(dir_ / "tmp") {}
 
 absl::Status BlobStore::Init() const {
-  absl::Status made = MakePrivateDirs(blobs_);
-  if (made.ok()) made = MakePrivateDirs(tmp_);
+  absl::Status made = files::MakePrivateDirs(blobs_);
+  if (made.ok()) made = files::MakePrivateDirs(tmp_);
   if (!made.ok()) {
     return absl::FailedPreconditionError(Cat("cannot create cache directory ", dir_.string(), ": ", made.message()));
   }
@@ -118,23 +118,3 @@ void BlobStore::ForEachBlob(const std::function<void(const fs::path&, std::strin
 }
 
 }  // namespace jitd::cache::detail
-
-namespace jitd::cache {
-
-absl::Status MakePrivateDirs(const std::filesystem::path& dir) {
-  // Parents first; each one that is missing is made 0700 (create_directories
-  // would make them 0777 less the umask: 0755, readable by everyone).
-  std::filesystem::path at;
-  for (const std::filesystem::path& part : dir) {
-    at /= part;
-    if (at.empty() || part.empty()) continue;
-    if (::mkdir(at.c_str(), kPrivateDirMode) == 0 || errno == EEXIST) continue;
-    return files::ErrnoStatus(errno, "mkdir", at);
-  }
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec))
-    return absl::FailedPreconditionError(text::Cat(dir.string(), " is not a directory"));
-  return absl::OkStatus();
-}
-
-}  // namespace jitd::cache

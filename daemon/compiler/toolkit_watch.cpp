@@ -17,7 +17,7 @@
 
 #include "jitd/base/hex.h"
 #include "jitd/base/status.h"
-#include "jitd/cache.h"
+#include "jitd/keys/content_key.h"
 #include "ptx_link.h"
 #include "spdlog/spdlog.h"
 
@@ -85,14 +85,14 @@ absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include
                                          " (NVRTC needs cuda_fp16.h and cccl/; --cuda-include chooses the directory)");
   }
   absl::StatusOr<std::string> headers =
-      memo_dir.empty() ? cache::TreeFingerprint(include_dir)
-                       : cache::MemoizedTreeFingerprint(include_dir, memo_dir / kToolkitHeadersMemo);
+      memo_dir.empty() ? keys::TreeFingerprint(include_dir)
+                       : keys::MemoizedTreeFingerprint(include_dir, memo_dir / kToolkitHeadersMemo);
   if (!headers.ok()) return headers.status();
   id.headers_fingerprint = *headers;
   JITD_ASSIGN_OR_RETURN(std::vector<fs::path> libraries, NvrtcLibraryFiles());
   absl::StatusOr<std::string> nvrtc = memo_dir.empty()
-                                          ? cache::FilesFingerprint(libraries)
-                                          : cache::MemoizedFilesFingerprint(libraries, memo_dir / kNvrtcLibrariesMemo);
+                                          ? keys::FilesFingerprint(libraries)
+                                          : keys::MemoizedFilesFingerprint(libraries, memo_dir / kNvrtcLibrariesMemo);
   if (!nvrtc.ok()) return nvrtc.status();
   id.nvrtc_library_fingerprint = *nvrtc;
   for (const fs::path& p : libraries) id.nvrtc_libraries.push_back(fs::weakly_canonical(p, ec));
@@ -253,10 +253,10 @@ bool ToolkitWatch::PassNeeded() {
 absl::StatusOr<std::string> ToolkitWatch::Metadata(bool* recent) const {
   bool headers_recent = false, libraries_recent = false;
   absl::StatusOr<std::string> headers =
-      cache::TreeMetadataDigest(options_.include_dir, options_.settle, &headers_recent);
+      keys::TreeMetadataDigest(options_.include_dir, options_.settle, &headers_recent);
   if (!headers.ok()) return headers.status();
   JITD_ASSIGN_OR_RETURN(std::vector<fs::path> libraries, NvrtcLibraryFiles());
-  JITD_ASSIGN_OR_RETURN(std::string nvrtc, cache::FilesMetadataDigest(libraries, options_.settle, &libraries_recent));
+  JITD_ASSIGN_OR_RETURN(std::string nvrtc, keys::FilesMetadataDigest(libraries, options_.settle, &libraries_recent));
   if (recent != nullptr) *recent = headers_recent || libraries_recent;
   return *headers + ":" + nvrtc;
 }

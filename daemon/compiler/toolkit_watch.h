@@ -46,10 +46,10 @@ inline constexpr char kNvrtcLibrariesMemo[] = "nvrtc-fingerprint";
 
 struct ToolkitIdentity {
   std::filesystem::path include_dir;  // the toolkit headers (-I), e.g. /usr/local/cuda/include
-  std::string headers_fingerprint;    // cache::TreeFingerprint(include_dir)
+  std::string headers_fingerprint;    // keys::TreeFingerprint(include_dir)
   // libnvrtc and libnvrtc-builtins, as real files (links resolved).
   std::vector<std::filesystem::path> nvrtc_libraries;
-  std::string nvrtc_library_fingerprint;  // cache::FilesFingerprint(nvrtc_libraries)
+  std::string nvrtc_library_fingerprint;  // keys::FilesFingerprint(nvrtc_libraries)
   // SHA-256 over both fingerprints: what CompileJob::toolkit_fingerprint
   // carries and WorkerPool compares.
   std::string fingerprint;

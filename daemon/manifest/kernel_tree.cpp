@@ -2,7 +2,7 @@
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "jitd/cache.h"
+#include "jitd/keys/content_key.h"
 #include "manifest.h"
 
 namespace jitd::manifest {
@@ -38,9 +38,9 @@ absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::pat
     }
   }
   // The same fingerprint TreeFingerprint() computes, from memory.
-  cache::KeyInputs fp;
+  keys::KeyInputs fp;
   for (const auto& [rel, content] : tree->files_) fp.sources.emplace_back(rel, content);
-  tree->fingerprint_ = cache::ContentKey(fp);
+  tree->fingerprint_ = keys::ContentKey(fp);
   return std::shared_ptr<const KernelTree>(std::move(tree));
 }
 

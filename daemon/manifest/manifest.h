@@ -129,7 +129,7 @@ struct Toolchain {
   // fingerprints the toolkit headers in `cuda_include` (about 30 MB read)
   // and the NVRTC libraries (~110 MB). With `memo_dir`, the fingerprints
   // are remembered there against the files' metadata
-  // (cache::MemoizedTreeFingerprint): a later Detect with an unchanged
+  // (keys::MemoizedTreeFingerprint): a later Detect with an unchanged
   // toolkit stats the files instead of reading them.
   static absl::StatusOr<Toolchain> Detect(const std::filesystem::path& cuda_include = compiler::kDefaultCudaInclude,
                                           const std::filesystem::path& memo_dir = {});
@@ -199,7 +199,7 @@ class Resolver {
   absl::StatusOr<ResolvedKernel> ResolveUncached(const KernelRequest& request) const;
 
   // Per kernel source: every project header it can include, under every
-  // name an #include spells it by (cache::IncludeNames), with its content.
+  // name an #include spells it by (keys::IncludeNames), with its content.
   std::map<std::string, std::vector<compiler::CompileHeader>> headers_;
   // Requests resolved before, by their exact text: a repeated request (every
   // hit) costs a lookup instead of a SHA-256 over the include closure. The

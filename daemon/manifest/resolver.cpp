@@ -2,7 +2,7 @@
 #include "jitd/base/kernel_params.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "jitd/cache.h"
+#include "jitd/keys/content_key.h"
 #include "manifest.h"
 
 namespace jitd::manifest {
@@ -46,13 +46,13 @@ absl::StatusOr<std::unique_ptr<Resolver>> Resolver::Create(std::shared_ptr<const
   std::unique_ptr<Resolver> r(new Resolver());
   for (const auto& k : tree->manifest().kernels) {
     if (r->headers_.count(k.source)) continue;
-    auto names = cache::IncludeNames(tree->files(), k.source);
+    auto names = keys::IncludeNames(tree->files(), k.source);
     if (!names.ok()) {
       return absl::Status(names.status().code(),
                           Cat("kernel ", k.name, " in ", tree->source_dir().string(), ": ", names.status().message()));
     }
     auto& headers = r->headers_[k.source];
-    for (const cache::IncludeName& name : *names) {
+    for (const keys::IncludeName& name : *names) {
       const std::string* content = tree->File(name.path);
       if (!content) return absl::InternalError(Cat("include closure names ", name.path, ", not in the kernel tree"));
       headers.push_back(compiler::CompileHeader{name.name, name.path, *content});
@@ -166,7 +166,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   job.options.push_back(Cat("-I", toolchain_.cccl_include.string()));
   job.options.push_back(Cat("-I", toolchain_.cuda_include.string()));
 
-  cache::KeyInputs key;
+  keys::KeyInputs key;
   key.nvrtc_version = toolchain_.nvrtc_version;
   key.toolkit_fingerprint = toolchain_.fingerprint;
   key.nvrtc_library_fingerprint = toolchain_.nvrtc_library_fingerprint;
@@ -177,7 +177,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   // under every name it is given by.
   key.sources.emplace_back(job.program_name, job.source);
   for (const compiler::CompileHeader& header : job.headers) key.sources.emplace_back(header.name, header.content);
-  out.key = cache::ContentKey(key);
+  out.key = keys::ContentKey(key);
   job.digest = compiler::JobDigest(job);
   return out;
 }

@@ -7,7 +7,7 @@
 
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "jitd/cache.h"
+#include "jitd/keys/content_key.h"
 #include "manifest.h"
 
 namespace jitd::manifest {

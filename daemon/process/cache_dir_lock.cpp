@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "jitd/base/files.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
 
@@ -40,7 +41,7 @@ std::string ReadHolder(const std::filesystem::path& file) {
 
 absl::StatusOr<std::unique_ptr<CacheDirLock>> CacheDirLock::Acquire(const std::filesystem::path& dir,
                                                                     const std::vector<std::string>& listen) {
-  if (absl::Status made = cache::MakePrivateDirs(dir); !made.ok()) {
+  if (absl::Status made = files::MakePrivateDirs(dir); !made.ok()) {
     return absl::FailedPreconditionError(Cat("cannot create the cache directory ", dir.string(), ": ", made.message()));
   }
   const std::filesystem::path file = dir / kFileName;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "jitd/base/text.h"
+#include "jitd/keys/content_key.h"
 
 namespace jitd::serving {
 namespace {
@@ -497,7 +498,7 @@ void KernelService::OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<
   meta.params = r.params;
   meta.arch = r.arch;
   for (const auto& o : r.job.options) {
-    if (!cache::IsKeyNeutralOption(o)) meta.options.push_back(o);  // no machine paths in the blob
+    if (!keys::IsKeyNeutralOption(o)) meta.options.push_back(o);  // no machine paths in the blob
   }
   meta.request_options = r.request_options;
   meta.nvrtc_version = resolver()->toolchain().nvrtc_version;

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "jitd/cache.h"
+#include "jitd/keys/content_key.h"
 #include "manifest.h"
 #include "testing.h"
 
@@ -56,7 +57,7 @@ TEST(Toolchain, NamesTheNvrtcLibraryFilesByContentNotJustTheVersion) {
   EXPECT_TRUE(Tools().nvrtc_libraries[0].filename().string().starts_with("libnvrtc"));
   EXPECT_TRUE(Tools().nvrtc_libraries[1].filename().string().starts_with("libnvrtc-builtins"));
   EXPECT_TRUE(Tools().nvrtc_libraries[2].filename().string() == "ptxas");
-  auto again = cache::FilesFingerprint(Tools().nvrtc_libraries);
+  auto again = keys::FilesFingerprint(Tools().nvrtc_libraries);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, Tools().nvrtc_library_fingerprint) << "the fingerprint is of the files' contents";
 }
@@ -222,7 +223,7 @@ TEST(Resolver, AHeaderEditChangesExactlyTheKeysOfKernelsThatIncludeIt) {
     std::string header = "common/" + entry.path().filename().string();
     std::set<std::string> includers;
     for (const auto& k : before_resolver->tree().manifest().kernels) {
-      auto closure = cache::IncludeClosure(kernels, k.source);
+      auto closure = keys::IncludeClosure(kernels, k.source);
       for (const auto& f : *closure) {
         if (f.generic_string() == header) includers.insert(k.name);
       }

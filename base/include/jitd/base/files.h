@@ -82,6 +82,11 @@ absl::Status ErrnoStatus(int err, std::string_view what, const std::filesystem::
 // fsyncs the directory `dir` (what makes a rename in it durable).
 absl::Status FsyncDirectory(const std::filesystem::path& dir);
 
+// Makes `dir` and each missing parent with mode 0700 (the umask does not
+// widen it; create_directories would give 0755, readable by everyone).
+// FAILED_PRECONDITION when `dir` exists but is not a directory.
+absl::Status MakePrivateDirs(const std::filesystem::path& dir);
+
 // Makes `dir` (and its parents) if missing and removes whatever is in it;
 // best effort: what cannot be removed stays.
 void EmptyDirectory(const std::filesystem::path& dir);

@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "jitd/keys/content_key.h"
 #include "testing.h"
 
-namespace jitd::cache {
+namespace jitd::keys {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::TempDir;
+using cache::testing::TempDir;
 
 void Write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
@@ -160,7 +161,7 @@ TEST(ContentKey, EveryInputMatters) {
   base.sources = {{"k.cu", "source"}};
   const std::string key = ContentKey(base);
   EXPECT_EQ(key.size(), 64u);
-  EXPECT_TRUE(IsValidKey(key));
+  EXPECT_TRUE(cache::IsValidKey(key));
   auto differs = [&](auto mutate) {
     KeyInputs k = base;
     mutate(k);
@@ -292,4 +293,4 @@ TEST(MemoizedTreeFingerprint, AGarbledMemoIsIgnored) {
 }
 
 }  // namespace
-}  // namespace jitd::cache
+}  // namespace jitd::keys

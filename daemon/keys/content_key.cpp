@@ -1,4 +1,6 @@
 // Content keys, include closures and tree fingerprints.
+#include "jitd/keys/content_key.h"
+
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -15,9 +17,8 @@
 #include "jitd/base/hex.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "jitd/cache.h"
 
-namespace jitd::cache {
+namespace jitd::keys {
 namespace {
 
 namespace fs = std::filesystem;
@@ -294,7 +295,7 @@ absl::StatusOr<std::string> Memoized(
   if (!again.ok()) return fingerprint;
   absl::StatusOr<std::string> after = MetadataDigest(*again, racy_ns, &racy, !tree);
   if (!after.ok() || *after != stats || racy) return fingerprint;
-  if (!MakePrivateDirs(memo_file.parent_path()).ok()) return fingerprint;
+  if (!files::MakePrivateDirs(memo_file.parent_path()).ok()) return fingerprint;
   // A memo is a hint: one lost to a crash is recomputed, so no fsync; a
   // failed write leaves the old one (or none).
   files::AtomicWrite how;
@@ -337,4 +338,4 @@ absl::StatusOr<std::string> FilesMetadataDigest(const std::vector<fs::path>& fil
   return MetadataDigest(ListedFiles(files), racy_window.count(), recent, /*missing_is_error=*/true);
 }
 
-}  // namespace jitd::cache
+}  // namespace jitd::keys
