@@ -1,7 +1,6 @@
 // Content keys, include closures and tree fingerprints.
 #include "jitd/keys/content_key.h"
 
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,42 +13,15 @@
 #include <sstream>
 
 #include "jitd/base/files.h"
-#include "jitd/base/hex.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
+#include "jitd/keys/field_digest.h"
 
 namespace jitd::keys {
 namespace {
 
 namespace fs = std::filesystem;
 using text::Cat;
-
-// Incremental SHA-256 over length-prefixed fields, so that ("ab","c") and
-// ("a","bc") hash differently.
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-
-  void Field(std::string_view tag, std::string_view value) {
-    Raw(tag);
-    uint64_t n = value.size();
-    EVP_DigestUpdate(ctx_, &n, sizeof n);
-    Raw(value);
-  }
-  std::string Hex() {
-    unsigned char out[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(ctx_, out, &len);
-    return hex::Encode(std::string_view(reinterpret_cast<const char*>(out), len));
-  }
-
- private:
-  void Raw(std::string_view v) { EVP_DigestUpdate(ctx_, v.data(), v.size()); }
-  EVP_MD_CTX* ctx_;
-};
 
 // Whether `p` (already normalised) lies inside `root` (normalised).
 bool Inside(const fs::path& root, const fs::path& p) {
@@ -68,7 +40,7 @@ bool IsKeyNeutralOption(std::string_view o) {
 }
 
 std::string ContentKey(const KeyInputs& in) {
-  Sha256 h;
+  FieldDigest h;
   h.Field("schema", std::to_string(kKeySchemaVersion));
   h.Field("nvrtc", in.nvrtc_version);
   h.Field("toolkit", in.toolkit_fingerprint);
@@ -241,7 +213,7 @@ absl::StatusOr<std::string> MetadataDigest(const std::vector<std::pair<std::stri
   clock_gettime(CLOCK_REALTIME, &now_ts);
   const int64_t now = Ns(now_ts);
   bool any_recent = false;
-  Sha256 h;
+  FieldDigest h;
   for (const auto& [name, path] : files) {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -258,7 +230,7 @@ absl::StatusOr<std::string> MetadataDigest(const std::vector<std::pair<std::stri
 
 absl::StatusOr<std::string> ContentDigest(const std::vector<std::pair<std::string, fs::path>>& files,
                                           bool skip_non_regular) {
-  Sha256 h;
+  FieldDigest h;
   for (const auto& [name, path] : files) {
     std::error_code ec;
     if (skip_non_regular && !fs::is_regular_file(path, ec)) continue;
