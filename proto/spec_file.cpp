@@ -2,52 +2,50 @@
 
 #include <toml++/toml.h>
 
-#include "absl/strings/str_cat.h"
+#include "jitd/base/text.h"
 
 namespace jitd {
 namespace {
 
 std::string Where(const std::filesystem::path& path, const toml::node& node) {
-  return absl::StrCat(path.string(), ":", node.source().begin.line);
+  return text::Cat(path.string(), ":", node.source().begin.line);
 }
 
 absl::Status Invalid(const std::filesystem::path& path, const toml::node& node, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(Where(path, node), ": ", what));
+  return absl::InvalidArgumentError(text::Cat(Where(path, node), ": ", what));
 }
 
 absl::StatusOr<v1::KernelSpec> ParseSpec(const std::filesystem::path& path, const toml::table& table, size_t index) {
   v1::KernelSpec spec;
-  const std::string name = absl::StrCat("spec[", index, "]");
+  const std::string name = text::Cat("spec[", index, "]");
   for (const auto& [key, value] : table) {
     const std::string k(key.str());
     if (k == "kernel" || k == "arch") {
       const auto* text = value.as_string();
-      if (text == nullptr) return Invalid(path, value, absl::StrCat(name, ".", k, " must be a string"));
+      if (text == nullptr) return Invalid(path, value, text::Cat(name, ".", k, " must be a string"));
       k == "kernel" ? spec.set_kernel(text->get()) : spec.set_arch(text->get());
     } else if (k == "params") {
       const auto* params = value.as_table();
-      if (params == nullptr) return Invalid(path, value, absl::StrCat(name, ".params must be a table"));
+      if (params == nullptr) return Invalid(path, value, text::Cat(name, ".params must be a table"));
       for (const auto& [param, param_value] : *params) {
         const auto* text = param_value.as_string();
         if (text == nullptr) {
-          return Invalid(path, param_value,
-                         absl::StrCat(name, ".params.", std::string(param.str()), " must be a string"));
+          return Invalid(path, param_value, text::Cat(name, ".params.", std::string(param.str()), " must be a string"));
         }
         (*spec.mutable_params())[std::string(param.str())] = text->get();
       }
     } else if (k == "options") {
       const auto* options = value.as_array();
       if (options == nullptr || !options->is_homogeneous(toml::node_type::string)) {
-        return Invalid(path, value, absl::StrCat(name, ".options must be an array of strings"));
+        return Invalid(path, value, text::Cat(name, ".options must be an array of strings"));
       }
       for (const auto& option : *options) spec.add_options(option.as_string()->get());
     } else {
-      return Invalid(path, value,
-                     absl::StrCat("unknown key ", name, ".", k, " (known: kernel, params, arch, options)"));
+      return Invalid(path, value, text::Cat("unknown key ", name, ".", k, " (known: kernel, params, arch, options)"));
     }
   }
   if (spec.kernel().empty()) {
-    return Invalid(path, table, absl::StrCat(name, " has no kernel"));
+    return Invalid(path, table, text::Cat(name, " has no kernel"));
   }
   return spec;
 }
@@ -61,16 +59,16 @@ absl::StatusOr<std::vector<v1::KernelSpec>> LoadSpecFile(const std::filesystem::
   } catch (const toml::parse_error& error) {
     // toml++ reports a missing file as a parse error at line 0.
     if (error.source().begin.line == 0) {
-      return absl::NotFoundError(absl::StrCat(path.string(), ": ", std::string(error.description())));
+      return absl::NotFoundError(text::Cat(path.string(), ": ", std::string(error.description())));
     }
     return absl::InvalidArgumentError(
-        absl::StrCat(path.string(), ":", error.source().begin.line, ": ", std::string(error.description())));
+        text::Cat(path.string(), ":", error.source().begin.line, ": ", std::string(error.description())));
   }
   std::vector<v1::KernelSpec> specs;
   for (const auto& [key, value] : root) {
     const auto* array = value.as_array();
     if (key.str() != "spec" || array == nullptr) {
-      return Invalid(path, value, absl::StrCat("unknown key ", std::string(key.str()), " (expected [[spec]] tables)"));
+      return Invalid(path, value, text::Cat("unknown key ", std::string(key.str()), " (expected [[spec]] tables)"));
     }
     for (size_t i = 0; i < array->size(); ++i) {
       const auto* table = (*array)[i].as_table();
@@ -81,7 +79,7 @@ absl::StatusOr<std::vector<v1::KernelSpec>> LoadSpecFile(const std::filesystem::
     }
   }
   if (specs.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": no [[spec]] tables"));
+    return absl::InvalidArgumentError(text::Cat(path.string(), ": no [[spec]] tables"));
   }
   return specs;
 }

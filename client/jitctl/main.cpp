@@ -92,7 +92,7 @@ std::string VerbOf(const CLI::App& app, int argc, char** argv) {
 std::string Suggest(std::string_view word, const std::vector<std::string>& known) {
   const std::vector<std::string> close = jitd::text::CloseMatches(word, known, 2);
   if (close.empty()) return "";
-  return absl::StrCat("; did you mean ", jitd::text::Join(close, " or "), "?");
+  return jitd::text::Cat("; did you mean ", jitd::text::Join(close, " or "), "?");
 }
 
 // Every long option of the app and of `sub`, as "--name".

@@ -3,6 +3,7 @@
 #include "entry_table.h"
 #include "human_format.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 #include "json_output.h"
 #include "verb.h"
 
@@ -38,12 +39,12 @@ class EvictVerb final : public Verb {
     }
     if (!max_bytes_.empty()) {
       absl::StatusOr<uint64_t> bytes = ParseByteSize(max_bytes_);
-      if (!bytes.ok()) return absl::InvalidArgumentError(absl::StrCat("--max-bytes: ", bytes.status().message()));
+      if (!bytes.ok()) return absl::InvalidArgumentError(text::Cat("--max-bytes: ", bytes.status().message()));
       request_.set_max_bytes(*bytes);
     }
     if (!older_than_.empty()) {
       absl::StatusOr<std::chrono::seconds> age = ParseDuration(older_than_);
-      if (!age.ok()) return absl::InvalidArgumentError(absl::StrCat("--older-than: ", age.status().message()));
+      if (!age.ok()) return absl::InvalidArgumentError(text::Cat("--older-than: ", age.status().message()));
       request_.set_older_than_s(static_cast<uint64_t>(age->count()));
     }
     request_.set_kernel_glob(kernel_glob_);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "human_format.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 #include "json_output.h"
 #include "table.h"
 #include "verb.h"
@@ -92,7 +93,7 @@ class GetVerb final : public Verb {
     for (const std::string& param : params_) {
       std::pair<std::string, std::string> kv = absl::StrSplit(param, absl::MaxSplits('=', 1));
       if (kv.first.empty() || param.find('=') == std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat("-p '", param, "': expected K=V"));
+        return absl::InvalidArgumentError(text::Cat("-p '", param, "': expected K=V"));
       }
       spec_.params[kv.first] = kv.second;
     }
@@ -100,8 +101,8 @@ class GetVerb final : public Verb {
     spec_.options = options_;
     std::error_code ec;
     if (!output_path_.empty() && std::filesystem::is_directory(output_path_, ec)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "-o ", output_path_, " is a directory; name the file to write (-o ", output_path_, "/kernel.cubin)"));
+      return absl::InvalidArgumentError(text::Cat("-o ", output_path_, " is a directory; name the file to write (-o ",
+                                                  output_path_, "/kernel.cubin)"));
     }
     if (mode_ == "cached-only") mode_value_ = v1::GetKernelRequest::CACHED_ONLY;
     if (mode_ == "prefetch") mode_value_ = v1::GetKernelRequest::PREFETCH;
@@ -148,8 +149,8 @@ class GetVerb final : public Verb {
         {"origin", OriginWord(answer.source)},
         {"arch", answer.arch},
         // The cubin alone; `ls` shows the blob file (cubin plus metadata).
-        {"cubin", absl::StrCat(FormatBytes(answer.cubin.size()),
-                               output_path_.empty() ? " (use -o FILE.cubin to save it)" : " -> " + output_path_)},
+        {"cubin", text::Cat(FormatBytes(answer.cubin.size()),
+                            output_path_.empty() ? " (use -o FILE.cubin to save it)" : " -> " + output_path_)},
         {"compile", absl::StrFormat("%.1f ms (NVRTC %s)", answer.compile_ms, answer.nvrtc_version)}};
     if (!answer.blob_path.empty()) fields.emplace_back("blob", answer.blob_path);
     Table::PrintRecord(output.out, fields);

@@ -9,10 +9,10 @@
 #include <charconv>
 #include <iostream>
 
-#include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 #include "json_output.h"
 #include "verb.h"
 
@@ -36,14 +36,14 @@ absl::StatusOr<std::chrono::milliseconds> ParseTimeout(const std::string& text) 
     const char* end = text.data() + text.size() - 2;
     auto [stop, error] = std::from_chars(text.data(), end, count);
     if (error != std::errc() || stop != end) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a duration (examples: 500ms, 2s, 1m)"));
+      return absl::InvalidArgumentError(text::Cat("'", text, "' is not a duration (examples: 500ms, 2s, 1m)"));
     }
     timeout = std::chrono::milliseconds(count);
   } else {
     JITD_ASSIGN_OR_RETURN(std::chrono::seconds seconds, ParseDuration(text));
     timeout = seconds;
   }
-  if (timeout.count() <= 0) return absl::InvalidArgumentError(absl::StrCat("'", text, "': must be more than 0"));
+  if (timeout.count() <= 0) return absl::InvalidArgumentError(text::Cat("'", text, "': must be more than 0"));
   return timeout;
 }
 
@@ -108,7 +108,7 @@ class HealthVerb final : public Verb {
       text = global;
     }
     absl::StatusOr<std::chrono::milliseconds> timeout = ParseTimeout(text);
-    if (!timeout.ok()) return absl::InvalidArgumentError(absl::StrCat("--timeout: ", timeout.status().message()));
+    if (!timeout.ok()) return absl::InvalidArgumentError(text::Cat("--timeout: ", timeout.status().message()));
     timeout_ = *timeout;
     return absl::OkStatus();
   }
@@ -131,26 +131,25 @@ class HealthVerb final : public Verb {
         break;
       case grpc::StatusCode::NOT_FOUND:  // the standard answer for a service the server does not have
         serving = HealthCheckResponse::SERVICE_UNKNOWN;
-        problem =
-            absl::StrCat("jitd at ", endpoint, " has no service ", Quoted(service_), ": ", status.error_message());
+        problem = text::Cat("jitd at ", endpoint, " has no service ", Quoted(service_), ": ", status.error_message());
         break;
       case grpc::StatusCode::UNAVAILABLE:
-        return absl::UnavailableError(absl::StrCat("cannot reach jitd at ", endpoint, ": ", status.error_message()));
+        return absl::UnavailableError(text::Cat("cannot reach jitd at ", endpoint, ": ", status.error_message()));
       case grpc::StatusCode::DEADLINE_EXCEEDED:
         return absl::DeadlineExceededError(
-            absl::StrCat("jitd at ", endpoint, " did not answer Health/Check within ", timeout_.count(), " ms"));
+            text::Cat("jitd at ", endpoint, " did not answer Health/Check within ", timeout_.count(), " ms"));
       case grpc::StatusCode::UNIMPLEMENTED:
         return absl::UnimplementedError(
-            absl::StrCat("the server at ", endpoint, " does not serve grpc.health.v1.Health: is it jitd?"));
+            text::Cat("the server at ", endpoint, " does not serve grpc.health.v1.Health: is it jitd?"));
       default:
         return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                            absl::StrCat("jitd at ", endpoint, ": ", status.error_message()));
+                            text::Cat("jitd at ", endpoint, ": ", status.error_message()));
     }
     const std::string name = HealthCheckResponse::ServingStatus_Name(serving);
     if (serving != HealthCheckResponse::SERVING && problem.empty()) {
       problem =
-          absl::StrCat("jitd at ", endpoint, " answers ", name, " for ", Quoted(service_),
-                       serving == HealthCheckResponse::NOT_SERVING ? " (it is shutting down, draining its calls)" : "");
+          text::Cat("jitd at ", endpoint, " answers ", name, " for ", Quoted(service_),
+                    serving == HealthCheckResponse::NOT_SERVING ? " (it is shutting down, draining its calls)" : "");
     }
 
     if (output.json) {

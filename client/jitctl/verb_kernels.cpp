@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 #include "json_output.h"
 #include "table.h"
 #include "verb.h"
@@ -17,7 +18,7 @@ std::string DescribeParams(const v1::KernelInfo& kernel) {
     for (const std::string& value : param.allowed()) {
       values.push_back(value == param.default_value() ? value + "*" : value);
     }
-    parts.push_back(absl::StrCat(param.name(), "=", absl::StrJoin(values, "|")));
+    parts.push_back(text::Cat(param.name(), "=", absl::StrJoin(values, "|")));
   }
   return absl::StrJoin(parts, " ");
 }
@@ -59,7 +60,7 @@ class KernelsVerb final : public Verb {
             {"  launch", kernel.launch().empty() ? "(not declared in the manifest)" : kernel.launch()},
             {"  source", kernel.source()},
             {"  options", absl::StrJoin(kernel.default_options(), " ")},
-            {"  instantiations", absl::StrCat(kernel.instantiations(), " per arch")}};
+            {"  instantiations", text::Cat(kernel.instantiations(), " per arch")}};
         Table::PrintRecord(output.out, fields);
         output.out << '\n';
       }
@@ -70,8 +71,7 @@ class KernelsVerb final : public Verb {
     }
     Table table({{"KERNEL"}, {"PARAMS (* = default)"}, {"INSTANTIATIONS", Table::Align::kRight}, {"DESCRIPTION"}});
     for (const v1::KernelInfo& kernel : response.kernels()) {
-      table.AddRow(
-          {kernel.name(), DescribeParams(kernel), absl::StrCat(kernel.instantiations()), kernel.description()});
+      table.AddRow({kernel.name(), DescribeParams(kernel), text::Cat(kernel.instantiations()), kernel.description()});
     }
     table.Print(output.out);
     output.out << response.kernels_size() << (response.kernels_size() == 1 ? " kernel" : " kernels")

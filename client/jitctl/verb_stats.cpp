@@ -3,6 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "human_format.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 #include "json_output.h"
 #include "table.h"
 #include "verb.h"
@@ -82,8 +83,8 @@ class StatsVerb final : public Verb {
          {"size", absl::StrFormat("%s (%s pinned)", FormatBytes(stats.bytes()), FormatBytes(stats.pinned_bytes()))},
          {"budget", Budget(stats)},
          {"hits / misses", HitRate(stats)},
-         {"evictions", absl::StrCat(stats.evictions())},
-         {"corrupt", absl::StrCat(stats.corrupt())},
+         {"evictions", text::Cat(stats.evictions())},
+         {"corrupt", text::Cat(stats.corrupt())},
          {"publishes", absl::StrFormat("%d (%d failed)", stats.publishes(), stats.publish_failures())},
          {"uptime", FormatSeconds(stats.uptime_s())},
          {"kernels", Kernels(stats)},

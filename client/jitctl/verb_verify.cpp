@@ -1,6 +1,6 @@
 // `jitctl verify`: the daemon reads every entry and checks its checksum.
-#include "absl/strings/str_cat.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 #include "json_output.h"
 #include "table.h"
 #include "verb.h"
@@ -26,12 +26,12 @@ class VerifyVerb final : public Verb {
     if (output.json) {
       output.out << ToJson(report);
     } else {
-      Table::PrintRecord(output.out, {{"checked", absl::StrCat(report.checked())},
-                                      {"ok", absl::StrCat(report.ok())},
-                                      {"corrupt", absl::StrCat(report.corrupt())},
-                                      {"missing blobs", absl::StrCat(report.missing_blobs())},
-                                      {"orphan blobs", absl::StrCat(report.orphan_blobs())},
-                                      {"repaired", absl::StrCat(report.repaired())},
+      Table::PrintRecord(output.out, {{"checked", text::Cat(report.checked())},
+                                      {"ok", text::Cat(report.ok())},
+                                      {"corrupt", text::Cat(report.corrupt())},
+                                      {"missing blobs", text::Cat(report.missing_blobs())},
+                                      {"orphan blobs", text::Cat(report.orphan_blobs())},
+                                      {"repaired", text::Cat(report.repaired())},
                                       {"index", report.index_integrity()}});
       for (const std::string& problem : report.problems()) output.out << "problem: " << problem << '\n';
     }

@@ -92,11 +92,11 @@ class WarmVerb final : public Verb {
     if (output.json) {
       std::vector<std::string> json_failures;
       for (const v1::WarmProgress& failure : failures) json_failures.push_back(ToJson(failure));
-      output.out << ToJsonObject({{"total", absl::StrCat(last->total())},
-                                  {"compiled", absl::StrCat(last->compiled())},
-                                  {"cached", absl::StrCat(last->cached())},
-                                  {"failed", absl::StrCat(last->failed())},
-                                  {"elapsed_ms", absl::StrCat(last->elapsed_ms())},
+      output.out << ToJsonObject({{"total", text::Cat(last->total())},
+                                  {"compiled", text::Cat(last->compiled())},
+                                  {"cached", text::Cat(last->cached())},
+                                  {"failed", text::Cat(last->failed())},
+                                  {"elapsed_ms", text::Cat(last->elapsed_ms())},
                                   {"failures", ToJsonArray(json_failures)},
                                   {"progress", ToJsonArray(json_progress)}});
     } else {

@@ -9,8 +9,8 @@
 #include <system_error>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "config/settings.h"
+#include "jitd/base/text.h"
 #include "remote.h"
 #include "security/listen_address.h"
 
@@ -72,7 +72,7 @@ absl::Status CheckListenAddress(const std::string& address) { return ParseListen
 absl::Status CheckGroupName(const std::string& group) {
   if (group.empty()) return absl::InvalidArgumentError("a group name is empty");
   if (::getgrnam(group.c_str()) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("no group '", group, "' on this host (see /etc/group)"));
+    return absl::InvalidArgumentError(text::Cat("no group '", group, "' on this host (see /etc/group)"));
   }
   return absl::OkStatus();
 }
@@ -81,7 +81,7 @@ absl::Status CheckArch(const std::string& arch) {
   static const std::regex kArch("sm_[0-9]{2,3}[af]?");
   if (!std::regex_match(arch.begin(), arch.end(), kArch)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", arch, "' is not a GPU architecture (examples: sm_90, sm_90a, sm_100a)"));
+        text::Cat("'", arch, "' is not a GPU architecture (examples: sm_90, sm_90a, sm_100a)"));
   }
   return absl::OkStatus();
 }
@@ -90,14 +90,14 @@ absl::Status CheckRemoteUrl(const std::string& url) { return cache::ParseRemoteU
 
 absl::Status CheckRemoteTimeout(int64_t milliseconds) {
   if (milliseconds < 10 || milliseconds > 60000) {
-    return absl::InvalidArgumentError(absl::StrCat(milliseconds, " ms is out of range (10..60000)"));
+    return absl::InvalidArgumentError(text::Cat(milliseconds, " ms is out of range (10..60000)"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckRemoteMaxValueBytes(uint64_t bytes) {
   if (bytes < (uint64_t{1} << 20) || bytes > (uint64_t{4} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(bytes, " bytes is out of range (1M..4G)"));
+    return absl::InvalidArgumentError(text::Cat(bytes, " bytes is out of range (1M..4G)"));
   }
   return absl::OkStatus();
 }
@@ -105,14 +105,14 @@ absl::Status CheckRemoteMaxValueBytes(uint64_t bytes) {
 absl::Status CheckMetricsListen(const std::string& address) {
   absl::StatusOr<ListenAddress> parsed = ParseListenAddress(address);
   if (!parsed.ok() || parsed->kind != ListenAddress::Kind::kTcp) {
-    return absl::InvalidArgumentError(absl::StrCat("'", address, "' is not HOST:PORT (example: 127.0.0.1:9464)"));
+    return absl::InvalidArgumentError(text::Cat("'", address, "' is not HOST:PORT (example: 127.0.0.1:9464)"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckWorkers(int64_t workers) {
   if (workers < 1 || workers > kMaxWorkers) {
-    return absl::InvalidArgumentError(absl::StrCat(workers, " workers is out of range (1..", kMaxWorkers, ")"));
+    return absl::InvalidArgumentError(text::Cat(workers, " workers is out of range (1..", kMaxWorkers, ")"));
   }
   return absl::OkStatus();
 }
@@ -120,15 +120,15 @@ absl::Status CheckWorkers(int64_t workers) {
 absl::Status CheckMaxQueue(int64_t max_queue) {
   if (max_queue < 1 || max_queue > kMaxMaxQueue) {
     return absl::InvalidArgumentError(
-        absl::StrCat(max_queue, " waiting compiles is out of range (1..", kMaxMaxQueue, ")"));
+        text::Cat(max_queue, " waiting compiles is out of range (1..", kMaxMaxQueue, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckNegativeTtl(int64_t seconds) {
   if (seconds < 0 || seconds > kMaxNegativeTtlSeconds) {
-    return absl::InvalidArgumentError(absl::StrCat(seconds, " s is out of range (0..", kMaxNegativeTtlSeconds,
-                                                   " s; 0 turns the negative cache off)"));
+    return absl::InvalidArgumentError(
+        text::Cat(seconds, " s is out of range (0..", kMaxNegativeTtlSeconds, " s; 0 turns the negative cache off)"));
   }
   return absl::OkStatus();
 }

@@ -34,7 +34,7 @@ const char* TypeName(const toml::node& node) {
 }
 
 absl::Status WrongType(const toml::node& node, const char* expected) {
-  return absl::InvalidArgumentError(absl::StrCat("must be ", expected, ", not ", TypeName(node)));
+  return absl::InvalidArgumentError(text::Cat("must be ", expected, ", not ", TypeName(node)));
 }
 
 // A TOML integer as a flag would spell it.
@@ -99,35 +99,35 @@ absl::StatusOr<ConfigLayer> ReadConfigFile(const std::filesystem::path& path) {
   const std::string name = path.string();
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    return absl::NotFoundError(absl::StrCat("config file ", name, " does not exist or is not a file"));
+    return absl::NotFoundError(text::Cat("config file ", name, " does not exist or is not a file"));
   }
   toml::table root;
   try {
     root = toml::parse_file(name);
   } catch (const toml::parse_error& parse_error) {
     const toml::source_position where = parse_error.source().begin;
-    return absl::InvalidArgumentError(absl::StrCat(name, ":", where.line, ":", where.column,
-                                                   ": invalid TOML: ", std::string(parse_error.description())));
+    return absl::InvalidArgumentError(text::Cat(name, ":", where.line, ":", where.column,
+                                                ": invalid TOML: ", std::string(parse_error.description())));
   }
 
   const std::filesystem::path base = std::filesystem::absolute(path).parent_path();
   ConfigLayer layer;
   for (const auto& [key, value] : root) {
-    const std::string line = absl::StrCat(name, ":", value.source().begin.line);
+    const std::string line = text::Cat(name, ":", value.source().begin.line);
     const std::string key_name(key.str());
     const Setting* setting = FindSetting(key_name);
     if (setting == nullptr) {
       const std::vector<std::string> known = ConfigFileKeys();
       const std::vector<std::string> close = jitd::text::CloseMatches(key_name, known, 2);
-      return absl::InvalidArgumentError(absl::StrCat(
-          line, ": unknown key '", key_name, "'",
-          close.empty() ? std::string() : absl::StrCat("; did you mean ", absl::StrJoin(close, " or "), "?"),
-          " (known keys: ", absl::StrJoin(known, ", "), ")"));
+      return absl::InvalidArgumentError(
+          text::Cat(line, ": unknown key '", key_name, "'",
+                    close.empty() ? std::string() : text::Cat("; did you mean ", absl::StrJoin(close, " or "), "?"),
+                    " (known keys: ", absl::StrJoin(known, ", "), ")"));
     }
     absl::StatusOr<std::vector<std::string>> texts = Texts(value, setting->kind);
     absl::Status read = texts.ok() ? setting->read(*texts, base, layer) : texts.status();
     if (!read.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(line, ": key '", key_name, "': ", read.message()));
+      return absl::InvalidArgumentError(text::Cat(line, ": key '", key_name, "': ", read.message()));
     }
   }
   return layer;

@@ -1,6 +1,6 @@
 #include "security/admin_auth.h"
 
-#include "absl/strings/str_cat.h"
+#include "jitd/base/text.h"
 
 namespace jitd::daemon {
 namespace {
@@ -22,7 +22,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 
 std::string AdminAuth::Where() const {
   std::lock_guard lock(where_mu_);
-  return where_.empty() ? std::string() : absl::StrCat(" (", where_, ")");
+  return where_.empty() ? std::string() : text::Cat(" (", where_, ")");
 }
 
 void AdminAuth::SetWhere(std::string where) {
@@ -35,14 +35,14 @@ absl::Status AdminAuth::Authorize(const grpc::ServerContext& context, const std:
   const auto& metadata = context.client_metadata();
   const auto header = metadata.find("authorization");
   if (header == metadata.end()) {
-    return absl::PermissionDeniedError(absl::StrCat(action, " needs the admin token: jitctl --admin-token-file FILE",
-                                                    where_.empty() ? "" : Where(),
-                                                    "; other clients send it as 'authorization: Bearer <token>'"));
+    return absl::PermissionDeniedError(text::Cat(action, " needs the admin token: jitctl --admin-token-file FILE",
+                                                 where_.empty() ? "" : Where(),
+                                                 "; other clients send it as 'authorization: Bearer <token>'"));
   }
   const std::string_view value(header->second.data(), header->second.size());
   if (value.substr(0, kBearer.size()) != kBearer || !ConstantTimeEquals(value.substr(kBearer.size()), token_)) {
     return absl::PermissionDeniedError(
-        absl::StrCat(action, " was refused: the admin token sent does not match the daemon's"));
+        text::Cat(action, " was refused: the admin token sent does not match the daemon's"));
   }
   return absl::OkStatus();
 }

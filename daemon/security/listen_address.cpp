@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "jitd/base/endpoint.h"
 #include "jitd/base/text.h"
 
@@ -23,14 +22,13 @@ absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& text) {
   if (absl::StartsWith(text, "unix:")) {
     const std::string path = text.substr(5);
     if (path.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' names no socket path"));
+      return absl::InvalidArgumentError(text::Cat("'", text, "' names no socket path"));
     }
     address.kind = ListenAddress::Kind::kUnix;
     address.unix_path = std::filesystem::absolute(path).lexically_normal();
     if (address.unix_path.string().size() > kMaxUnixPathBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("socket path '", address.unix_path.string(),
-                                                     "' is longer than the ", kMaxUnixPathBytes,
-                                                     " bytes a Unix socket address holds"));
+      return absl::InvalidArgumentError(text::Cat("socket path '", address.unix_path.string(), "' is longer than the ",
+                                                  kMaxUnixPathBytes, " bytes a Unix socket address holds"));
     }
     return address;
   }
@@ -41,9 +39,9 @@ absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& text) {
       const std::string name(scheme, std::strlen(scheme) - 1);
       const std::string why =
           name == "unix-abstract" ? " (an abstract socket has no file permissions: any local user could connect)" : "";
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "' uses the gRPC scheme ", name,
-                                                     ", which jitd does not listen on", why,
-                                                     "; use unix:PATH or HOST:PORT"));
+      return absl::InvalidArgumentError(text::Cat("'", text, "' uses the gRPC scheme ", name,
+                                                  ", which jitd does not listen on", why,
+                                                  "; use unix:PATH or HOST:PORT"));
     }
   }
   absl::StatusOr<HostPort> split = SplitHostPort(text);

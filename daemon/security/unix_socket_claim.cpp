@@ -13,8 +13,8 @@
 #include <system_error>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "jitd/base/text.h"
 
 namespace jitd::daemon {
 namespace {
@@ -42,7 +42,7 @@ std::string LockHolder(int fd) {
   const ssize_t n = pread(fd, buffer, sizeof(buffer) - 1, 0);
   int pid = 0;
   if (n > 0 && absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::string_view(buffer, static_cast<size_t>(n))), &pid)) {
-    return absl::StrCat(" (pid ", pid, ")");
+    return text::Cat(" (pid ", pid, ")");
   }
   return "";
 }
@@ -54,14 +54,14 @@ absl::StatusOr<std::unique_ptr<UnixSocketClaim>> UnixSocketClaim::Acquire(const 
   std::filesystem::create_directories(path.parent_path(), error);
   if (error) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot create the socket directory ", path.parent_path().string(), ": ", error.message()));
+        text::Cat("cannot create the socket directory ", path.parent_path().string(), ": ", error.message()));
   }
   // In a directory every user may write to (without the sticky bit that
   // /tmp has), anyone could remove jitd's socket and put their own there.
   struct stat directory {};
   if (stat(path.parent_path().c_str(), &directory) == 0 && (directory.st_mode & S_IWOTH) != 0 &&
       (directory.st_mode & S_ISVTX) == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::FailedPreconditionError(text::Cat(
         "the socket directory ", path.parent_path().string(),
         " is writable by every user (no sticky bit): anyone could replace jitd's socket there; use a directory the "
         "daemon's user owns ($XDG_RUNTIME_DIR, a systemd RuntimeDirectory) or chmod o-w it"));
@@ -72,10 +72,10 @@ absl::StatusOr<std::unique_ptr<UnixSocketClaim>> UnixSocketClaim::Acquire(const 
   // trusted (root is); the sticky bit of /tmp keeps others' names apart.
   if (stat(path.parent_path().c_str(), &directory) == 0 && directory.st_uid != geteuid() && directory.st_uid != 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the socket directory ", path.parent_path().string(), " belongs to uid ", directory.st_uid,
-                     ", not to the daemon's user (uid ", geteuid(),
-                     ") or root: its owner could replace jitd's socket; use a "
-                     "directory the daemon's user owns ($XDG_RUNTIME_DIR, a systemd RuntimeDirectory)"));
+        text::Cat("the socket directory ", path.parent_path().string(), " belongs to uid ", directory.st_uid,
+                  ", not to the daemon's user (uid ", geteuid(),
+                  ") or root: its owner could replace jitd's socket; use a "
+                  "directory the daemon's user owns ($XDG_RUNTIME_DIR, a systemd RuntimeDirectory)"));
   }
 
   // Never through a symlink (one planted in /tmp would have the daemon
@@ -83,24 +83,24 @@ absl::StatusOr<std::unique_ptr<UnixSocketClaim>> UnixSocketClaim::Acquire(const 
   const std::string lock_path = path.string() + ".lock";
   const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (lock_fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot open the lock file ", lock_path, ": ", ErrnoText(),
-                                                      errno == ELOOP ? " (it is a symlink: remove it)" : ""));
+    return absl::FailedPreconditionError(text::Cat("cannot open the lock file ", lock_path, ": ", ErrnoText(),
+                                                   errno == ELOOP ? " (it is a symlink: remove it)" : ""));
   }
   struct stat lock_info {};
   if (fstat(lock_fd, &lock_info) != 0 || !S_ISREG(lock_info.st_mode) || lock_info.st_uid != geteuid()) {
     close(lock_fd);
-    return absl::FailedPreconditionError(absl::StrCat("the lock file ", lock_path,
-                                                      " is not a regular file of the daemon's user (uid ", geteuid(),
-                                                      "); refusing to use it: remove it"));
+    return absl::FailedPreconditionError(text::Cat("the lock file ", lock_path,
+                                                   " is not a regular file of the daemon's user (uid ", geteuid(),
+                                                   "); refusing to use it: remove it"));
   }
   if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     const std::string holder = LockHolder(lock_fd);
     close(lock_fd);
-    return absl::FailedPreconditionError(absl::StrCat("another jitd", holder,
-                                                      " is already serving on unix:", path.string(),
-                                                      "; stop it first or choose another --listen address"));
+    return absl::FailedPreconditionError(text::Cat("another jitd", holder,
+                                                   " is already serving on unix:", path.string(),
+                                                   "; stop it first or choose another --listen address"));
   }
-  const std::string pid = absl::StrCat(getpid(), "\n");
+  const std::string pid = text::Cat(getpid(), "\n");
   if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid.data(), pid.size(), 0) < 0) {
     // Only the message about the holder suffers; the lock itself holds.
   }
@@ -111,17 +111,17 @@ absl::StatusOr<std::unique_ptr<UnixSocketClaim>> UnixSocketClaim::Acquire(const 
     if (!S_ISSOCK(info.st_mode)) {
       close(lock_fd);
       return absl::FailedPreconditionError(
-          absl::StrCat(path.string(), " exists and is not a socket; refusing to replace it"));
+          text::Cat(path.string(), " exists and is not a socket; refusing to replace it"));
     }
     if (SomeoneAccepts(path)) {
       close(lock_fd);
-      return absl::FailedPreconditionError(absl::StrCat("another process is already serving on unix:", path.string(),
-                                                        "; stop it first or choose another --listen address"));
+      return absl::FailedPreconditionError(text::Cat("another process is already serving on unix:", path.string(),
+                                                     "; stop it first or choose another --listen address"));
     }
     if (unlink(path.c_str()) != 0 && errno != ENOENT) {
       close(lock_fd);
       return absl::FailedPreconditionError(
-          absl::StrCat("cannot remove the stale socket ", path.string(), ": ", ErrnoText()));
+          text::Cat("cannot remove the stale socket ", path.string(), ": ", ErrnoText()));
     }
     removed_stale = true;
   }
@@ -138,7 +138,7 @@ UnixSocketClaim::~UnixSocketClaim() {
 
 absl::Status UnixSocketClaim::RestrictMode() const {
   if (chmod(path_.c_str(), 0660) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot set mode 0660 on ", path_.string(), ": ", ErrnoText()));
+    return absl::FailedPreconditionError(text::Cat("cannot set mode 0660 on ", path_.string(), ": ", ErrnoText()));
   }
   return absl::OkStatus();
 }

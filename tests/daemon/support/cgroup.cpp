@@ -5,7 +5,7 @@
 #include <system_error>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "jitd/base/text.h"
 
 namespace jitd::testing {
 namespace fs = std::filesystem;
@@ -16,7 +16,7 @@ absl::Status WriteFile(const fs::path& path, const std::string& value) {
   std::ofstream out(path);
   out << value;
   out.close();  // a refused write to a control file fails here
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write '", value, "' to ", path.string()));
+  if (!out) return absl::PermissionDeniedError(text::Cat("cannot write '", value, "' to ", path.string()));
   return absl::OkStatus();
 }
 
@@ -36,7 +36,7 @@ absl::StatusOr<Cgroup> Cgroup::Create(const std::string& controller, const std::
   }
   const fs::path path = parent / name;
   if (!fs::create_directory(path, error) && error) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create cgroup ", path.string(), ": ", error.message()));
+    return absl::PermissionDeniedError(text::Cat("cannot create cgroup ", path.string(), ": ", error.message()));
   }
   return Cgroup(path);
 }

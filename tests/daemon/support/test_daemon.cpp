@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "absl/strings/str_cat.h"
+#include "jitd/base/text.h"
 
 namespace jitd::testing {
 namespace {
@@ -41,13 +41,12 @@ absl::Status TestDaemon::WaitUntilServing() {
   const auto deadline = std::chrono::steady_clock::now() + kProcessTimeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (process_->Exited()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("jitd exited before serving; its output:\n", process_->Output()));
+      return absl::FailedPreconditionError(text::Cat("jitd exited before serving; its output:\n", process_->Output()));
     }
     if (client->WaitUntilServing(kPollTimeout).ok()) return absl::OkStatus();
   }
   return absl::DeadlineExceededError(
-      absl::StrCat("jitd was not serving after ", kProcessTimeout.count(), " s; its output:\n", process_->Output()));
+      text::Cat("jitd was not serving after ", kProcessTimeout.count(), " s; its output:\n", process_->Output()));
 }
 
 std::unique_ptr<Client> TestDaemon::Connect(const std::string& admin_token,
