@@ -2,6 +2,10 @@
 // jitd_base's: tests/base/test_base_kernel_params.cpp).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_split.h"
 #include "jitd/client.h"
 
 namespace jitd {
@@ -47,6 +51,29 @@ TEST(CanonicalSpec, PunctuationInsideValuesCannotForgeAnotherSpec) {
   const KernelSpec arch_with_options{"k", {}, "sm_90[x]", {}};
   const KernelSpec options{"k", {}, "sm_90", {"x"}};
   EXPECT_NE(CanonicalSpec(arch_with_options), CanonicalSpec(options));
+}
+
+// tests/vectors/canonical_specs.tsv: the cases the Python client's
+// KernelSpec.canonical() is held to as well (tests/python/test_spec_vectors.py).
+TEST(CanonicalSpec, GivesEveryCanonicalTextOfTheSharedVectors) {
+  std::ifstream in(JITD_VECTORS_DIR "/canonical_specs.tsv");
+  ASSERT_TRUE(in) << "cannot read " JITD_VECTORS_DIR "/canonical_specs.tsv";
+  int cases = 0;
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> cols = absl::StrSplit(line, '\t');
+    ASSERT_GE(cols.size(), 4u) << "canonical_specs.tsv:" << n << ": fewer than 4 columns";
+    ASSERT_EQ(cols.size() % 2, 0u) << "canonical_specs.tsv:" << n << ": a param name without a value";
+    KernelSpec spec{cols[1], {}, cols[2], {}};
+    const std::vector<std::string> options = absl::StrSplit(cols[3], ' ', absl::SkipEmpty());
+    spec.options = options;
+    for (size_t i = 4; i + 1 < cols.size(); i += 2) spec.params[cols[i]] = cols[i + 1];
+    EXPECT_EQ(CanonicalSpec(spec), cols[0]) << "canonical_specs.tsv:" << n;
+    ++cases;
+  }
+  EXPECT_GE(cases, 15);
 }
 
 TEST(KernelBinary, FindsASymbolByItsNameExpression) {
