@@ -6,7 +6,7 @@
 #include <csignal>
 #include <iostream>
 
-#include "compile_worker.h"
+#include "compiler/compile_worker.h"
 #include "config/command_line.h"
 #include "config/config_file.h"
 #include "process/compile_stack.h"

@@ -4,8 +4,8 @@
 
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "redis_connection.h"
-#include "remote.h"
+#include "remote/redis_connection.h"
+#include "remote/remote.h"
 
 namespace jitd::cache {
 namespace {

@@ -1,4 +1,4 @@
-#include "redis_connection.h"
+#include "remote/redis_connection.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

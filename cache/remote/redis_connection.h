@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "remote.h"
+#include "remote/remote.h"
 
 namespace jitd::cache::detail {
 

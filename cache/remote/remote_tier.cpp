@@ -8,7 +8,7 @@
 #include <random>
 
 #include "jitd/base/text.h"
-#include "remote.h"
+#include "remote/remote.h"
 
 namespace jitd::cache {
 namespace {

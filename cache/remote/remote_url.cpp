@@ -3,7 +3,7 @@
 
 #include "jitd/base/endpoint.h"
 #include "jitd/base/text.h"
-#include "remote.h"
+#include "remote/remote.h"
 
 namespace jitd::cache {
 namespace {

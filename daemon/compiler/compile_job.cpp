@@ -1,4 +1,4 @@
-#include "compile_job.h"
+#include "compiler/compile_job.h"
 
 #include <cstdint>
 #include <string_view>

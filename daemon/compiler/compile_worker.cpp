@@ -1,4 +1,4 @@
-#include "compile_worker.h"
+#include "compiler/compile_worker.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -17,9 +17,9 @@
 #include <system_error>
 #include <thread>
 
-#include "detail/worker_protocol.h"
+#include "compiler/detail/worker_protocol.h"
+#include "compiler/nvrtc_program.h"
 #include "jitd/base/files.h"
-#include "nvrtc_program.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 

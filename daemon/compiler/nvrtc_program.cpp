@@ -1,4 +1,4 @@
-#include "nvrtc_program.h"
+#include "compiler/nvrtc_program.h"
 
 #include <nvrtc.h>
 
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
-#include "ptx_link.h"
+#include "compiler/ptx_link.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "compile_job.h"
+#include "compiler/compile_job.h"
 
 namespace jitd::compiler {
 

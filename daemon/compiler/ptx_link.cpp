@@ -1,4 +1,4 @@
-#include "ptx_link.h"
+#include "compiler/ptx_link.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

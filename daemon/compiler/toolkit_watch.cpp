@@ -1,4 +1,4 @@
-#include "toolkit_watch.h"
+#include "compiler/toolkit_watch.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -15,10 +15,10 @@
 #include <thread>
 #include <utility>
 
+#include "compiler/ptx_link.h"
 #include "jitd/base/hex.h"
 #include "jitd/base/status.h"
 #include "jitd/keys/content_key.h"
-#include "ptx_link.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {

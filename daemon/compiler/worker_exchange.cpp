@@ -3,11 +3,11 @@
 #include <string>
 #include <utility>
 
-#include "detail/worker_pool_parts.h"
-#include "detail/worker_process.h"
-#include "detail/worker_protocol.h"
+#include "compiler/detail/worker_pool_parts.h"
+#include "compiler/detail/worker_process.h"
+#include "compiler/detail/worker_protocol.h"
+#include "compiler/worker_pool.h"
 #include "spdlog/spdlog.h"
-#include "worker_pool.h"
 
 namespace jitd::compiler {
 

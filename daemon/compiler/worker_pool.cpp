@@ -1,4 +1,4 @@
-#include "worker_pool.h"
+#include "compiler/worker_pool.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "absl/strings/cord.h"
-#include "detail/worker_pool_parts.h"
-#include "detail/worker_process.h"
-#include "detail/worker_protocol.h"
+#include "compiler/detail/worker_pool_parts.h"
+#include "compiler/detail/worker_process.h"
+#include "compiler/detail/worker_protocol.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {

@@ -33,8 +33,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "compile_job.h"
-#include "toolkit_watch.h"
+#include "compiler/compile_job.h"
+#include "compiler/toolkit_watch.h"
 
 namespace jitd::compiler {
 

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "compiler/toolkit_watch.h"
 #include "config/settings.h"
-#include "toolkit_watch.h"
 
 namespace jitd::daemon {
 namespace {

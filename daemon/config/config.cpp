@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "config/settings.h"
 #include "jitd/base/text.h"
-#include "remote.h"
+#include "remote/remote.h"
 #include "security/listen_address.h"
 
 namespace jitd::daemon {

@@ -6,11 +6,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "compiler/toolkit_watch.h"
 #include "jitd/base/endpoint.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/base/units.h"
-#include "toolkit_watch.h"
 
 namespace jitd::daemon {
 namespace {

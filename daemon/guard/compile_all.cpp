@@ -3,9 +3,9 @@
 #include <mutex>
 #include <thread>
 
+#include "guard/namespace_guard.h"
 #include "jitd/base/text.h"
-#include "namespace_guard.h"
-#include "signature.h"
+#include "manifest/signature.h"
 
 namespace jitd::guard {
 namespace {

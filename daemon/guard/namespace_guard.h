@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "compile_job.h"
-#include "manifest.h"
+#include "compiler/compile_job.h"
+#include "manifest/manifest.h"
 
 namespace jitd::guard {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "guard/namespace_guard.h"
 #include "jitd/base/text.h"
-#include "namespace_guard.h"
 
 namespace jitd::guard {
 namespace {

@@ -1,7 +1,7 @@
 // Parsing kernels.toml, strictly: an unknown key or a wrong type is an error
 // naming the line, because a typo in the manifest otherwise surfaces as a
 // kernel that silently compiles with the wrong options.
-#include "manifest.h"
+#include "manifest/manifest.h"
 
 #include <toml++/toml.h>
 
@@ -10,7 +10,7 @@
 
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "signature.h"
+#include "manifest/signature.h"
 
 namespace jitd::manifest {
 namespace {

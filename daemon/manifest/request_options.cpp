@@ -7,7 +7,7 @@
 
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "manifest.h"
+#include "manifest/manifest.h"
 
 namespace jitd::manifest {
 namespace {

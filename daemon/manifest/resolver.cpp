@@ -3,7 +3,7 @@
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/keys/content_key.h"
-#include "manifest.h"
+#include "manifest/manifest.h"
 
 namespace jitd::manifest {
 namespace {

@@ -1,4 +1,4 @@
-#include "signature.h"
+#include "manifest/signature.h"
 
 #include <cxxabi.h>
 

@@ -1,4 +1,4 @@
-#include "http_request.h"
+#include "metrics/http_request.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "http_server.h"
+#include "metrics/http_server.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "http_request.h"
 #include "jitd/base/endpoint.h"
 #include "jitd/base/text.h"
+#include "metrics/http_request.h"
 
 namespace jitd::metrics {
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "manifest.h"
-#include "namespace_guard.h"
-#include "worker_pool.h"
+#include "compiler/worker_pool.h"
+#include "guard/namespace_guard.h"
+#include "manifest/manifest.h"
 
 namespace jitd::daemon {
 

@@ -7,15 +7,15 @@
 #include <thread>
 
 #include "config/config.h"
+#include "guard/namespace_guard.h"
 #include "jitd/base/kernel_params.h"
 #include "jitd/base/progress.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/spec_file.h"
-#include "kernel_service.h"
-#include "namespace_guard.h"
 #include "process/compile_stack.h"
-#include "warm_run.h"
+#include "serving/kernel_service.h"
+#include "serving/warm_run.h"
 
 namespace jitd::daemon {
 namespace {

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "jitd/base/text.h"
-#include "manifest.h"
+#include "manifest/manifest.h"
 #include "rpc/grpc_status.h"
 
 namespace jitd::daemon {

@@ -11,10 +11,10 @@
 
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "manifest.h"
+#include "manifest/manifest.h"
 #include "process/memory_trim.h"
 #include "rpc/grpc_status.h"
-#include "warm_run.h"
+#include "serving/warm_run.h"
 
 namespace jitd::daemon {
 namespace {

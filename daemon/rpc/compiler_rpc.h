@@ -21,10 +21,10 @@
 #include <functional>
 
 #include "jitd/v1/compiler.grpc.pb.h"
-#include "kernel_service.h"
 #include "rpc/daemon_metrics.h"
 #include "rpc/in_flight_calls.h"
 #include "security/peer_limit.h"
+#include "serving/kernel_service.h"
 
 namespace jitd::daemon {
 

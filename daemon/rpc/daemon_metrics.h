@@ -27,11 +27,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compiler/worker_pool.h"
 #include "jitd/cache.h"
-#include "kernel_service.h"
-#include "metrics.h"
-#include "remote.h"
-#include "worker_pool.h"
+#include "metrics/metrics.h"
+#include "remote/remote.h"
+#include "serving/kernel_service.h"
 
 namespace jitd::daemon {
 

@@ -17,13 +17,12 @@
 #include <cstring>
 #include <set>
 
-#include "http_server.h"
 #include "jitd/base/admin_token.h"
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/cache.h"
-#include "kernel_service.h"
+#include "metrics/http_server.h"
 #include "process/cache_dir_lock.h"
 #include "process/compile_stack.h"
 #include "process/fd_limit.h"
@@ -42,6 +41,7 @@
 #include "security/tcp_credentials.h"
 #include "security/unix_acceptor.h"
 #include "security/unix_socket_claim.h"
+#include "serving/kernel_service.h"
 
 namespace jitd::daemon {
 namespace {

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "compiler/worker_pool.h"
 #include "jitd/v1/cache_admin.pb.h"
-#include "kernel_service.h"
-#include "worker_pool.h"
+#include "serving/kernel_service.h"
 
 namespace jitd::daemon {
 

@@ -1,4 +1,4 @@
-#include "executor.h"
+#include "serving/executor.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "flight_table.h"
+#include "serving/flight_table.h"
 
 #include <algorithm>
 

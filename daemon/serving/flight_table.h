@@ -41,9 +41,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compiler/worker_pool.h"
 #include "jitd/cache.h"
-#include "tier.h"
-#include "worker_pool.h"
+#include "serving/tier.h"
 
 namespace jitd::serving {
 

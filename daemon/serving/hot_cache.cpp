@@ -1,4 +1,4 @@
-#include "hot_cache.h"
+#include "serving/hot_cache.h"
 
 namespace jitd::serving {
 

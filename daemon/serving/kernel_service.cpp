@@ -1,4 +1,4 @@
-#include "kernel_service.h"
+#include "serving/kernel_service.h"
 
 #include <spdlog/spdlog.h>
 

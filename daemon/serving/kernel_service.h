@@ -47,13 +47,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "executor.h"
-#include "flight_table.h"
+#include "compiler/worker_pool.h"
 #include "jitd/cache.h"
-#include "manifest.h"
-#include "remote.h"
-#include "tier.h"
-#include "worker_pool.h"
+#include "manifest/manifest.h"
+#include "remote/remote.h"
+#include "serving/executor.h"
+#include "serving/flight_table.h"
+#include "serving/tier.h"
 
 namespace jitd::serving {
 

@@ -1,4 +1,4 @@
-#include "tier.h"
+#include "serving/tier.h"
 
 #include <spdlog/spdlog.h>
 

@@ -34,9 +34,9 @@
 #include <string>
 #include <vector>
 
-#include "hot_cache.h"
 #include "jitd/cache.h"
-#include "remote.h"
+#include "remote/remote.h"
+#include "serving/hot_cache.h"
 
 namespace jitd::serving {
 

@@ -1,4 +1,4 @@
-#include "warm_run.h"
+#include "serving/warm_run.h"
 
 #include <algorithm>
 #include <condition_variable>

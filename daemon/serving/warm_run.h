@@ -10,7 +10,7 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "kernel_service.h"
+#include "serving/kernel_service.h"
 
 namespace jitd::serving {
 

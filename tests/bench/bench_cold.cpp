@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "bench_report.h"
-#include "manifest.h"
-#include "nvrtc_program.h"
+#include "compiler/nvrtc_program.h"
+#include "manifest/manifest.h"
 #include "test_daemon.h"
 
 namespace {

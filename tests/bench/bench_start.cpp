@@ -21,7 +21,7 @@
 #include "bench_report.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
-#include "manifest.h"
+#include "manifest/manifest.h"
 #include "test_daemon.h"
 #include "testing.h"
 

@@ -30,11 +30,11 @@
 #include <thread>
 #include <vector>
 
-#include "manifest.h"
-#include "nvrtc_program.h"
+#include "compiler/nvrtc_program.h"
+#include "compiler/toolkit_watch.h"
+#include "compiler/worker_pool.h"
+#include "manifest/manifest.h"
 #include "test_programs.h"
-#include "toolkit_watch.h"
-#include "worker_pool.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "nvrtc_program.h"
+#include "compiler/nvrtc_program.h"
 #include "test_programs.h"
 
 namespace jitd::compiler {

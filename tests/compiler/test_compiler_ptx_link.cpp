@@ -8,8 +8,8 @@
 #include <map>
 #include <string>
 
-#include "nvrtc_program.h"
-#include "ptx_link.h"
+#include "compiler/nvrtc_program.h"
+#include "compiler/ptx_link.h"
 #include "test_programs.h"
 
 namespace jitd::compiler {

@@ -10,9 +10,9 @@
 #include <future>
 #include <thread>
 
+#include "compiler/toolkit_watch.h"
+#include "compiler/worker_pool.h"
 #include "test_programs.h"
-#include "toolkit_watch.h"
-#include "worker_pool.h"
 
 namespace jitd::compiler {
 namespace {

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "nvrtc_program.h"
+#include "compiler/nvrtc_program.h"
+#include "compiler/worker_pool.h"
 #include "test_programs.h"
-#include "worker_pool.h"
 
 namespace jitd::compiler {
 namespace {

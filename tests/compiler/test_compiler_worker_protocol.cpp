@@ -11,9 +11,9 @@
 #include <future>
 #include <thread>
 
-#include "compile_worker.h"
-#include "detail/worker_protocol.h"
-#include "nvrtc_program.h"
+#include "compiler/compile_worker.h"
+#include "compiler/detail/worker_protocol.h"
+#include "compiler/nvrtc_program.h"
 #include "test_programs.h"
 
 namespace jitd::compiler::detail {

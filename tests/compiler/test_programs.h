@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "compile_job.h"
+#include "compiler/compile_job.h"
 
 #ifndef JITD_CUDA_INCLUDE_DIR
 #error "JITD_CUDA_INCLUDE_DIR must name the CUDA toolkit's include directory"

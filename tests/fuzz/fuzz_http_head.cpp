@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "http_request.h"
+#include "metrics/http_request.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "manifest.h"
+#include "manifest/manifest.h"
 
 namespace {
 

@@ -38,12 +38,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compiler/nvrtc_program.h"
 #include "cuda_driver.h"
 #include "jitd/base/text.h"
 #include "jitd/client.h"
 #include "jitd/cuda_module.h"
-#include "manifest.h"
-#include "nvrtc_program.h"
+#include "manifest/manifest.h"
 
 namespace jitd::gpu {
 namespace {

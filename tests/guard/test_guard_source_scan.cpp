@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "namespace_guard.h"
+#include "guard/namespace_guard.h"
 
 namespace jitd::guard {
 namespace {

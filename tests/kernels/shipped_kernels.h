@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "manifest.h"
+#include "manifest/manifest.h"
 
 namespace jitd::kernels_test {
 

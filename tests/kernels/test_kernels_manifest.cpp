@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernel_contract.h"
-#include "manifest.h"
+#include "manifest/manifest.h"
 #include "shipped_kernels.h"
 
 namespace jitd::kernels_test {

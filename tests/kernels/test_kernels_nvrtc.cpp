@@ -19,11 +19,11 @@
 #include <system_error>
 #include <vector>
 
+#include "compiler/nvrtc_program.h"
 #include "kernel_contract.h"
-#include "manifest.h"
-#include "nvrtc_program.h"
+#include "manifest/manifest.h"
+#include "manifest/signature.h"
 #include "shipped_kernels.h"
-#include "signature.h"
 
 namespace jitd::kernels_test {
 namespace {

@@ -2,7 +2,7 @@
 // precise, line-numbered error for every kind of mistake.
 #include <gtest/gtest.h>
 
-#include "manifest.h"
+#include "manifest/manifest.h"
 
 namespace jitd::manifest {
 namespace {

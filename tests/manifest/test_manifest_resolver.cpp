@@ -10,7 +10,7 @@
 
 #include "jitd/cache.h"
 #include "jitd/keys/content_key.h"
-#include "manifest.h"
+#include "manifest/manifest.h"
 #include "testing.h"
 
 namespace jitd::manifest {

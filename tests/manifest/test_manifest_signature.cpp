@@ -4,8 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "manifest.h"
-#include "signature.h"
+#include "manifest/manifest.h"
+#include "manifest/signature.h"
 
 namespace jitd::manifest {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "http_request.h"
+#include "metrics/http_request.h"
 
 namespace jitd::metrics {
 namespace {

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "http_server.h"
-#include "metrics.h"
+#include "metrics/http_server.h"
+#include "metrics/metrics.h"
 
 namespace jitd::metrics {
 namespace {

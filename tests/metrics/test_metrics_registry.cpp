@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "metrics.h"
+#include "metrics/metrics.h"
 
 namespace jitd::metrics {
 namespace {

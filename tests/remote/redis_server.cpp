@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "poll_until.h"
-#include "remote.h"
+#include "remote/remote.h"
 
 namespace jitd::testing {
 namespace {

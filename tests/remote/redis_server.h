@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "process.h"
-#include "redis_connection.h"
+#include "remote/redis_connection.h"
 
 namespace jitd::testing {
 

@@ -10,7 +10,7 @@
 
 #include "process.h"
 #include "redis_server.h"
-#include "remote.h"
+#include "remote/remote.h"
 #include "temp_dir.h"
 
 namespace jitd::cache {

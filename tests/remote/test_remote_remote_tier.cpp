@@ -11,7 +11,7 @@
 
 #include "poll_until.h"
 #include "redis_server.h"
-#include "remote.h"
+#include "remote/remote.h"
 #include "temp_dir.h"
 
 namespace jitd::cache {

@@ -2,7 +2,7 @@
 // gets for the usual mistakes.
 #include <gtest/gtest.h>
 
-#include "remote.h"
+#include "remote/remote.h"
 
 namespace jitd::cache {
 namespace {

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "executor.h"
+#include "serving/executor.h"
 
 namespace jitd::serving {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "flight_table.h"
+#include "serving/flight_table.h"
 
 namespace jitd::serving {
 namespace {

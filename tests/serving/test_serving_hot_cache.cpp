@@ -1,7 +1,7 @@
 // The hot cache: byte-bounded, least recently used out first.
 #include <gtest/gtest.h>
 
-#include "hot_cache.h"
+#include "serving/hot_cache.h"
 
 namespace jitd::serving {
 namespace {

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernel_service.h"
+#include "serving/kernel_service.h"
 #include "testing.h"
 
 namespace jitd::serving {

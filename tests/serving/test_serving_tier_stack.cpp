@@ -3,8 +3,8 @@
 // above; a removal below is forgotten above.
 #include <gtest/gtest.h>
 
+#include "serving/tier.h"
 #include "testing.h"
-#include "tier.h"
 
 namespace jitd::serving {
 namespace {

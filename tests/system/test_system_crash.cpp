@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "compiler/nvrtc_program.h"
 #include "generated_kernels.h"
 #include "jitd/cache.h"
-#include "manifest.h"
-#include "nvrtc_program.h"
+#include "manifest/manifest.h"
 #include "test_daemon.h"
 
 namespace jitd {

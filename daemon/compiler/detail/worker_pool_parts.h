@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "detail/worker_process.h"
-#include "worker_pool.h"
+#include "compiler/detail/worker_process.h"
+#include "compiler/worker_pool.h"
 
 namespace jitd::compiler::detail {
 

@@ -1,4 +1,4 @@
-#include "detail/worker_process.h"
+#include "compiler/detail/worker_process.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "detail/worker_protocol.h"
+#include "compiler/detail/worker_protocol.h"
 
 namespace jitd::compiler::detail {
 

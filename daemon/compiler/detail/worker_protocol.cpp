@@ -1,4 +1,4 @@
-#include "detail/worker_protocol.h"
+#include "compiler/detail/worker_protocol.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/nvrtc_program.h"
 #include "jitd/base/coding.h"
 #include "jitd/base/status.h"
-#include "nvrtc_program.h"
 
 namespace jitd::compiler::detail {
 namespace {
