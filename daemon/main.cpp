@@ -6,6 +6,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "absl/strings/str_format.h"
 #include "compiler/compile_worker.h"
 #include "config/command_line.h"
 #include "config/config_file.h"
@@ -41,8 +42,8 @@ int Serve(const CommandLine& command_line) {
                fmt::join(config.listen, " "), config.kernels_dir.string(), config.cache_dir.string(),
                config.max_cache_bytes == 0
                    ? std::string("unbounded")
-                   : fmt::format("{:.1f} GiB ({} bytes)", static_cast<double>(config.max_cache_bytes) / (1 << 30),
-                                 config.max_cache_bytes),
+                   : absl::StrFormat("%.1f GiB (%d bytes)", static_cast<double>(config.max_cache_bytes) / (1 << 30),
+                                     config.max_cache_bytes),
                config.workers, config.workers == 1 ? "" : "s", config.arch);
 
   absl::StatusOr<std::unique_ptr<jitd::daemon::Server>> server = jitd::daemon::Server::Start(config);

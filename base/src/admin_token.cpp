@@ -67,7 +67,7 @@ absl::StatusOr<std::string> ReadAdminTokenFile(const std::filesystem::path& path
 }
 
 absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& socket_path) {
-  const std::filesystem::path path = socket_path.string() + ".admin-token";
+  const std::filesystem::path path = Cat(socket_path.string(), ".admin-token");
   struct stat socket_info {};
   if (::stat(socket_path.c_str(), &socket_info) != 0) {
     return CannotRead("socket ", socket_path, errno);

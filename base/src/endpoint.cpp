@@ -38,7 +38,7 @@ std::string DefaultEndpoint() {
     return Cat("unix:", runtime, "/jitd.sock");
   }
   std::string cache_home = EnvOrEmpty("XDG_CACHE_HOME");
-  if (cache_home.empty()) cache_home = HomeDir() + "/.cache";
+  if (cache_home.empty()) cache_home = Cat(HomeDir(), "/.cache");
   return Cat("unix:", cache_home, "/jitd/jitd.sock");
 }
 

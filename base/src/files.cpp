@@ -90,7 +90,7 @@ absl::Status MakePrivateDirs(const std::filesystem::path& dir) {
   }
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
-    return absl::FailedPreconditionError(dir.string() + " is not a directory");
+    return absl::FailedPreconditionError(Cat(dir.string(), " is not a directory"));
   }
   return absl::OkStatus();
 }

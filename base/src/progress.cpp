@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "jitd/base/text.h"
+
 namespace jitd {
 namespace {
 
@@ -89,8 +91,8 @@ std::string Progress::EtaLocked(double elapsed) const {
 
 std::string Progress::StatusLine(const std::string& what) const {
   const double elapsed = elapsed_s();
-  const std::string counts = std::to_string(done_) + "/" + std::to_string(total_);
-  const std::string times = ClockText(elapsed) + " eta " + EtaLocked(elapsed);
+  const std::string counts = text::Cat(done_, "/", total_);
+  const std::string times = text::Cat(ClockText(elapsed), " eta ", EtaLocked(elapsed));
   // The line stays below the terminal's width, so it never wraps: the bar
   // shrinks first on a narrow terminal, then the item's name is cut.
   const size_t width = static_cast<size_t>(std::max(columns_ - 1, 20));

@@ -47,7 +47,7 @@ std::string Tag(const std::string& secret, const std::string& store_key, std::st
   EVP_MAC_free(mac);
   // No tag at all (an OpenSSL without HMAC) verifies nothing and signs
   // nothing anyone accepts: fail closed.
-  if (!ok || len != kTagBytes) return std::string(kTagBytes, '\0') + "unavailable";
+  if (!ok || len != kTagBytes) return Cat(std::string(kTagBytes, '\0'), "unavailable");
   return std::string(reinterpret_cast<const char*>(out), len);
 }
 
@@ -83,7 +83,7 @@ RemoteTier::~RemoteTier() {
   renewer_.join();
   // Leases of compiles that never finished (shutdown): let the fleet go on
   // at once instead of after lease_ttl.
-  for (const auto& key : held) (void)backend_->DeleteIfEquals(options_.prefix + "lease:" + key, options_.owner);
+  for (const auto& key : held) (void)backend_->DeleteIfEquals(Cat(options_.prefix, "lease:", key), options_.owner);
 }
 
 RemoteTier::Gate RemoteTier::Admit() {
@@ -197,8 +197,8 @@ RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline
   }
   const Gate gate = Admit();
   if (gate == Gate::kOpen) return out;  // kUnavailable
-  const std::string blob_key = options_.prefix + "blob:" + key;
-  const std::string fail_key = options_.prefix + "fail:" + key;
+  const std::string blob_key = Cat(options_.prefix, "blob:", key);
+  const std::string fail_key = Cat(options_.prefix, "fail:", key);
   auto got = backend_->GetMany({blob_key, fail_key}, deadline);
   if (absl::IsResourceExhausted(got.status())) {
     // A value past the reply cap: the store answered (it is the value
@@ -281,7 +281,7 @@ RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline
 void RemoteTier::Store(const EntryMeta& meta, std::string_view cubin) {
   const Gate gate = Admit();
   if (gate == Gate::kOpen) return;
-  const std::string blob_key = options_.prefix + "blob:" + meta.key;
+  const std::string blob_key = Cat(options_.prefix, "blob:", meta.key);
   absl::Status stored = backend_->Set(blob_key, Sign(blob_key, EncodeBlob(meta, cubin)), options_.value_ttl);
   Record(stored, "SET", gate);
   if (stored.ok()) {
@@ -296,14 +296,14 @@ void RemoteTier::StoreFailure(const std::string& key, std::string_view message, 
   if (ttl.count() <= 0) return;
   const Gate gate = Admit();
   if (gate == Gate::kOpen) return;
-  const std::string fail_key = options_.prefix + "fail:" + key;
+  const std::string fail_key = Cat(options_.prefix, "fail:", key);
   Record(backend_->Set(fail_key, Sign(fail_key, message), ttl), "SET", gate);
 }
 
 LeaseResult RemoteTier::AcquireLease(const std::string& key, bool counted) {
   const Gate gate = Admit();
   if (gate == Gate::kOpen) return LeaseResult::kUnavailable;
-  const std::string lease_key = options_.prefix + "lease:" + key;
+  const std::string lease_key = Cat(options_.prefix, "lease:", key);
   auto taken = backend_->SetIfAbsent(lease_key, options_.owner, options_.lease_ttl);
   Record(taken.status(), "SET NX", gate);
   if (!taken.ok()) return LeaseResult::kUnavailable;
@@ -334,7 +334,7 @@ void RemoteTier::ReleaseLease(const std::string& key) {
   // With the circuit open the lease simply lapses after lease_ttl.
   const Gate gate = Admit();
   if (gate == Gate::kOpen) return;
-  Record(backend_->DeleteIfEquals(options_.prefix + "lease:" + key, options_.owner).status(), "DEL lease", gate);
+  Record(backend_->DeleteIfEquals(Cat(options_.prefix, "lease:", key), options_.owner).status(), "DEL lease", gate);
 }
 
 void RemoteTier::RenewLoop() {
@@ -355,7 +355,7 @@ void RemoteTier::RenewLoop() {
       // the lease lapses, which is what other daemons then see anyway.
       const Gate gate = Admit();
       if (gate == Gate::kOpen) break;
-      auto renewed = backend_->ExpireIfEquals(options_.prefix + "lease:" + key, options_.owner, options_.lease_ttl);
+      auto renewed = backend_->ExpireIfEquals(Cat(options_.prefix, "lease:", key), options_.owner, options_.lease_ttl);
       Record(renewed.status(), "PEXPIRE lease", gate);
       if (renewed.ok() && !*renewed) {
         bool still_held;
@@ -376,7 +376,7 @@ void RemoteTier::RenewLoop() {
   }
 }
 
-absl::Status RemoteTier::Check() { return backend_->GetMany({options_.prefix + "probe"}).status(); }
+absl::Status RemoteTier::Check() { return backend_->GetMany({Cat(options_.prefix, "probe")}).status(); }
 
 RemoteTier::Stats RemoteTier::stats() const {
   std::lock_guard lock(mu_);

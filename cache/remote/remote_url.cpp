@@ -32,7 +32,7 @@ std::string RemoteUrl::Redacted() const {
   if (kind == Kind::kUnix) {
     out = "unix://";
     out += path;
-    if (db != 0) out += Cat("?db=", db);
+    if (db != 0) text::Append(out, "?db=", db);
     return out;
   }
   out = tls ? "rediss://" : "redis://";
@@ -42,7 +42,7 @@ std::string RemoteUrl::Redacted() const {
     out += "@";
   }
   out += host.find(':') != std::string::npos ? Cat("[", host, "]") : host;
-  out += Cat(":", port, "/", db);
+  text::Append(out, ":", port, "/", db);
   return out;
 }
 

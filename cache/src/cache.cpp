@@ -92,7 +92,7 @@ absl::Status Cache::Impl::Open() {
     spdlog::error("cache: index {} is unreadable ({}); moving it to {} and rebuilding from blobs", index_path.string(),
                   why.ToString(), aside);
     fs::rename(index_path, aside, ec);
-    for (const char* suffix : {"-wal", "-shm"}) fs::remove(index_path.string() + suffix, ec);
+    for (const char* suffix : {"-wal", "-shm"}) fs::remove(Cat(index_path.string(), suffix), ec);
     index = CacheIndex::Open(index_path, false);
     if (index.ok()) {
       index_ = std::move(*index);

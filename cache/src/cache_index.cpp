@@ -381,7 +381,7 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
   std::string sql =
       Cat("SELECT ", Columns(), " FROM entries", WhereClause(filter, OptionsColumn(), &text_args, &int_arg),
           newest_first ? " ORDER BY last_used_ms DESC, created_ms DESC" : " ORDER BY last_used_ms ASC, created_ms ASC");
-  if (limit > 0) sql += Cat(" LIMIT ", limit);
+  if (limit > 0) text::Append(sql, " LIMIT ", limit);
   JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   std::vector<IndexRow> out;
   absl::Status status;

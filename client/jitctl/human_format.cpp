@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_format.h"
+#include "jitd/base/text.h"
 
 namespace jitd::jitctl {
 
@@ -39,7 +40,7 @@ std::string FormatAge(int64_t unix_ms, int64_t now_unix_ms) {
   if (unix_ms <= 0) return "-";
   const int64_t age_ms = now_unix_ms - unix_ms;
   if (age_ms < 1000) return "just now";
-  return FormatSeconds(static_cast<double>(age_ms) / 1000) + " ago";
+  return text::Cat(FormatSeconds(static_cast<double>(age_ms) / 1000), " ago");
 }
 
 int64_t NowUnixMs() {

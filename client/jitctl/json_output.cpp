@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "jitd/base/text.h"
 
 namespace jitd::jitctl {
 namespace {
@@ -83,16 +84,16 @@ void AppendValue(const Message& message, const FieldDescriptor* field, int index
   const bool repeated = index >= 0;
   switch (field->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
-      out += std::to_string(repeated ? r->GetRepeatedInt32(message, field, index) : r->GetInt32(message, field));
+      text::Append(out, repeated ? r->GetRepeatedInt32(message, field, index) : r->GetInt32(message, field));
       break;
     case FieldDescriptor::CPPTYPE_INT64:
-      out += std::to_string(repeated ? r->GetRepeatedInt64(message, field, index) : r->GetInt64(message, field));
+      text::Append(out, repeated ? r->GetRepeatedInt64(message, field, index) : r->GetInt64(message, field));
       break;
     case FieldDescriptor::CPPTYPE_UINT32:
-      out += std::to_string(repeated ? r->GetRepeatedUInt32(message, field, index) : r->GetUInt32(message, field));
+      text::Append(out, repeated ? r->GetRepeatedUInt32(message, field, index) : r->GetUInt32(message, field));
       break;
     case FieldDescriptor::CPPTYPE_UINT64:
-      out += std::to_string(repeated ? r->GetRepeatedUInt64(message, field, index) : r->GetUInt64(message, field));
+      text::Append(out, repeated ? r->GetRepeatedUInt64(message, field, index) : r->GetUInt64(message, field));
       break;
     case FieldDescriptor::CPPTYPE_DOUBLE:
       AppendDouble(repeated ? r->GetRepeatedDouble(message, field, index) : r->GetDouble(message, field), out);
@@ -109,7 +110,7 @@ void AppendValue(const Message& message, const FieldDescriptor* field, int index
       if (value != nullptr) {
         AppendString(value->name(), out);
       } else {
-        out += std::to_string(number);
+        text::Append(out, number);
       }
       break;
     }

@@ -64,10 +64,10 @@ bool TakesValue(const CLI::App& app, std::string_view arg) {
   for (const CLI::Option* option : app.get_options()) {
     if (option->get_expected_min() == 0) continue;  // a flag
     for (const std::string& name : option->get_lnames()) {
-      if (arg == "--" + name) return true;
+      if (arg == jitd::text::Cat("--", name)) return true;
     }
     for (const std::string& name : option->get_snames()) {
-      if (arg == "-" + name) return true;
+      if (arg == jitd::text::Cat("-", name)) return true;
     }
   }
   return false;
@@ -101,7 +101,7 @@ std::vector<std::string> LongOptions(const CLI::App& app, const CLI::App* sub) {
   for (const CLI::App* a : {&app, sub}) {
     if (a == nullptr) continue;
     for (const CLI::Option* option : a->get_options()) {
-      for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+      for (const std::string& name : option->get_lnames()) names.push_back(jitd::text::Cat("--", name));
     }
   }
   return names;
@@ -116,9 +116,9 @@ int main(int argc, char** argv) {
   std::string timeout = "120s";
   std::string fallback_cache_dir;
   bool json = false;
-  app.add_option(
-         "--endpoint", endpoint,
-         "Daemon address, unix:PATH or HOST:PORT (default: $JITD_ENDPOINT, then " + jitd::DefaultEndpoint() + ")")
+  app.add_option("--endpoint", endpoint,
+                 jitd::text::Cat("Daemon address, unix:PATH or HOST:PORT (default: $JITD_ENDPOINT, then ",
+                                 jitd::DefaultEndpoint(), ")"))
       ->type_name("ADDR");
   app.add_flag("--json", json, "Print one JSON document instead of a table");
   app.add_option("--admin-token-file", token_file,
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
       const std::string flag = extra.substr(0, extra.find('='));
       std::cerr << "\njitctl: unknown option " << flag << Suggest(flag, LongOptions(app, sub));
     }
-    std::cerr << "\nRun `jitctl " << (sub != nullptr ? sub->get_name() + " " : std::string())
+    std::cerr << "\nRun `jitctl " << (sub != nullptr ? jitd::text::Cat(sub->get_name(), " ") : std::string())
               << "--help` for the options.\n";
     return kExitUsage;
   } catch (const CLI::ParseError& error) {

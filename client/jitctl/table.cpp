@@ -3,15 +3,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "jitd/base/text.h"
+
 namespace jitd::jitctl {
 namespace {
 
 void AppendCell(std::string& line, const std::string& cell, size_t width, Table::Align align) {
   const std::string padding(width - std::min(width, cell.size()), ' ');
   if (align == Table::Align::kRight) {
-    line += padding + cell;
+    text::Append(line, padding, cell);
   } else {
-    line += cell + padding;
+    text::Append(line, cell, padding);
   }
 }
 

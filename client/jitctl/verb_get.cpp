@@ -128,7 +128,7 @@ class GetVerb final : public Verb {
       std::string params = "{";
       for (const auto& [name, value] : spec_.params) {
         if (params.size() > 1) params += ',';
-        params += JsonString(name) + ":" + JsonString(value);
+        text::Append(params, JsonString(name), ":", JsonString(value));
       }
       params += '}';
       output.out << ToJson(
@@ -149,8 +149,8 @@ class GetVerb final : public Verb {
         {"origin", OriginWord(answer.source)},
         {"arch", answer.arch},
         // The cubin alone; `ls` shows the blob file (cubin plus metadata).
-        {"cubin", text::Cat(FormatBytes(answer.cubin.size()),
-                            output_path_.empty() ? " (use -o FILE.cubin to save it)" : " -> " + output_path_)},
+        {"cubin", text::Cat(FormatBytes(answer.cubin.size()), output_path_.empty() ? " (use -o FILE.cubin to save it)"
+                                                                                   : text::Cat(" -> ", output_path_))},
         {"compile", absl::StrFormat("%.1f ms (NVRTC %s)", answer.compile_ms, answer.nvrtc_version)}};
     if (!answer.blob_path.empty()) fields.emplace_back("blob", answer.blob_path);
     Table::PrintRecord(output.out, fields);

@@ -78,7 +78,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(const CLI:
   return grpc::SslCredentials(ssl);
 }
 
-std::string Quoted(const std::string& service) { return service.empty() ? "\"\" (the server)" : "'" + service + "'"; }
+std::string Quoted(const std::string& service) {
+  return service.empty() ? "\"\" (the server)" : text::Cat("'", service, "'");
+}
 
 class HealthVerb final : public Verb {
  public:

@@ -16,7 +16,7 @@ std::string DescribeParams(const v1::KernelInfo& kernel) {
   for (const v1::KernelParam& param : kernel.params()) {
     std::vector<std::string> values;
     for (const std::string& value : param.allowed()) {
-      values.push_back(value == param.default_value() ? value + "*" : value);
+      values.push_back(value == param.default_value() ? text::Cat(value, "*") : value);
     }
     parts.push_back(text::Cat(param.name(), "=", absl::StrJoin(values, "|")));
   }
@@ -53,7 +53,7 @@ class KernelsVerb final : public Verb {
         std::vector<std::pair<std::string, std::string>> fields = {
             {"  what", kernel.description()},
             {"  params", DescribeParams(kernel).empty() ? "(none)"
-                         : HasDefault(kernel)           ? DescribeParams(kernel) + "  (* = default)"
+                         : HasDefault(kernel)           ? text::Cat(DescribeParams(kernel), "  (* = default)")
                                                         : DescribeParams(kernel)},
             {"  entry point", kernel.name_expression()},
             {"  signature", kernel.signature().empty() ? "(not declared in the manifest)" : kernel.signature()},

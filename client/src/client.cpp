@@ -269,7 +269,7 @@ void Client::Impl::Prepare(grpc::ClientContext* context, std::chrono::millisecon
   // The token goes only where it is needed: a server that answers Stats
   // or GetKernel learns nothing it could replay.
   if (call == Call::kAdmin && !options_.admin_token.empty()) {
-    context->AddMetadata("authorization", "Bearer " + options_.admin_token);
+    context->AddMetadata("authorization", Cat("Bearer ", options_.admin_token));
   }
 }
 

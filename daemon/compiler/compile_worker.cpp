@@ -20,6 +20,7 @@
 #include "compiler/detail/worker_protocol.h"
 #include "compiler/nvrtc_program.h"
 #include "jitd/base/files.h"
+#include "jitd/base/text.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -125,7 +126,7 @@ void ReadRequests(int fd, WorkerState& state) {
       }
       type = cancel.status();
     } else if (type.ok()) {
-      type = absl::InvalidArgumentError("unexpected message type " + std::to_string(static_cast<int>(*type)));
+      type = absl::InvalidArgumentError(text::Cat("unexpected message type ", static_cast<int>(*type)));
     }
     spdlog::error("compile worker: protocol error: {}", std::string(type.status().message()));
     state.Close(/*failed=*/true);
@@ -184,14 +185,13 @@ int RunCompileWorker(int fd, const std::filesystem::path& pch_dir) {
     response.job_id = request.job_id;
     const std::string received_digest = JobDigest(request.job);
     if (cancelled_while_queued) {
-      response.status = absl::CancelledError("compile of " + request.job.program_name + " was cancelled");
+      response.status = absl::CancelledError(text::Cat("compile of ", request.job.program_name, " was cancelled"));
     } else if (received_digest != request.job.digest) {
       // What arrived is not what the daemon keyed: compiling it could put
       // a cubin of other bytes under the job's key.
-      response.status = absl::DataLossError("compile job for " + request.job.program_name + " arrived with digest " +
-                                            received_digest + " but was sent as " +
-                                            (request.job.digest.empty() ? std::string("(none)") : request.job.digest) +
-                                            "; not compiled");
+      response.status = absl::DataLossError(text::Cat(
+          "compile job for ", request.job.program_name, " arrived with digest ", received_digest, " but was sent as ",
+          request.job.digest.empty() ? std::string("(none)") : request.job.digest, "; not compiled"));
       spdlog::error("compile worker: {}", std::string(response.status.message()));
     } else {
       absl::StatusOr<CompileResult> result = CompileInProcess(request.job, &pch, state.cancel_flag());

@@ -10,6 +10,7 @@
 
 #include "absl/strings/cord.h"
 #include "compiler/ptx_link.h"
+#include "jitd/base/text.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {
@@ -111,9 +112,9 @@ std::string LogWithUserPaths(const CompileJob& job, std::string_view log) {
   // (name NVRTC prints, path shown), longest name first so that a name that
   // ends another one ("dtype.cuh", "common/dtype.cuh") cannot cut it.
   std::vector<std::pair<std::string_view, std::string>> names;
-  const std::string root = job.log_root.back() == '/' ? job.log_root : job.log_root + "/";
-  names.emplace_back(job.program_name, root + job.program_name);
-  for (const CompileHeader& header : job.headers) names.emplace_back(header.name, root + header.path);
+  const std::string root = job.log_root.back() == '/' ? job.log_root : text::Cat(job.log_root, "/");
+  names.emplace_back(job.program_name, text::Cat(root, job.program_name));
+  for (const CompileHeader& header : job.headers) names.emplace_back(header.name, text::Cat(root, header.path));
   std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   std::string out;
   out.reserve(log.size() + log.size() / 4);
@@ -140,8 +141,8 @@ std::string LogWithUserPaths(const CompileJob& job, std::string_view log) {
 namespace {
 
 absl::Status NvrtcError(nvrtcResult result, const CompileJob& job, const std::string& what, const std::string& log) {
-  std::string message = "NVRTC " + what + " for " + job.program_name + ": " + nvrtcGetErrorString(result);
-  if (!log.empty()) message += "\n" + log;
+  std::string message = text::Cat("NVRTC ", what, " for ", job.program_name, ": ", nvrtcGetErrorString(result));
+  if (!log.empty()) text::Append(message, "\n", log);
   absl::StatusCode code = absl::StatusCode::kInternal;
   switch (result) {
     case NVRTC_ERROR_COMPILATION:
@@ -152,7 +153,7 @@ absl::Status NvrtcError(nvrtcResult result, const CompileJob& job, const std::st
       code = absl::StatusCode::kInvalidArgument;
       break;
     case NVRTC_ERROR_CANCELLED:
-      return absl::CancelledError("compile of " + job.program_name + " was cancelled");
+      return absl::CancelledError(text::Cat("compile of ", job.program_name, " was cancelled"));
     case NVRTC_ERROR_OUT_OF_MEMORY:
       code = absl::StatusCode::kResourceExhausted;
       break;
@@ -218,7 +219,7 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
   if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not create the program", "");
   for (const std::string& name : job.name_expressions) {
     rc = nvrtcAddNameExpression(program.get(), name.c_str());
-    if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "rejected name expression \"" + name + "\"", "");
+    if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, text::Cat("rejected name expression \"", name, "\""), "");
   }
   if (cancel != nullptr) {
     rc = nvrtcSetFlowCallback(program.get(), &FlowCallback, const_cast<std::atomic<bool>*>(cancel));
@@ -231,7 +232,7 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
     PrepareDirectory(*pch);
     // Verbose mode explains every PCH file it could not use ("options do not
     // match") as a warning in the log; the outcome is all we report.
-    pch_options = {"-pch", "--pch-dir=" + pch->dir.string(), "--pch-verbose=false", "--pch-messages=true"};
+    pch_options = {"-pch", text::Cat("--pch-dir=", pch->dir.string()), "--pch-verbose=false", "--pch-messages=true"};
   }
   std::vector<const char*> argv;
   argv.reserve(pch_options.size() + job.options.size());
@@ -262,9 +263,10 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
   rc = nvrtcGetCUBINSize(program.get(), &cubin_size);
   if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not return the cubin", log);
   if (cubin_size == 0) {
-    return WithNvrtcLog(absl::FailedPreconditionError("NVRTC produced no cubin for " + job.program_name +
-                                                      ": -arch must name a real GPU (sm_XX), not compute_XX"),
-                        log);
+    return WithNvrtcLog(
+        absl::FailedPreconditionError(text::Cat("NVRTC produced no cubin for ", job.program_name,
+                                                ": -arch must name a real GPU (sm_XX), not compute_XX")),
+        log);
   }
   result.cubin.resize(cubin_size);
   rc = nvrtcGetCUBIN(program.get(), result.cubin.data());
@@ -277,7 +279,7 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
     const char* lowered = nullptr;
     rc = nvrtcGetLoweredName(program.get(), name.c_str(), &lowered);
     if (rc != NVRTC_SUCCESS || lowered == nullptr) {
-      return NvrtcError(rc, job, "has no lowered name for \"" + name + "\"", log);
+      return NvrtcError(rc, job, text::Cat("has no lowered name for \"", name, "\""), log);
     }
     result.lowered_names.emplace_back(name, lowered);
   }

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "jitd/base/files.h"
+#include "jitd/base/text.h"
 
 namespace jitd::compiler {
 namespace {
@@ -100,15 +101,15 @@ std::vector<std::string> PtxLinkOptions(const std::vector<std::string>& nvrtc_op
     std::string_view value;
     if (!(value = OptionValue(o, "-arch")).empty()) {
       if (!value.starts_with("sm_")) return {};
-      link.push_back("-arch=" + std::string(value));
+      link.push_back(text::Cat("-arch=", value));
       has_arch = true;
     } else if (o == "--generate-line-info" || o == "-lineinfo") {
       link.emplace_back("-lineinfo");
     } else if (!(value = OptionValue(o, "--maxrregcount")).empty() ||
                !(value = OptionValue(o, "-maxrregcount")).empty()) {
-      link.push_back("--maxrregcount=" + std::string(value));
+      link.push_back(text::Cat("--maxrregcount=", value));
     } else if (!(value = OptionValue(o, "--fmad")).empty() || !(value = OptionValue(o, "-fmad")).empty()) {
-      link.push_back("--fmad=" + std::string(value));
+      link.push_back(text::Cat("--fmad=", value));
     } else if (o == "-G" || o == "--device-debug" || o.starts_with("-Xptxas") || o.starts_with("--ptxas-options") ||
                o.starts_with("-dlto") || o == "-rdc=true" || o.starts_with("--relocatable-device-code=true") ||
                o == "-ewp" || o == "--extensible-whole-program" || o.starts_with("-dopt") || o.starts_with("--dopt") ||
@@ -133,7 +134,7 @@ absl::StatusOr<std::filesystem::path> ToolkitPtxas() {
       return std::filesystem::weakly_canonical(candidate, ec);
     }
   }
-  return absl::NotFoundError("no ptxas beside " + lib.string() + " (looked in ../bin and ../../../bin)");
+  return absl::NotFoundError(text::Cat("no ptxas beside ", lib.string(), " (looked in ../bin and ../../../bin)"));
 }
 
 absl::StatusOr<std::string> AssemblePtx(std::string_view ptx, const std::vector<std::string>& options,
@@ -143,8 +144,8 @@ absl::StatusOr<std::string> AssemblePtx(std::string_view ptx, const std::vector<
   fs::create_directories(scratch, ec);
   std::string dir_template = (scratch / "jitd-ptxas-XXXXXX").string();
   if (mkdtemp(dir_template.data()) == nullptr) {
-    return absl::InternalError("cannot make a directory for ptxas under " + scratch.string() + ": " +
-                               std::strerror(errno));
+    return absl::InternalError(
+        text::Cat("cannot make a directory for ptxas under ", scratch.string(), ": ", std::strerror(errno)));
   }
   const fs::path dir = dir_template;
   struct RemoveDir {
@@ -174,20 +175,21 @@ absl::StatusOr<std::string> AssemblePtx(std::string_view ptx, const std::vector<
   pid_t pid = -1;
   const int spawn_error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (spawn_error != 0) return absl::InternalError("cannot run " + ptxas.string() + ": " + std::strerror(spawn_error));
+  if (spawn_error != 0)
+    return absl::InternalError(text::Cat("cannot run ", ptxas.string(), ": ", std::strerror(spawn_error)));
   int wait_status = 0;
   while (waitpid(pid, &wait_status, 0) < 0) {
-    if (errno != EINTR) return absl::InternalError(std::string("waitpid for ptxas: ") + std::strerror(errno));
+    if (errno != EINTR) return absl::InternalError(text::Cat("waitpid for ptxas: ", std::strerror(errno)));
   }
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
     absl::StatusOr<std::string> said = files::ReadWholeFile(log);
-    return absl::InternalError("ptxas could not assemble the PTX (" +
-                               (WIFEXITED(wait_status) ? "exit " + std::to_string(WEXITSTATUS(wait_status))
-                                                       : "signal " + std::to_string(WTERMSIG(wait_status))) +
-                               "): " + (said.ok() ? *said : std::string()));
+    return absl::InternalError(text::Cat("ptxas could not assemble the PTX (",
+                                         WIFEXITED(wait_status) ? text::Cat("exit ", WEXITSTATUS(wait_status))
+                                                                : text::Cat("signal ", WTERMSIG(wait_status)),
+                                         "): ", said.ok() ? *said : std::string()));
   }
   absl::StatusOr<std::string> cubin = files::ReadWholeFile(output);
-  if (!cubin.ok()) return absl::InternalError("ptxas wrote no cubin: " + std::string(cubin.status().message()));
+  if (!cubin.ok()) return absl::InternalError(text::Cat("ptxas wrote no cubin: ", cubin.status().message()));
   if (cubin->empty()) return absl::InternalError("ptxas wrote an empty cubin");
   return cubin;
 }

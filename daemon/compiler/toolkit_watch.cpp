@@ -18,6 +18,7 @@
 #include "compiler/ptx_link.h"
 #include "jitd/base/hex.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 #include "jitd/keys/content_key.h"
 #include "spdlog/spdlog.h"
 
@@ -60,13 +61,12 @@ absl::StatusOr<std::vector<fs::path>> NvrtcLibraryFiles() {
     int major = 0, minor = 0;
     if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return absl::InternalError("nvrtcVersion failed");
     const bool alt = nvrtc.filename().string().find(".alt.") != std::string::npos;
-    builtins = nvrtc.parent_path() / ("libnvrtc-builtins" + std::string(alt ? ".alt" : "") + ".so." +
-                                      std::to_string(major) + "." + std::to_string(minor));
+    builtins = nvrtc.parent_path() / text::Cat("libnvrtc-builtins", alt ? ".alt" : "", ".so.", major, ".", minor);
   }
   std::error_code ec;
   for (const fs::path& p : {nvrtc, builtins}) {
     if (!fs::is_regular_file(p, ec)) {
-      return absl::NotFoundError("NVRTC library " + p.string() + " not found (the compile workers load it)");
+      return absl::NotFoundError(text::Cat("NVRTC library ", p.string(), " not found (the compile workers load it)"));
     }
   }
   std::vector<fs::path> files = {nvrtc, builtins};
@@ -81,8 +81,9 @@ absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include
   id.include_dir = include_dir;
   std::error_code ec;
   if (!fs::is_regular_file(include_dir / "cuda_fp16.h", ec)) {
-    return absl::FailedPreconditionError("CUDA toolkit headers not found under " + include_dir.string() +
-                                         " (NVRTC needs cuda_fp16.h and cccl/; --cuda-include chooses the directory)");
+    return absl::FailedPreconditionError(
+        text::Cat("CUDA toolkit headers not found under ", include_dir.string(),
+                  " (NVRTC needs cuda_fp16.h and cccl/; --cuda-include chooses the directory)"));
   }
   absl::StatusOr<std::string> headers =
       memo_dir.empty() ? keys::TreeFingerprint(include_dir)
@@ -96,8 +97,8 @@ absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include
   if (!nvrtc.ok()) return nvrtc.status();
   id.nvrtc_library_fingerprint = *nvrtc;
   for (const fs::path& p : libraries) id.nvrtc_libraries.push_back(fs::weakly_canonical(p, ec));
-  id.fingerprint =
-      Sha256Hex("jitd-toolkit 1\nheaders " + id.headers_fingerprint + "\nnvrtc " + id.nvrtc_library_fingerprint + "\n");
+  id.fingerprint = Sha256Hex(
+      text::Cat("jitd-toolkit 1\nheaders ", id.headers_fingerprint, "\nnvrtc ", id.nvrtc_library_fingerprint, "\n"));
   return id;
 }
 
@@ -107,8 +108,8 @@ std::string ToolkitIdentity::Describe() const {
     if (!libraries.empty()) libraries += '+';
     libraries += p.filename().string();
   }
-  return "headers " + include_dir.string() + " " + headers_fingerprint.substr(0, 12) + ", nvrtc " + libraries + " " +
-         nvrtc_library_fingerprint.substr(0, 12);
+  return text::Cat("headers ", include_dir.string(), " ", headers_fingerprint.substr(0, 12), ", nvrtc ", libraries, " ",
+                   nvrtc_library_fingerprint.substr(0, 12));
 }
 
 // inotify over the toolkit's directories and library files, and the mount
@@ -258,7 +259,7 @@ absl::StatusOr<std::string> ToolkitWatch::Metadata(bool* recent) const {
   JITD_ASSIGN_OR_RETURN(std::vector<fs::path> libraries, NvrtcLibraryFiles());
   JITD_ASSIGN_OR_RETURN(std::string nvrtc, keys::FilesMetadataDigest(libraries, options_.settle, &libraries_recent));
   if (recent != nullptr) *recent = headers_recent || libraries_recent;
-  return *headers + ":" + nvrtc;
+  return text::Cat(*headers, ":", nvrtc);
 }
 
 absl::Status ToolkitWatch::Fingerprint() {
@@ -290,8 +291,8 @@ absl::Status ToolkitWatch::Fingerprint() {
     metadata_ = before;
     return absl::OkStatus();
   }
-  return absl::UnavailableError("the CUDA toolkit under " + options_.include_dir.string() +
-                                " kept changing while it was fingerprinted");
+  return absl::UnavailableError(
+      text::Cat("the CUDA toolkit under ", options_.include_dir.string(), " kept changing while it was fingerprinted"));
 }
 
 absl::StatusOr<ToolkitWatch::Observation> ToolkitWatch::Check() {
@@ -316,8 +317,8 @@ absl::StatusOr<ToolkitWatch::Observation> ToolkitWatch::Check() {
     metadata_.clear();  // the next Check tries again
     spdlog::error("toolkit changed: {} is no longer usable: {}; compiles fail until it is", before.Describe(),
                   std::string(fingerprinted.message()));
-    last_ = absl::UnavailableError("the CUDA toolkit changed and cannot be fingerprinted: " +
-                                   std::string(fingerprinted.message()));
+    last_ = absl::UnavailableError(
+        text::Cat("the CUDA toolkit changed and cannot be fingerprinted: ", fingerprinted.message()));
     return last_;
   }
   if (identity_.fingerprint == before.fingerprint) {

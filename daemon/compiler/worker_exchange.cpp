@@ -7,6 +7,7 @@
 #include "compiler/detail/worker_process.h"
 #include "compiler/detail/worker_protocol.h"
 #include "compiler/worker_pool.h"
+#include "jitd/base/text.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {
@@ -23,7 +24,8 @@ bool WorkerPool::ReadyForJob(Slot& slot, Ticket& ticket, std::optional<std::uint
   if (ticket.cancelled()) {
     std::lock_guard lock(mu_);
     ++stats_.cancellations;
-    CompleteLocked(ticket, absl::CancelledError("compile of " + job.program_name + " was cancelled while queued"));
+    CompleteLocked(ticket,
+                   absl::CancelledError(text::Cat("compile of ", job.program_name, " was cancelled while queued")));
     return false;
   }
 
@@ -38,12 +40,12 @@ bool WorkerPool::ReadyForJob(Slot& slot, Ticket& ticket, std::optional<std::uint
     if (!before.ok() || before->fingerprint != job.toolkit_fingerprint) {
       std::lock_guard lock(mu_);
       ++stats_.toolkit_refusals;
-      CompleteLocked(ticket, ToolkitChanged(absl::UnavailableError(
-                                 "toolkit changed since this request was resolved; not compiling " + job.program_name +
-                                 " under the previous toolkit's key (" +
-                                 (before.ok() ? std::string("the CUDA headers or NVRTC libraries on disk are new")
-                                              : std::string(before.status().message())) +
-                                 "); retry: the request now resolves to the new toolkit's key")));
+      CompleteLocked(ticket, ToolkitChanged(absl::UnavailableError(text::Cat(
+                                 "toolkit changed since this request was resolved; not compiling ", job.program_name,
+                                 " under the previous toolkit's key (",
+                                 before.ok() ? std::string("the CUDA headers or NVRTC libraries on disk are new")
+                                             : std::string(before.status().message()),
+                                 "); retry: the request now resolves to the new toolkit's key"))));
       return false;
     }
     *toolkit_epoch = before->epoch;
@@ -65,8 +67,8 @@ bool WorkerPool::ReadyForJob(Slot& slot, Ticket& ticket, std::optional<std::uint
   }
   if (slot.worker == nullptr) {
     if (absl::Status started = StartWorker(slot); !started.ok()) {
-      Complete(ticket, absl::UnavailableError("no compile worker for " + job.program_name + ": " +
-                                              std::string(started.message())));
+      Complete(ticket,
+               absl::UnavailableError(text::Cat("no compile worker for ", job.program_name, ": ", started.message())));
       return false;
     }
   }
@@ -117,7 +119,7 @@ void WorkerPool::RunTicket(Slot& slot, const std::shared_ptr<Ticket>& ticket) {
              .timeout = job.timeout,
              .toolkit_epoch = toolkit_epoch,
              .job_id = next_job_id_++,
-             .who = "compile worker (pid " + std::to_string(slot.worker->pid()) + ")",
+             .who = text::Cat("compile worker (pid ", slot.worker->pid(), ")"),
              .deadline = DeadlineAfter(job.timeout),
              .sent = absl::OkStatus(),
              .response = std::nullopt,
@@ -161,8 +163,8 @@ WorkerPool::ExchangeEvent WorkerPool::NextEvent(Exchange& x) {
     return ExchangeEvent::kBroken;
   }
   if (decoded->job_id != x.job_id) {
-    x.broken = absl::InvalidArgumentError("answered job " + std::to_string(decoded->job_id) + " while compiling job " +
-                                          std::to_string(x.job_id));
+    x.broken =
+        absl::InvalidArgumentError(text::Cat("answered job ", decoded->job_id, " while compiling job ", x.job_id));
     return ExchangeEvent::kBroken;
   }
   x.response = *std::move(decoded);
@@ -190,7 +192,7 @@ bool WorkerPool::OnWake(Exchange& x) {
     x.sent = x.slot.worker->Send(detail::Encode(detail::CancelRequest{x.job_id}), x.deadline);
     std::lock_guard lock(mu_);
     ++stats_.cancellations;
-    CompleteLocked(x.ticket, absl::CancelledError("compile of " + x.program + " was cancelled"));
+    CompleteLocked(x.ticket, absl::CancelledError(text::Cat("compile of ", x.program, " was cancelled")));
   }
   return true;
 }
@@ -203,8 +205,8 @@ void WorkerPool::Finish(Exchange& x, ExchangeEvent event) {
       return;  // OnWake's
     case ExchangeEvent::kBroken: {
       const std::string note = ReplaceWorker(x.slot, std::chrono::milliseconds(0), &wait_status);
-      const std::string message = x.who + " broke the protocol while compiling " + x.program + " (" +
-                                  std::string(x.broken.message()) + "); " + note;
+      const std::string message =
+          text::Cat(x.who, " broke the protocol while compiling ", x.program, " (", x.broken.message(), "); ", note);
       spdlog::error("{}", message);
       std::lock_guard lock(mu_);
       ++stats_.crashes;
@@ -222,9 +224,9 @@ void WorkerPool::Finish(Exchange& x, ExchangeEvent event) {
           std::lock_guard lock(mu_);
           ++stats_.toolkit_refusals;
           CompleteLocked(x.ticket, ToolkitChanged(absl::UnavailableError(
-                                       "toolkit changed while " + x.program +
-                                       " compiled; its result was discarded, not stored under the previous "
-                                       "toolkit's key; retry")));
+                                       text::Cat("toolkit changed while ", x.program,
+                                                 " compiled; its result was discarded, not stored under the previous "
+                                                 "toolkit's key; retry"))));
           return;
         }
       }
@@ -241,7 +243,7 @@ void WorkerPool::Finish(Exchange& x, ExchangeEvent event) {
     case ExchangeEvent::kClosed: {
       const std::string note = ReplaceWorker(x.slot, kExitedWorkerGrace, &wait_status);
       const std::string message =
-          x.who + " " + WorkerProcess::DescribeExit(wait_status) + " while compiling " + x.program + "; " + note;
+          text::Cat(x.who, " ", WorkerProcess::DescribeExit(wait_status), " while compiling ", x.program, "; ", note);
       if (cancelling) {
         spdlog::info("{} (after its job was cancelled)", message);
         return;
@@ -259,9 +261,9 @@ void WorkerPool::Finish(Exchange& x, ExchangeEvent event) {
                      note);
         return;
       }
-      const std::string message = "compile of " + x.program + " exceeded its timeout of " +
-                                  std::to_string(x.timeout.count()) + " ms; " + x.who + " was killed and " +
-                                  (note == "it has been replaced" ? "has been replaced" : "not replaced: " + note);
+      const std::string message = text::Cat(
+          "compile of ", x.program, " exceeded its timeout of ", x.timeout.count(), " ms; ", x.who, " was killed and ",
+          note == "it has been replaced" ? "has been replaced" : text::Cat("not replaced: ", note));
       spdlog::warn("{}", message);
       std::lock_guard lock(mu_);
       ++stats_.timeouts;

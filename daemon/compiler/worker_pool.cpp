@@ -13,6 +13,7 @@
 #include "compiler/detail/worker_pool_parts.h"
 #include "compiler/detail/worker_process.h"
 #include "compiler/detail/worker_protocol.h"
+#include "jitd/base/text.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::compiler {
@@ -93,15 +94,15 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
   std::error_code ec;
   std::filesystem::create_directories(options.scratch_dir, ec);
   if (ec) {
-    return absl::UnavailableError("WorkerPool: cannot create scratch directory " + options.scratch_dir.string() + ": " +
-                                  ec.message());
+    return absl::UnavailableError(
+        text::Cat("WorkerPool: cannot create scratch directory ", options.scratch_dir.string(), ": ", ec.message()));
   }
 
   std::unique_ptr<WorkerPool> pool(new WorkerPool(std::move(options)));
   for (size_t i = 0; i < pool->options_.workers; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->index = i;
-    slot->pch_dir = pool->options_.scratch_dir / ("pch-" + std::to_string(i));
+    slot->pch_dir = pool->options_.scratch_dir / text::Cat("pch-", i);
     slot->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (slot->wake_fd < 0) return absl::UnavailableError("WorkerPool: eventfd failed");
     pool->slots_.push_back(std::move(slot));
@@ -179,13 +180,13 @@ absl::StatusOr<CompileResult> WorkerPool::Compile(const CompileJob& job, Priorit
     const size_t queued = live_.size() + warm_.size();
     if (ticket->cancelled()) {
       ++stats_.cancellations;
-      result = absl::CancelledError("compile of " + job.program_name + " was cancelled before it was queued");
+      result = absl::CancelledError(text::Cat("compile of ", job.program_name, " was cancelled before it was queued"));
     } else if (shutting_down_) {
       result = absl::UnavailableError("the compile pool is shutting down");
     } else if (queued >= options_.max_queue) {
       ++stats_.rejected;
-      result = absl::ResourceExhaustedError("compile queue is full (" + std::to_string(queued) +
-                                            " jobs waiting); not compiling " + job.program_name);
+      result = absl::ResourceExhaustedError(
+          text::Cat("compile queue is full (", queued, " jobs waiting); not compiling ", job.program_name));
     } else {
       ticket->state = Ticket::State::kQueued;
       (priority == Priority::kLive ? live_ : warm_).push_back(ticket);
@@ -222,21 +223,22 @@ void WorkerPool::CompileAsync(CompileJob job, Priority priority, std::shared_ptr
       lock.unlock();
       if (ticket->subscription != 0) ticket->cancel->Unsubscribe(ticket->subscription);
       ticket->on_done(
-          absl::ResourceExhaustedError(std::string("cannot start the compile pool's completion thread: ") + e.what()));
+          absl::ResourceExhaustedError(text::Cat("cannot start the compile pool's completion thread: ", e.what())));
       return;
     }
   }
   const size_t queued = live_.size() + warm_.size();
   if (ticket->cancelled()) {
     ++stats_.cancellations;
-    CompleteLocked(*ticket, absl::CancelledError("compile of " + ticket->job->program_name +
-                                                 " was cancelled before it was queued"));
+    CompleteLocked(*ticket, absl::CancelledError(text::Cat("compile of ", ticket->job->program_name,
+                                                           " was cancelled before it was queued")));
   } else if (shutting_down_ || completer_stopping_) {
     CompleteLocked(*ticket, absl::UnavailableError("the compile pool is shutting down"));
   } else if (queued >= options_.max_queue) {
     ++stats_.rejected;
-    CompleteLocked(*ticket, absl::ResourceExhaustedError("compile queue is full (" + std::to_string(queued) +
-                                                         " jobs waiting); not compiling " + ticket->job->program_name));
+    CompleteLocked(
+        *ticket, absl::ResourceExhaustedError(text::Cat("compile queue is full (", queued,
+                                                        " jobs waiting); not compiling ", ticket->job->program_name)));
   } else {
     ticket->state = Ticket::State::kQueued;
     (priority == Priority::kLive ? live_ : warm_).push_back(ticket);
@@ -269,8 +271,8 @@ void WorkerPool::OnCancel(const std::shared_ptr<Ticket>& ticket) {
       auto& queue = ticket->priority == Priority::kLive ? live_ : warm_;
       queue.erase(std::remove(queue.begin(), queue.end(), ticket), queue.end());
       ++stats_.cancellations;
-      CompleteLocked(*ticket,
-                     absl::CancelledError("compile of " + ticket->job->program_name + " was cancelled while queued"));
+      CompleteLocked(*ticket, absl::CancelledError(
+                                  text::Cat("compile of ", ticket->job->program_name, " was cancelled while queued")));
       break;
     }
     case Ticket::State::kRunning:
@@ -384,7 +386,7 @@ std::string WorkerPool::ReplaceWorker(Slot& slot, std::chrono::milliseconds grac
   }
   absl::Status started = StartWorker(slot);
   // On failure the slot tries again when it takes its next job.
-  return started.ok() ? "it has been replaced" : "starting a replacement failed: " + std::string(started.message());
+  return started.ok() ? "it has been replaced" : text::Cat("starting a replacement failed: ", started.message());
 }
 
 WorkerPool::Statistics WorkerPool::Stats() const {

@@ -8,6 +8,7 @@
 
 #include "compiler/toolkit_watch.h"
 #include "config/settings.h"
+#include "jitd/base/text.h"
 
 namespace jitd::daemon {
 namespace {
@@ -98,11 +99,10 @@ struct OfflineFlags {
 // What lint and warm compile with: kernels, toolkit, archs, workers.
 void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& arch_help) {
   sub.add_option("--kernels", flags.kernels_dir,
-                 "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")")
+                 text::Cat("Kernel sources and manifest (default: ", DefaultKernelsDir().string(), ")"))
       ->type_name("DIR");
-  sub.add_option(
-         "--cuda-include", flags.cuda_include,
-         std::string("CUDA toolkit headers NVRTC compiles with (default: ") + compiler::kDefaultCudaInclude + ")")
+  sub.add_option("--cuda-include", flags.cuda_include,
+                 text::Cat("CUDA toolkit headers NVRTC compiles with (default: ", compiler::kDefaultCudaInclude, ")"))
       ->type_name("DIR");
   sub.add_option("--arch", flags.archs, arch_help)->type_name("ARCH");
   sub.add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");

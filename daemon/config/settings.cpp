@@ -152,14 +152,15 @@ void AddWhereRows(std::vector<Setting>& rows) {
         .flag = "--listen",
         .kind = K::kAddresses,
         .value_name = "ADDR",
-        .help = "unix:PATH or HOST:PORT, repeatable (default: " + DefaultEndpoint() + "; never TCP unless asked)",
+        .help =
+            text::Cat("unix:PATH or HOST:PORT, repeatable (default: ", DefaultEndpoint(), "; never TCP unless asked)"),
         .example = "unix:/run/jitd/jitd.sock"},
       &ConfigLayer::listen, &DaemonConfig::listen,
       [](const Texts& texts, const fs::path& base) -> absl::StatusOr<std::vector<std::string>> {
         std::vector<std::string> addresses = texts;
         for (std::string& address : addresses) {
           if (!base.empty() && absl::StartsWith(address, "unix:") && address.size() > 5 && address[5] != '/') {
-            address = "unix:" + (base / address.substr(5)).string();
+            address = text::Cat("unix:", (base / address.substr(5)).string());
           }
           JITD_RETURN_IF_ERROR(CheckListenAddress(address));
         }
@@ -174,16 +175,17 @@ void AddWhereRows(std::vector<Setting>& rows) {
                            .flag = "--cache-dir",
                            .kind = K::kPath,
                            .value_name = "DIR",
-                           .help = "Cache directory (default: " + DefaultCacheDir().string() + ")",
+                           .help = text::Cat("Cache directory (default: ", DefaultCacheDir().string(), ")"),
                            .example = "/var/cache/jitd"},
                          &ConfigLayer::cache_dir, &DaemonConfig::cache_dir, DefaultCacheDir));
-  rows.push_back(PathRow(S{.key = "kernels",
-                           .flag = "--kernels",
-                           .kind = K::kPath,
-                           .value_name = "DIR",
-                           .help = "Kernel sources and manifest (default: " + DefaultKernelsDir().string() + ")",
-                           .example = "/usr/share/jitd/kernels"},
-                         &ConfigLayer::kernels_dir, &DaemonConfig::kernels_dir, DefaultKernelsDir));
+  rows.push_back(
+      PathRow(S{.key = "kernels",
+                .flag = "--kernels",
+                .kind = K::kPath,
+                .value_name = "DIR",
+                .help = text::Cat("Kernel sources and manifest (default: ", DefaultKernelsDir().string(), ")"),
+                .example = "/usr/share/jitd/kernels"},
+              &ConfigLayer::kernels_dir, &DaemonConfig::kernels_dir, DefaultKernelsDir));
   rows.push_back(PathRow(S{.key = "cuda_include",
                            .flag = "--cuda-include",
                            .kind = K::kPath,

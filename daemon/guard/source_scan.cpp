@@ -119,7 +119,7 @@ std::string Snippet(const std::vector<Token>& t, size_t from, size_t to) {
     if (t[k].text == "{") break;
     bool glue = out.empty() || t[k].text == "::" || out.ends_with("::") || t[k].text == "," || t[k].text == ">" ||
                 out.ends_with("<") || t[k].text == "<" || t[k].text == "(" || t[k].text == ")";
-    out += (glue ? "" : " ") + t[k].text;
+    text::Append(out, glue ? "" : " ", t[k].text);
   }
   return out;
 }

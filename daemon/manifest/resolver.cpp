@@ -73,9 +73,9 @@ absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const
   // few archs and option sets.
   constexpr size_t kMaxMemo = 4096;
   std::string id = Cat(req.kernel, '\x1f', req.arch);
-  for (const auto& [name, value] : req.params) id += Cat('\x1f', name, '=', value);
+  for (const auto& [name, value] : req.params) text::Append(id, '\x1f', name, '=', value);
   id += '\x1e';
-  for (const auto& o : req.options) id += Cat('\x1f', o);
+  for (const auto& o : req.options) text::Append(id, '\x1f', o);
   {
     std::lock_guard lock(memo_mu_);
     if (auto it = memo_.find(id); it != memo_.end()) return it->second;

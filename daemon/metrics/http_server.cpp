@@ -96,9 +96,9 @@ absl::Status ListenError(const std::string& what, const std::string& address, in
 
 std::string Response(int code, std::string_view reason, std::string_view content_type, const std::string& body,
                      bool head_only, std::string_view extra_headers = "") {
-  std::string out = jitd::text::Cat("HTTP/1.1 ", std::to_string(code), " ", reason, "\r\nContent-Type: ", content_type,
-                                    "\r\nContent-Length: ", std::to_string(body.size()), "\r\nConnection: close\r\n",
-                                    extra_headers, "\r\n");
+  std::string out =
+      jitd::text::Cat("HTTP/1.1 ", code, " ", reason, "\r\nContent-Type: ", content_type,
+                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n", extra_headers, "\r\n");
   if (!head_only) out += body;
   return out;
 }
@@ -190,8 +190,7 @@ absl::Status MetricsHttpServer::Start() {
   }
   port_ = ntohs(addr->ipv6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
                            : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-  bound_address_ = addr->ipv6 ? jitd::text::Cat("[", addr->host, "]:", std::to_string(port_))
-                              : jitd::text::Cat(addr->host, ":", std::to_string(port_));
+  bound_address_ = addr->ipv6 ? jitd::text::Cat("[", addr->host, "]:", port_) : jitd::text::Cat(addr->host, ":", port_);
 
   const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake < 0) {
@@ -352,9 +351,8 @@ class MetricsHttpServer::Loop {
       if (head != 0 && head <= max_head_) {
         c.out = server_.Respond(std::string_view(c.in).substr(0, head));
       } else if (c.in.size() > max_head_) {
-        c.out = TextResponse(
-            431, "Request Header Fields Too Large",
-            jitd::text::Cat("431 the request head is larger than ", std::to_string(max_head_), " bytes\n"));
+        c.out = TextResponse(431, "Request Header Fields Too Large",
+                             jitd::text::Cat("431 the request head is larger than ", max_head_, " bytes\n"));
       } else {
         continue;
       }

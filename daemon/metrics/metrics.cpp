@@ -253,17 +253,14 @@ void Family<T>::Render(std::string* out) const {
       RenderSample(out, name_, values, "", FormatValue(child->Value()));
     } else {
       const Histogram::Snapshot s = child->Read();
-      std::string bucket = name_;
-      bucket += "_bucket";
+      const std::string bucket = jitd::text::Cat(name_, "_bucket");
       for (size_t i = 0; i < bounds_.size(); ++i) {
-        std::string le = "le=\"";
-        le += FormatValue(bounds_[i]);
-        le += '"';
+        const std::string le = jitd::text::Cat("le=\"", FormatValue(bounds_[i]), '"');
         RenderSample(out, bucket, values, le, FormatInteger(s.cumulative[i]));
       }
       RenderSample(out, bucket, values, "le=\"+Inf\"", FormatInteger(s.count));
-      RenderSample(out, name_ + "_sum", values, "", FormatValue(s.sum));
-      RenderSample(out, name_ + "_count", values, "", FormatInteger(s.count));
+      RenderSample(out, jitd::text::Cat(name_, "_sum"), values, "", FormatValue(s.sum));
+      RenderSample(out, jitd::text::Cat(name_, "_count"), values, "", FormatInteger(s.count));
     }
   }
 }
@@ -385,7 +382,8 @@ absl::StatusOr<HistogramFamily*> Registry::AddHistogram(std::string name, std::s
         jitd::text::Cat("histogram ", name, ": \"le\" cannot be a label name, it names the buckets"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> samples = {name, name + "_bucket", name + "_sum", name + "_count"};
+  std::vector<std::string> samples = {name, jitd::text::Cat(name, "_bucket"), jitd::text::Cat(name, "_sum"),
+                                      jitd::text::Cat(name, "_count")};
   JITD_RETURN_IF_ERROR(CheckNew(name, label_names, samples));
   sample_names_.insert(samples.begin(), samples.end());
   auto* family = new HistogramFamily(std::move(name), std::move(help), MetricType::kHistogram, std::move(label_names),

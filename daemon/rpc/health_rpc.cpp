@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "jitd/base/text.h"
+
 namespace jitd::daemon {
 namespace {
 
@@ -32,7 +34,7 @@ grpc::Status HealthRpc::Check(grpc::ServerContext*, const HealthCheckRequest* re
   std::lock_guard lock(mu_);
   const Status status = StatusOf(request->service());
   if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no service " + request->service() + " on this server");
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, text::Cat("no service ", request->service(), " on this server"));
   }
   response->set_status(status);
   return grpc::Status::OK;
@@ -43,7 +45,7 @@ grpc::Status HealthRpc::Watch(grpc::ServerContext* context, const HealthCheckReq
   std::unique_lock lock(mu_);
   if (watchers_ >= kMaxWatchers) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "too many health Watch streams open (" + std::to_string(kMaxWatchers) + "); use Check");
+                        text::Cat("too many health Watch streams open (", kMaxWatchers, "); use Check"));
   }
   ++watchers_;
   Status sent = StatusOf(request->service());

@@ -28,7 +28,7 @@ absl::StatusOr<std::string> NewAdminToken() {
 }
 
 std::filesystem::path AdminTokenFileFor(const std::filesystem::path& socket) {
-  return socket.string() + ".admin-token";
+  return Cat(socket.string(), ".admin-token");
 }
 
 absl::StatusOr<std::unique_ptr<AdminTokenFiles>> AdminTokenFiles::Write(
@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<AdminTokenFiles>> AdminTokenFiles::Write(
     files::AtomicWrite how;
     how.mode = 0600;
     how.sync = false;
-    if (absl::Status written = files::WriteFileAtomically(path, token + "\n", how); !written.ok()) {
+    if (absl::Status written = files::WriteFileAtomically(path, Cat(token, "\n"), how); !written.ok()) {
       return absl::FailedPreconditionError(Cat("cannot write the admin token file: ", written.message()));
     }
     files->paths_.push_back(path);

@@ -15,7 +15,9 @@ constexpr size_t kMaxUnixPathBytes = 107;
 
 }  // namespace
 
-std::string ListenAddress::GrpcTarget() const { return kind == Kind::kUnix ? "unix:" + unix_path.string() : host_port; }
+std::string ListenAddress::GrpcTarget() const {
+  return kind == Kind::kUnix ? text::Cat("unix:", unix_path.string()) : host_port;
+}
 
 absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& text) {
   ListenAddress address;

@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<UnixSocketClaim>> UnixSocketClaim::Acquire(const 
 
   // Never through a symlink (one planted in /tmp would have the daemon
   // truncate whatever it points to), and only a regular file of its own.
-  const std::string lock_path = path.string() + ".lock";
+  const std::string lock_path = text::Cat(path.string(), ".lock");
   const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   if (lock_fd < 0) {
     return absl::FailedPreconditionError(text::Cat("cannot open the lock file ", lock_path, ": ", ErrnoText(),

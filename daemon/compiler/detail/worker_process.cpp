@@ -19,13 +19,14 @@
 
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 
 extern char** environ;
 
 namespace jitd::compiler::detail {
 namespace {
 
-std::string Errno(const std::string& what, int error) { return what + ": " + std::strerror(error); }
+std::string Errno(const std::string& what, int error) { return text::Cat(what, ": ", std::strerror(error)); }
 
 // Milliseconds until `deadline` for poll(): never negative, -1 for "forever".
 int PollTimeout(WorkerProcess::Clock::time_point deadline) {
@@ -107,31 +108,31 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::v
   close(child_socket);
   if (rc != 0) {
     close(parent_socket);
-    return absl::UnavailableError(Errno("could not start compile worker " + argv[0], rc));
+    return absl::UnavailableError(Errno(text::Cat("could not start compile worker ", argv[0]), rc));
   }
   fcntl(parent_socket, F_SETFL, fcntl(parent_socket, F_GETFL) | O_NONBLOCK);
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(pid, parent_socket));
 
-  const std::string who = "compile worker " + argv[0] + " (pid " + std::to_string(pid) + ")";
+  const std::string who = text::Cat("compile worker ", argv[0], " (pid ", pid, ")");
   absl::Status status = worker->Send(Encode(Hello{}), handshake_deadline);
-  if (!status.ok()) return absl::UnavailableError(who + " did not take its hello: " + std::string(status.message()));
+  if (!status.ok()) return absl::UnavailableError(text::Cat(who, " did not take its hello: ", status.message()));
   absl::StatusOr<Received> answer = worker->Receive(-1, handshake_deadline);
-  if (!answer.ok()) return absl::UnavailableError(who + ": " + std::string(answer.status().message()));
+  if (!answer.ok()) return absl::UnavailableError(text::Cat(who, ": ", answer.status().message()));
   switch (answer->event) {
     case Event::kFrame:
       break;
     case Event::kClosed:
-      return absl::UnavailableError(who + " " + DescribeExit(worker->Terminate(std::chrono::seconds(1))) +
-                                    " before answering its hello");
+      return absl::UnavailableError(
+          text::Cat(who, " ", DescribeExit(worker->Terminate(std::chrono::seconds(1))), " before answering its hello"));
     case Event::kTimeout:
     case Event::kWake:
-      return absl::DeadlineExceededError(who + " did not answer its hello in time");
+      return absl::DeadlineExceededError(text::Cat(who, " did not answer its hello in time"));
   }
   absl::StatusOr<HelloAck> ack = DecodeHelloAck(answer->payload);
-  if (!ack.ok()) return absl::UnavailableError(who + ": " + std::string(ack.status().message()));
+  if (!ack.ok()) return absl::UnavailableError(text::Cat(who, ": ", ack.status().message()));
   if (ack->version != kProtocolVersion) {
-    return absl::UnavailableError(who + " speaks protocol version " + std::to_string(ack->version) + ", expected " +
-                                  std::to_string(kProtocolVersion) + " (a worker binary from another build?)");
+    return absl::UnavailableError(text::Cat(who, " speaks protocol version ", ack->version, ", expected ",
+                                            kProtocolVersion, " (a worker binary from another build?)"));
   }
   worker->hello_ = *ack;
   return worker;
@@ -273,10 +274,10 @@ std::string WorkerProcess::DescribeExit(int wait_status) {
   if (WIFSIGNALED(wait_status)) {
     const int sig = WTERMSIG(wait_status);
     const char* name = sigabbrev_np(sig);
-    return "died with signal " + std::to_string(sig) + (name != nullptr ? std::string(" (SIG") + name + ")" : "");
+    return text::Cat("died with signal ", sig, name != nullptr ? text::Cat(" (SIG", name, ")") : "");
   }
-  if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
-  return "stopped (wait status " + std::to_string(wait_status) + ")";
+  if (WIFEXITED(wait_status)) return text::Cat("exited with status ", WEXITSTATUS(wait_status));
+  return text::Cat("stopped (wait status ", wait_status, ")");
 }
 
 }  // namespace jitd::compiler::detail

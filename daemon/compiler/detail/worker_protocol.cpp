@@ -13,6 +13,7 @@
 #include "compiler/nvrtc_program.h"
 #include "jitd/base/coding.h"
 #include "jitd/base/status.h"
+#include "jitd/base/text.h"
 
 namespace jitd::compiler::detail {
 namespace {
@@ -93,7 +94,7 @@ class Reader {
   absl::Status Finish(const char* what) {
     if (ok_ && pos_ != data_.size()) Fail("trailing bytes");
     if (ok_) return absl::OkStatus();
-    return absl::InvalidArgumentError(std::string("malformed ") + what + " frame: " + error_);
+    return absl::InvalidArgumentError(text::Cat("malformed ", what, " frame: ", error_));
   }
 
  private:
@@ -122,8 +123,7 @@ class Reader {
 std::uint32_t LoadU32(const char* bytes) { return coding::DecodeFixed32(bytes); }
 
 absl::Status OversizedFrame(std::uint32_t size) {
-  return absl::InvalidArgumentError("frame of " + std::to_string(size) + " bytes exceeds the limit of " +
-                                    std::to_string(kMaxFrameBytes));
+  return absl::InvalidArgumentError(text::Cat("frame of ", size, " bytes exceeds the limit of ", kMaxFrameBytes));
 }
 
 }  // namespace
@@ -193,7 +193,7 @@ absl::StatusOr<MessageType> TypeOf(std::string_view payload) {
   if (payload.empty()) return absl::InvalidArgumentError("empty frame");
   const auto type = static_cast<std::uint8_t>(payload[0]);
   if (type < static_cast<std::uint8_t>(MessageType::kHello) || type > static_cast<std::uint8_t>(MessageType::kResult)) {
-    return absl::InvalidArgumentError("unknown message type " + std::to_string(type));
+    return absl::InvalidArgumentError(text::Cat("unknown message type ", type));
   }
   return static_cast<MessageType>(type);
 }
@@ -320,7 +320,7 @@ absl::Status WriteFrame(int fd, std::string_view payload) {
     const ssize_t n = send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::UnavailableError(std::string("write to the peer failed: ") + std::strerror(errno));
+      return absl::UnavailableError(text::Cat("write to the peer failed: ", std::strerror(errno)));
     }
     sent += static_cast<size_t>(n);
   }
@@ -337,7 +337,7 @@ absl::Status ReadExactly(int fd, char* out, size_t size, bool* eof_at_start) {
     const ssize_t n = read(fd, out + got, size - got);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::UnavailableError(std::string("read from the peer failed: ") + std::strerror(errno));
+      return absl::UnavailableError(text::Cat("read from the peer failed: ", std::strerror(errno)));
     }
     if (n == 0) {
       if (got == 0) {
