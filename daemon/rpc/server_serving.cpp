@@ -1,0 +1,198 @@
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "jitd/base/admin_token.h"
+#include "jitd/base/files.h"
+#include "jitd/base/status.h"
+#include "jitd/base/text.h"
+#include "rpc/server_impl.h"
+
+namespace jitd::daemon {
+namespace {
+
+using text::Cat;
+
+// What a remote lookup's reply holds besides the value: RESP framing and
+// the failure marker (a status message of at most a few KiB).
+constexpr uint64_t kRemoteReplyOverheadBytes = 64 << 10;
+
+}  // namespace
+
+absl::Status Server::Impl::OpenCache() {
+  JITD_ASSIGN_OR_RETURN(std::unique_ptr<CacheDirLock> locked, CacheDirLock::Acquire(config.cache_dir, config.listen));
+  dir_lock = std::move(locked);
+  cache::CacheOptions options;
+  options.dir = config.cache_dir;
+  options.max_bytes = config.max_cache_bytes;
+  absl::StatusOr<std::unique_ptr<cache::Cache>> opened = cache::Cache::Open(options);
+  if (!opened.ok()) {
+    return absl::Status(opened.status().code(),
+                        Cat("cannot open the cache in ", config.cache_dir.string(), ": ", opened.status().message()));
+  }
+  cache = *std::move(opened);
+  SweepOldKernelSnapshots(cache->dir());
+  if (cache->rebuilt_index()) {
+    spdlog::warn("the cache index in {} was unreadable and has been rebuilt from the blob files",
+                 config.cache_dir.string());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::Impl::LoadAdminToken() {
+  if (config.admin_token_file.empty()) {
+    JITD_ASSIGN_OR_RETURN(std::string token, NewAdminToken());
+    generated_token = token;
+    auth = AdminAuth(std::move(token),
+                     "this daemon's token is in SOCKET.admin-token beside its Unix socket, readable by the "
+                     "daemon's user, and jitd clients of that user read it by themselves");
+    return absl::OkStatus();
+  }
+  JITD_ASSIGN_OR_RETURN(std::string token, ReadAdminTokenFile(config.admin_token_file));
+  auth = AdminAuth(std::move(token));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const manifest::Resolver>> Server::Impl::LoadGuardedKernels(std::string_view refusal) {
+  absl::StatusOr<CheckedKernels> checked = LoadCheckedKernels(config.kernels_dir, CurrentToolchain(), config.arch);
+  if (!checked.ok()) {
+    return absl::Status(checked.status().code(), Cat("cannot load the kernels in ", config.kernels_dir.string(), ": ",
+                                                     checked.status().message()));
+  }
+  if (!checked->findings.empty()) {
+    for (const guard::Finding& finding : checked->findings) {
+      if (config.allow_guard_findings) {
+        spdlog::warn("namespace guard: {}", finding.ToString());
+      } else {
+        spdlog::error("namespace guard: {}", finding.ToString());
+      }
+    }
+    if (!config.allow_guard_findings) {
+      return absl::FailedPreconditionError(
+          Cat("the kernels in ", config.kernels_dir.string(), " fail the namespace guard's source check with ",
+              checked->findings.size(), " finding(s), logged above (`jitd lint --kernels ", config.kernels_dir.string(),
+              "` lists them too); ", refusal));
+    }
+    spdlog::warn("serving kernels with {} namespace guard finding(s) (--allow-guard-findings)",
+                 checked->findings.size());
+  }
+  return checked->resolver;
+}
+
+absl::Status Server::Impl::StartServing() {
+  JITD_ASSIGN_OR_RETURN(std::shared_ptr<compiler::ToolkitWatch> watch, WatchToolkit(config.cuda_include, cache->dir()));
+  toolkit = std::move(watch);
+  JITD_ASSIGN_OR_RETURN(manifest::Toolchain detected, manifest::Toolchain::FromIdentity(toolkit->identity()));
+  toolchain = std::move(detected);
+  spdlog::info("toolkit: NVRTC {}, {} (identity {})", toolchain.nvrtc_version, toolkit->identity().Describe(),
+               toolchain.identity.substr(0, 12));
+  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver = LoadGuardedKernels(
+      "fix the sources, or start with --allow-guard-findings (allow_guard_findings = true in the config file) to "
+      "serve them anyway");
+  if (!resolver.ok()) return resolver.status();
+  spdlog::info("kernels: {} from {}, fingerprint {}; NVRTC {}", KernelCount(**resolver), config.kernels_dir.string(),
+               ShortFingerprint(**resolver), toolchain.nvrtc_version);
+
+  absl::StatusOr<CompileStack> started = StartCompileStack(*resolver, config.workers, config.max_queue, toolkit);
+  if (!started.ok()) {
+    return absl::Status(started.status().code(),
+                        Cat("cannot start ", config.workers, " compile workers: ", started.status().message()));
+  }
+  stack = *std::move(started);
+
+  JITD_RETURN_IF_ERROR(OpenRemote());
+  serving::KernelService::Options options;
+  options.hot_cache_bytes = config.hot_cache_bytes;
+  options.negative_ttl = config.negative_ttl;
+  options.max_queue = config.max_queue;
+  // One client may start the workers' worth of compiles and half the
+  // queue: the other half stays for everyone else. A queue of fewer than
+  // 4 has no half worth keeping.
+  options.max_compiles_per_peer = config.max_queue >= 4 ? config.workers + config.max_queue / 2 : 0;
+  if (!config.metrics_listen.empty()) {
+    JITD_ASSIGN_OR_RETURN(std::unique_ptr<DaemonMetrics> made, DaemonMetrics::Create());
+    metrics = std::move(made);
+    options.on_compile = [m = metrics.get()](std::string_view result, std::chrono::duration<double> wall) {
+      m->ObserveCompile(result, wall);
+    };
+  }
+  service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get());
+  stack.resolver.reset();
+  toolkit_listener = toolkit->AddListener(
+      [this](const compiler::ToolkitIdentity& now, const compiler::ToolkitIdentity&) { OnToolkitChanged(now); });
+  compiler = std::make_unique<CompilerRpc>(
+      *service, calls,
+      CompilerRpc::Options{.workers = config.workers,
+                           .log_hits = config.log_hits,
+                           .max_calls_per_peer = config.max_calls_per_peer,
+                           .peer_of = [a = acceptor.get()](const std::string& p) { return a->PeerOf(p); },
+                           .metrics = metrics.get()});
+  return StartMetrics();
+}
+
+absl::Status Server::Impl::StartMetrics() {
+  if (metrics == nullptr) return absl::OkStatus();
+  metrics->Collect({.cache = cache.get(),
+                    .service = service.get(),
+                    .pool = stack.pool.get(),
+                    .remote = remote.get(),
+                    .version = JITD_VERSION,
+                    .nvrtc_version = toolchain.nvrtc_version});
+  metrics::MetricsHttpServer::Options options;
+  options.address = config.metrics_listen;
+  options.render = [m = metrics.get()] { return m->Render(); };
+  metrics_server = std::make_unique<metrics::MetricsHttpServer>(std::move(options));
+  if (absl::Status started = metrics_server->Start(); !started.ok()) {
+    return absl::Status(started.code(), Cat("--metrics-listen: ", started.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::Impl::OpenRemote() {
+  if (config.remote.empty()) return absl::OkStatus();
+  JITD_ASSIGN_OR_RETURN(cache::RemoteUrl url, cache::ParseRemoteUrl(config.remote));
+  cache::RemoteOptions options;
+  options.io_timeout = config.remote_timeout;
+  options.connect_timeout = std::min(config.remote_timeout, std::chrono::milliseconds(1000));
+  options.tls_ca = config.remote_tls_ca;
+  options.tls_cert = config.remote_tls_cert;
+  options.tls_key = config.remote_tls_key;
+  // One lookup reads a value and a (small) failure marker: reading stops
+  // past the value cap, before the value is buffered whole.
+  options.max_reply_bytes = config.remote_max_value_bytes + kRemoteReplyOverheadBytes;
+  if (!config.remote_password_file.empty()) {
+    absl::StatusOr<std::string> text = files::ReadWholeFile(config.remote_password_file);
+    if (!text.ok()) return absl::Status(text.status().code(), Cat("--remote-password-file: ", text.status().message()));
+    std::string password = text->substr(0, text->find_first_of("\r\n"));
+    if (password.empty()) {
+      return absl::InvalidArgumentError(
+          Cat("--remote-password-file ", config.remote_password_file.string(), ": the first line is empty"));
+    }
+    options.password = std::move(password);
+  }
+  JITD_ASSIGN_OR_RETURN(std::unique_ptr<cache::RemoteBackend> backend, cache::OpenRedisBackend(url, options));
+  cache::RemoteTierOptions tier_options;
+  if (!config.remote_signing_key_file.empty()) {
+    absl::StatusOr<std::string> key = files::ReadWholeFile(config.remote_signing_key_file);
+    if (!key.ok()) return absl::Status(key.status().code(), Cat("--remote-signing-key-file: ", key.status().message()));
+    while (!key->empty() && std::isspace(static_cast<unsigned char>(key->back()))) key->pop_back();
+    if (key->size() < 16) {
+      return absl::InvalidArgumentError(Cat("--remote-signing-key-file ", config.remote_signing_key_file.string(),
+                                            ": the key is ", key->size(),
+                                            " bytes; at least 16 are needed (openssl rand -hex 32 > FILE)"));
+    }
+    tier_options.signing_key = *std::move(key);
+  }
+  // A remembered failure is shared as long as it is remembered locally.
+  remote = std::make_unique<cache::RemoteTier>(std::move(backend), tier_options);
+  if (absl::Status reachable = remote->Check(); reachable.ok()) {
+    spdlog::info("remote tier {}: reachable; lease owner {}", remote->Describe(), remote->options().owner);
+  } else {
+    spdlog::warn("remote tier {} is not reachable now ({}); serving locally until it is", remote->Describe(),
+                 reachable.ToString());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace jitd::daemon
