@@ -22,6 +22,15 @@
 //    memory for `negative_ttl`, so a broken kernel is not recompiled on
 //    every request.
 //
+// jitd has one single flight per scope, each written once: this table (in
+// one daemon, one compile per key however many requests wait), the remote
+// tier's leases (remote/remote.h: one compile per key across the fleet,
+// taken by this table's leader, never by a waiter) and the client's
+// SingleFlightMemo (client/src/single_flight_memo.h: one RPC per spec in a
+// process). They share no code because they guard against different
+// things: a waiter that gives up, a daemon that dies holding a lease, and
+// nothing but duplicate calls.
+//
 // Thread safety: every method may be called from any thread. Lock order:
 // the table's lock before a flight's; a CancelFlag is fired with no lock
 // of the table held.
