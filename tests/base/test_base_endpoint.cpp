@@ -2,30 +2,17 @@
 // daemon also uses; and what counts as a well-formed endpoint.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "jitd/base/endpoint.h"
+#include "scoped_env.h"
 
 namespace jitd {
 namespace {
 
-// Sets (or, with nullptr, unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value == nullptr ? unsetenv(name) : setenv(name, value, 1);
-  }
-  ~ScopedEnv() { old_.has_value() ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 TEST(DefaultEndpoint, PrefersXdgRuntimeDir) {
   const ScopedEnv runtime("XDG_RUNTIME_DIR", "/run/user/1000");

@@ -5,23 +5,11 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 
 namespace jitd::cache::testing {
 
 namespace fs = std::filesystem;
-
-TempDir::TempDir() {
-  std::string tmpl = (fs::temp_directory_path() / "jitd-test-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
 
 std::string KeyFor(uint64_t n) {
   char buf[33];

@@ -8,21 +8,12 @@
 #include <string>
 
 #include "jitd/cache.h"
+#include "temp_dir.h"
 
 namespace jitd::cache::testing {
 
-// A fresh directory under $TMPDIR, removed with everything in it.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+// A fresh directory, removed with everything in it (tests/support).
+using jitd::testing::TempDir;
 
 // A well-formed 32-hex-digit key derived from `n` (distinct n, distinct keys).
 std::string KeyFor(uint64_t n);

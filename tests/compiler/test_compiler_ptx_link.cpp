@@ -3,13 +3,13 @@
 #include <elf.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 
 #include "compiler/nvrtc_program.h"
 #include "compiler/ptx_link.h"
+#include "scoped_env.h"
 #include "test_programs.h"
 
 namespace jitd::compiler {
@@ -166,15 +166,10 @@ TEST(PtxLink, ACompileLeavesNothingInTmpdir) {
   const std::filesystem::path tmp = std::filesystem::path(::testing::TempDir()) / "ptx_link_tmpdir";
   std::filesystem::remove_all(tmp);
   std::filesystem::create_directories(tmp);
-  const char* old = std::getenv("TMPDIR");
-  const std::string saved = old != nullptr ? old : "";
-  setenv("TMPDIR", tmp.c_str(), 1);
-  absl::StatusOr<CompileResult> result = CompileInProcess(testing::CubJob(128), nullptr, nullptr);
-  if (old != nullptr) {
-    setenv("TMPDIR", saved.c_str(), 1);
-  } else {
-    unsetenv("TMPDIR");
-  }
+  absl::StatusOr<CompileResult> result = [&] {
+    const jitd::testing::ScopedEnv tmpdir("TMPDIR", tmp.c_str());
+    return CompileInProcess(testing::CubJob(128), nullptr, nullptr);
+  }();
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_LT(ReadElf(result->cubin).objects, 10) << "the cubin went through the PTX route";
   EXPECT_TRUE(std::filesystem::is_empty(tmp));

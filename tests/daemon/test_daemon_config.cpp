@@ -1,14 +1,14 @@
 // ResolveConfig and the value checks: defaults, layering, what is rejected.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <optional>
-
 #include "config/config.h"
 #include "jitd/client.h"
+#include "scoped_env.h"
 
 namespace jitd::daemon {
 namespace {
+
+using testing::ScopedEnv;
 
 TEST(DaemonConfig, DefaultsListenOnTheClientsDefaultEndpointNeverTcp) {
   const DaemonConfig config = ResolveConfig({}, {});
@@ -48,21 +48,6 @@ TEST(DaemonConfig, ServingSettingsLayerLikeTheOthers) {
   EXPECT_FALSE(config.allow_guard_findings);
   EXPECT_FALSE(config.local_path);
 }
-
-// Sets an environment variable for one scope, restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old != nullptr) old_ = old;
-    value == nullptr ? unsetenv(name) : setenv(name, value, 1);
-  }
-  ~ScopedEnv() { old_.has_value() ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(DaemonConfig, DefaultCacheDirHonoursXdgCacheHome) {
   const ScopedEnv cache_home("XDG_CACHE_HOME", "/srv/cache-home");
