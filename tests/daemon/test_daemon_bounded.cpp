@@ -19,18 +19,15 @@
 #include "cgroup.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
+#include "small_daemon_test.h"
 #include "test_daemon.h"
 
 namespace jitd {
 namespace {
 
 using testing::Cgroup;
+using testing::kCompileCallTimeout;
 using testing::KernelRequest;
-using testing::SmallKernelsDir;
-using testing::TempDir;
-using testing::TestDaemon;
-
-constexpr std::chrono::seconds kCallTimeout{120};
 
 // Threads of process `pid` now (its /proc status), 0 when it is gone.
 int ThreadsOf(pid_t pid) {
@@ -54,25 +51,10 @@ v1::WarmRequest DistinctFills(int count, const std::string& tag) {
   return request;
 }
 
-class Bounded : public ::testing::Test {
+class Bounded : public testing::SmallDaemonTest {
  protected:
-  void Start(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"--kernels", SmallKernelsDir().string()};
-    if (std::find(extra.begin(), extra.end(), "--workers") == extra.end()) args.insert(args.end(), {"--workers", "2"});
-    args.insert(args.end(), extra.begin(), extra.end());
-    client_.reset();
-    daemon_.reset();  // a restart: the old one lets go of the socket and the cache first
-    daemon_ = std::make_unique<TestDaemon>(dir_, args);
-    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
-    client_ = daemon_->Connect("", kCallTimeout);
-  }
-
   // Warms `request` to the end; the last progress message.
   absl::StatusOr<v1::WarmProgress> Warm(const v1::WarmRequest& request) { return client_->Warm(request, nullptr); }
-
-  TempDir dir_;
-  std::unique_ptr<TestDaemon> daemon_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(Bounded, AWarmOfSixtyFourAtATimeStartsNoThreadPerItem) {
@@ -218,7 +200,7 @@ TEST_F(Bounded, AChurnOfAdHocKeysNeverEvictsWhatAWarmUpPut) {
     EXPECT_TRUE(kept.ok()) << spec.ShortDebugString() << ": " << kept.status();
   }
   // An operator may still remove them, on purpose.
-  std::unique_ptr<Client> admin = daemon_->Connect(*ReadSocketAdminToken(daemon_->socket_path()), kCallTimeout);
+  std::unique_ptr<Client> admin = daemon_->Connect(*ReadSocketAdminToken(daemon_->socket_path()), kCompileCallTimeout);
   v1::EvictRequest evict;
   evict.set_kernel_glob("small.*");
   ASSERT_TRUE(admin->Evict(evict).ok());  // the ad-hoc entries left
@@ -242,7 +224,7 @@ TEST_F(Bounded, AFullVerifyWithoutTheTokenRunsOncePerMinute) {
   ClientOptions options;
   options.endpoint = daemon_->endpoint();
   options.read_socket_admin_token = false;  // a member of the socket's group, not the daemon's user
-  options.call_timeout = kCallTimeout;
+  options.call_timeout = kCompileCallTimeout;
   std::unique_ptr<Client> member = *Client::Connect(options);
   absl::StatusOr<v1::VerifyResponse> first = member->Verify(v1::VerifyRequest());
   ASSERT_TRUE(first.ok()) << first.status();
@@ -252,7 +234,7 @@ TEST_F(Bounded, AFullVerifyWithoutTheTokenRunsOncePerMinute) {
   EXPECT_THAT(std::string(again.status().message()),
               ::testing::ContainsRegex("without the admin token one may run per 60 s: retry in [0-9]+ s"));
   // The operator is not held to it.
-  std::unique_ptr<Client> admin = daemon_->Connect(*ReadSocketAdminToken(daemon_->socket_path()), kCallTimeout);
+  std::unique_ptr<Client> admin = daemon_->Connect(*ReadSocketAdminToken(daemon_->socket_path()), kCompileCallTimeout);
   EXPECT_TRUE(admin->Verify(v1::VerifyRequest()).ok());
   EXPECT_TRUE(admin->Verify(v1::VerifyRequest()).ok());
 }
@@ -273,7 +255,7 @@ TEST_F(Bounded, OneClientMayStartTheWorkersAndHalfTheQueueNoMore) {
   std::vector<std::thread> callers;
   for (size_t i = 0; i < threads.size(); ++i) {
     callers.emplace_back([&, i] {
-      std::unique_ptr<Client> client = daemon_->Connect("", kCallTimeout);
+      std::unique_ptr<Client> client = daemon_->Connect("", kCompileCallTimeout);
       start.arrive_and_wait();
       answers[i] = client->GetKernel(KernelRequest("small.block_sum", {{"threads", threads[i]}})).status();
     });

@@ -6,9 +6,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
-#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +19,7 @@
 #include "jitd/v1/compiler.grpc.pb.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
+#include "small_daemon_test.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -28,45 +27,20 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::kCompileCallTimeout;
 using testing::KernelRequest;
 using testing::kProcessTimeout;
 using testing::PollUntil;
 using ::testing::SizeIs;
-using testing::SmallKernelsDir;
-using testing::TempDir;
-using testing::TestDaemon;
-
-// A compile of the CUB kernel takes about a second alone and several on a
-// loaded two-core machine; calls that wait for one get this long.
-constexpr std::chrono::seconds kCompileCallTimeout{120};
 
 v1::GetKernelResponse::Source SourceOf(const absl::StatusOr<v1::GetKernelResponse>& response) {
   return response.ok() ? response->source() : v1::GetKernelResponse::SOURCE_UNSPECIFIED;
 }
 
 // A daemon serving the small fixture kernels with two workers.
-class CompilerTest : public ::testing::Test {
+class CompilerTest : public testing::SmallDaemonTest {
  protected:
-  void SetUp() override { Start({}); }
-
-  void Start(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"--kernels", SmallKernelsDir().string()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    if (std::find(extra.begin(), extra.end(), "--workers") == extra.end()) args.insert(args.end(), {"--workers", "2"});
-    daemon_.reset();
-    daemon_ = std::make_unique<TestDaemon>(dir_, args);
-    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
-    client_ = daemon_->Connect("", kCompileCallTimeout);
-  }
-
-  void Stop() {
-    daemon_->process().Signal(SIGTERM);
-    ASSERT_EQ(daemon_->process().WaitForExit(kProcessTimeout), 0) << daemon_->process().Output();
-  }
-
-  TempDir dir_;
-  std::unique_ptr<TestDaemon> daemon_;
-  std::unique_ptr<Client> client_;
+  void SetUp() override { Start(); }
 };
 
 TEST_F(CompilerTest, CompilesThenServesFromMemoryThenAfterARestartFromDisk) {

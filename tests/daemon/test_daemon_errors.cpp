@@ -3,13 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <fstream>
 #include <latch>
 #include <thread>
 
 #include "kernel_fixtures.h"
 #include "poll_until.h"
+#include "small_daemon_test.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -17,35 +17,17 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using testing::kCompileCallTimeout;
 using testing::KernelRequest;
 using testing::kProcessTimeout;
 using testing::PollUntil;
-using testing::SmallKernelsDir;
-using testing::TempDir;
-using testing::TestDaemon;
 
-constexpr std::chrono::seconds kCompileCallTimeout{120};
-
-class ErrorsTest : public ::testing::Test {
+class ErrorsTest : public testing::SmallDaemonTest {
  protected:
-  void SetUp() override { Start({}); }
-
-  void Start(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"--kernels", SmallKernelsDir().string()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    if (std::find(extra.begin(), extra.end(), "--workers") == extra.end()) args.insert(args.end(), {"--workers", "2"});
-    daemon_.reset();
-    daemon_ = std::make_unique<TestDaemon>(dir_, args);
-    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
-    client_ = daemon_->Connect("", kCompileCallTimeout);
-  }
+  void SetUp() override { Start(); }
 
   // The error a GetKernel answers (OK if it succeeded).
   absl::Status ErrorOf(const v1::GetKernelRequest& request) { return client_->GetKernel(request).status(); }
-
-  TempDir dir_;
-  std::unique_ptr<TestDaemon> daemon_;
-  std::unique_ptr<Client> client_;
 };
 
 std::string MessageOf(const absl::Status& status) { return std::string(status.message()); }

@@ -4,7 +4,6 @@
 // served from memory afterwards. Real jitd, real cache directory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <chrono>
 #include <thread>
@@ -12,6 +11,7 @@
 #include "cache_seed.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
+#include "small_daemon_test.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -20,36 +20,14 @@ namespace {
 using testing::KernelRequest;
 using testing::kProcessTimeout;
 using testing::PollUntil;
-using testing::SmallKernelsDir;
-using testing::TempDir;
-using testing::TestDaemon;
-
-constexpr std::chrono::seconds kCallTimeout{120};
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-class TiersTest : public ::testing::Test {
+class TiersTest : public testing::SmallDaemonTest {
  protected:
-  void Start(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"--kernels", SmallKernelsDir().string(), "--workers", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    client_.reset();
-    daemon_.reset();
-    daemon_ = std::make_unique<TestDaemon>(dir_, args);
-    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
-    client_ = daemon_->Connect("", kCallTimeout);
-  }
-
-  void Stop() {
-    client_.reset();
-    daemon_->process().Signal(SIGTERM);
-    ASSERT_EQ(daemon_->process().WaitForExit(kProcessTimeout), 0) << daemon_->process().Output();
-    daemon_.reset();
-  }
-
   absl::StatusOr<v1::GetKernelResponse> Get(const std::string& dtype_or_clamp,
                                             v1::GetKernelRequest::Mode mode = v1::GetKernelRequest::COMPILE) {
     v1::GetKernelRequest request = dtype_or_clamp.rfind("fp", 0) == 0
@@ -67,10 +45,6 @@ class TiersTest : public ::testing::Test {
     ADD_FAILURE() << "no entry " << key;
     return {};
   }
-
-  TempDir dir_;
-  std::unique_ptr<TestDaemon> daemon_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(TiersTest, AKernelServedOnlyFromMemoryShowsEveryHitAndAFreshLastUseOnDisk) {
