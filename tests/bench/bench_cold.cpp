@@ -33,6 +33,7 @@ namespace {
 
 using jitd::bench::Figure;
 using jitd::bench::Median;
+using jitd::bench::OrDie;
 using jitd::bench::Report;
 using jitd::v1::GetKernelRequest;
 using jitd::v1::GetKernelResponse;
@@ -42,15 +43,6 @@ constexpr int kSingleFlightClients = 64;
 
 double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-template <typename T>
-T OrDie(absl::StatusOr<T> v, const std::string& what) {
-  if (!v.ok()) throw std::runtime_error(what + ": " + v.status().ToString());
-  return *std::move(v);
-}
-void OrDie(const absl::Status& s, const std::string& what) {
-  if (!s.ok()) throw std::runtime_error(what + ": " + s.ToString());
 }
 
 std::string Fixed(double v, int digits) {
@@ -285,8 +277,7 @@ int Run(int rounds, const std::string& json) {
               Figure::Target::kRatioAtMost, 1.0 / 3.0,
               Fixed(Median(direct) / Median(reused), 1) + "x faster; end to end through jitd, the worker holding "
                                                           "the PCH of instantiation 0"});
-  report.Print();
-  if (!json.empty()) OrDie(report.WriteJson(json), "json");
+  report.PrintAndWrite(json);
   return 0;
 }
 
@@ -307,10 +298,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  try {
-    return Run(rounds, json);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_cold: %s\n", e.what());
-    return 1;
-  }
+  return jitd::bench::RunMain("bench_cold", [&] { return Run(rounds, json); });
 }

@@ -39,6 +39,7 @@ namespace {
 namespace fs = std::filesystem;
 using jitd::bench::Figure;
 using jitd::bench::Median;
+using jitd::bench::OrDie;
 using jitd::bench::Report;
 using Clock = std::chrono::steady_clock;
 
@@ -114,7 +115,7 @@ std::map<std::string, double> RunChild(const std::string& self, const std::strin
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return jitd::bench::RunMain("bench_first_use", [&] {
     if (argc == 4 && std::string_view(argv[1]) == "--child") return Child(argv[2], argv[3]);
     std::string json;
     int rounds = 21;
@@ -136,17 +137,14 @@ int main(int argc, char** argv) {
     const std::string self = fs::read_symlink("/proc/self/exe").string();
     jitd::testing::TempDir dir;
     jitd::testing::TestDaemon daemon(dir);
-    if (absl::Status s = daemon.WaitUntilServing(); !s.ok()) throw std::runtime_error(s.ToString());
+    OrDie(daemon.WaitUntilServing(), "jitd start");
     // The kernel compiled once, so that every child's request is a cache hit.
     std::string blob_path;
     {
       jitd::ClientOptions options;
       options.endpoint = daemon.endpoint();
-      auto client = jitd::Client::Connect(options);
-      if (!client.ok()) throw std::runtime_error(client.status().ToString());
-      auto binary = (*client)->GetKernelBinary(Spec());
-      if (!binary.ok()) throw std::runtime_error(binary.status().ToString());
-      blob_path = (*binary)->blob_path;
+      const std::unique_ptr<jitd::Client> client = OrDie(jitd::Client::Connect(options), "connect");
+      blob_path = OrDie(client->GetKernelBinary(Spec()), "first request")->blob_path;
       if (blob_path.empty()) throw std::runtime_error("the daemon did not answer with a path");
     }
     const fs::path log = dir.path() / "child.log";
@@ -174,13 +172,7 @@ int main(int argc, char** argv) {
                 "the socket token read, the local path's connection"});
     report.Add({"first use p50: GetKernelBinary", "us", Median(jitd_phases["get"]), "the blob read and verified alone",
                 Median(floor_ms), Figure::Target::kNone, 0, "one local-path round trip + the same read"});
-    report.Print();
-    if (!json.empty()) {
-      if (absl::Status s = report.WriteJson(json); !s.ok()) throw std::runtime_error(s.ToString());
-    }
+    report.PrintAndWrite(json);
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_first_use: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -131,8 +131,26 @@ absl::Status Report::WriteJson(const std::string& path) const {
   return absl::OkStatus();
 }
 
+void Report::PrintAndWrite(const std::string& json) const {
+  Print();
+  if (!json.empty()) OrDie(WriteJson(json), "json");
+}
+
 bool Report::AllMet() const {
   return std::all_of(figures_.begin(), figures_.end(), [](const Figure& f) { return f.met(); });
+}
+
+void OrDie(const absl::Status& status, const std::string& what) {
+  if (!status.ok()) throw std::runtime_error(what + ": " + status.ToString());
+}
+
+int RunMain(const char* program, const std::function<int()>& run) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
 }
 
 double Median(std::vector<double> samples) {

@@ -4,10 +4,14 @@
 // tests/bench/report.py merges the JSON of several benchmarks into one table.
 #pragma once
 
+#include <functional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace jitd::bench {
 
@@ -57,6 +61,9 @@ class Report {
   // The table, to stdout.
   void Print() const;
   absl::Status WriteJson(const std::string& path) const;
+  // Print(), then WriteJson(json) unless `json` is empty; throws (OrDie)
+  // if the JSON cannot be written.
+  void PrintAndWrite(const std::string& json) const;
   // True when every figure with a target met it.
   bool AllMet() const;
 
@@ -67,6 +74,20 @@ class Report {
   std::vector<Figure> figures_;
   std::vector<CurvePoint> curve_;
 };
+
+// A benchmark stops at its first failure: these throw std::runtime_error
+// ("what: status") unless `status` is OK, and RunMain reports it. A throw
+// rather than an exit, so that unwinding stops the processes it started.
+void OrDie(const absl::Status& status, const std::string& what);
+template <typename T>
+T OrDie(absl::StatusOr<T> value, const std::string& what) {
+  OrDie(value.status(), what);
+  return *std::move(value);
+}
+
+// What a benchmark's main() returns: `run()`, or 1 after printing
+// "program: <what the exception says>" to stderr when it throws.
+int RunMain(const char* program, const std::function<int()>& run);
 
 // Median and nearest-rank percentile (q in (0, 1]) of unsorted samples;
 // 0 for none.

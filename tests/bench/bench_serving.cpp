@@ -25,6 +25,7 @@
 #include "echo_server.h"
 #include "jitd/base/files.h"
 #include "jitd/cache.h"
+#include "kernel_fixtures.h"
 #include "serving_measure.h"
 #include "test_daemon.h"
 
@@ -34,6 +35,7 @@ namespace fs = std::filesystem;
 using jitd::bench::Call;
 using jitd::bench::Figure;
 using jitd::bench::Load;
+using jitd::bench::OrDie;
 using jitd::bench::Report;
 using jitd::v1::GetKernelRequest;
 using jitd::v1::GetKernelResponse;
@@ -54,30 +56,10 @@ constexpr size_t kChunkBytes = 8192;
 // The source must stay small: jitd computes the content key over the
 // program's include closure on every request (manifest/resolver.cpp), so a
 // source as large as its cubin (a 1 MiB literal) measures that hashing,
-// ~0.7 ms per hit, rather than serving. The kernel indexes the arrays at run
-// time, so every byte stays in the cubin.
+// ~0.7 ms per hit, rather than serving.
 std::string BlobKernelSource(size_t bytes) {
   const size_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
-  const std::string chunk_bytes = std::to_string(bytes / chunks);
-  std::string src =
-      "namespace sglang::bench {\n"
-      "struct Chunk { unsigned char v[" +
-      chunk_bytes +
-      "]; };\n"
-      "__host__ __device__ constexpr Chunk MakeChunk(unsigned long long s) {\n"
-      "  Chunk c{};\n"
-      "  for (unsigned i = 0; i < sizeof(c.v); ++i) {\n"
-      "    s = s * 6364136223846793005ULL + 1442695040888963407ULL;\n"
-      "    c.v[i] = static_cast<unsigned char>(s >> 56);\n"
-      "  }\n  return c;\n}\n";
-  std::string table;
-  for (size_t i = 0; i < chunks; ++i) {
-    src += "__device__ const Chunk kChunk" + std::to_string(i) + " = MakeChunk(" + std::to_string(i + 1) + ");\n";
-    table += "kChunk" + std::to_string(i) + ".v, ";
-  }
-  return src + "__global__ void blob_kernel(char* out, unsigned i) {\n  const unsigned char* chunks[] = {" + table +
-         "};\n  out[0] = static_cast<char>(chunks[i / " + chunk_bytes + "][i % " + chunk_bytes +
-         "]);\n}\n}  // namespace sglang::bench\n";
+  return jitd::testing::BlobKernelSource("sglang::bench", "blob_kernel", bytes / chunks, chunks);
 }
 
 // What NVRTC 13.0 wraps around one chunk for sm_90 (ELF headers, kernel,
@@ -162,14 +144,6 @@ absl::Status WaitForEcho(jitd::bench::Echo::Stub& stub) {
   return s;
 }
 
-// A failed figure ends the run. It throws (caught in main) rather than
-// exits, so that unwinding stops the echo server and jitd it started.
-template <typename T>
-T OrDie(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) throw std::runtime_error(std::string(what) + ": " + v.status().ToString());
-  return *std::move(v);
-}
-
 int Bench(const Options& options) {
   jitd::testing::TempDir dir;
   WriteKernelsTree(dir / "kernels");
@@ -211,7 +185,7 @@ int Bench(const Options& options) {
   auto latency = [&](const std::string& name, const Call& jitd_call, const Call& echo_call, int calls, double p50_bound,
                      bool with_p99) {
     const int warmup = calls / 10;
-    auto [j, e] = OrDie(jitd::bench::MeasureSequential(jitd_call, echo_call, warmup, calls), name.c_str());
+    auto [j, e] = OrDie(jitd::bench::MeasureSequential(jitd_call, echo_call, warmup, calls), name);
     const std::string n = " (" + std::to_string(j.samples) + " calls)";
     report.Add({name + " p50", "us", j.p50_us, "echo p50" + n, e.p50_us, Figure::Target::kRatioAtMost, p50_bound, ""});
     if (with_p99) {
@@ -245,8 +219,8 @@ int Bench(const Options& options) {
     const std::string name = "16K warm hits, " + std::to_string(n) + " clients";
     const bool figure = n == 8 || n == 32;
     const auto duration = figure ? options.throughput_duration : options.throughput_duration / 2;
-    Load j = OrDie(jitd::bench::MeasureThroughput(jitd_client, n, duration), name.c_str());
-    Load e = OrDie(jitd::bench::MeasureThroughput(echo_client, n, duration), name.c_str());
+    Load j = OrDie(jitd::bench::MeasureThroughput(jitd_client, n, duration), name);
+    Load e = OrDie(jitd::bench::MeasureThroughput(echo_client, n, duration), name);
     report.AddPoint({"jitd", n, j.calls_per_s, j.p50_us, j.p99_us});
     report.AddPoint({"echo", n, e.calls_per_s, e.p50_us, e.p99_us});
     if (figure) {
@@ -262,7 +236,7 @@ int Bench(const Options& options) {
   daemon.reset();
   daemon = std::make_unique<jitd::testing::TestDaemon>(
       dir, std::vector<std::string>{"--kernels", (dir / "kernels").string(), "--hot-cache-bytes", "0"});
-  if (absl::Status s = daemon->WaitUntilServing(); !s.ok()) throw std::runtime_error(s.ToString());
+  OrDie(daemon->WaitUntilServing(), "jitd start, --hot-cache-bytes 0");
   client = daemon->Connect("", std::chrono::seconds(60));
   if (GetKernelResponse r = OrDie(client->GetKernel(Request(kernels[0], GetKernelRequest::BYTES)), "disk hit");
       r.source() != GetKernelResponse::DISK) {
@@ -274,10 +248,7 @@ int Bench(const Options& options) {
   latency("disk hit 1M path+read", JitdPathCall(*client, kernels[1], sizes[1]), EchoCall(*echo_stub, sizes[1]),
           options.large_calls, 1.5, false);
 
-  report.Print();
-  if (!options.json.empty()) {
-    if (absl::Status s = report.WriteJson(options.json); !s.ok()) throw std::runtime_error(s.ToString());
-  }
+  report.PrintAndWrite(options.json);
   echo.Signal(SIGTERM);
   echo.WaitForExit(std::chrono::seconds(5));
   return 0;
@@ -308,10 +279,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_serving: --calls, --large-calls and --seconds must be positive\n");
     return 2;
   }
-  try {
-    return Bench(options);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_serving: %s\n", e.what());
-    return 1;
-  }
+  return jitd::bench::RunMain("bench_serving", [&] { return Bench(options); });
 }

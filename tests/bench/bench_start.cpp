@@ -30,15 +30,12 @@ namespace {
 namespace fs = std::filesystem;
 using jitd::bench::Figure;
 using jitd::bench::Median;
+using jitd::bench::OrDie;
 using jitd::bench::Report;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kCubinBytes = 2048;
 constexpr char kHotCacheBytes[] = "256M";  // jitd's default, named so the bound is explicit
-
-void OrDie(const absl::Status& s, const std::string& what) {
-  if (!s.ok()) throw std::runtime_error(what + ": " + s.ToString());
-}
 
 // `entries` synthetic entries published through the cache library, as an
 // offline warm-up writes them (no fsync per entry: population only).
@@ -272,8 +269,7 @@ int Run(uint64_t entries, int rounds, const std::string& json, const fs::path& s
              (settle_ms < 0 ? std::string("never within the bound in those 3 s")
                             : "within the bound " + std::to_string(static_cast<int>(settle_ms)) + " ms after it")});
   }
-  report.Print();
-  if (!json.empty()) OrDie(report.WriteJson(json), "json");
+  report.PrintAndWrite(json);
   return 0;
 }
 
@@ -302,10 +298,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  try {
-    return Run(entries, rounds, json, seeded);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_start: %s\n", e.what());
-    return 1;
-  }
+  return jitd::bench::RunMain("bench_start", [&] { return Run(entries, rounds, json, seeded); });
 }

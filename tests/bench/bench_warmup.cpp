@@ -25,13 +25,10 @@ namespace {
 namespace fs = std::filesystem;
 using jitd::bench::Figure;
 using jitd::bench::Median;
+using jitd::bench::OrDie;
 using jitd::bench::Report;
 
 constexpr std::chrono::minutes kWarmTimeout{10};
-
-void OrDie(const absl::Status& s, const std::string& what) {
-  if (!s.ok()) throw std::runtime_error(what + ": " + s.ToString());
-}
 
 // Milliseconds `jitd warm --all` takes with `workers` workers on an empty
 // cache directory.
@@ -103,8 +100,7 @@ int Run(int rounds, bool quick, const std::string& json) {
   report.Add({"jitctl warm --all, all cached", "ms", Median(warm), "empty cache",
               static_cast<double>(cold.elapsed.count()), Figure::Target::kNone, 0,
               "a jitctl process start, the Warm stream, every key a hit"});
-  report.Print();
-  if (!json.empty()) OrDie(report.WriteJson(json), "json");
+  report.PrintAndWrite(json);
   return 0;
 }
 
@@ -131,10 +127,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  try {
-    return Run(rounds, quick, json);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_warmup: %s\n", e.what());
-    return 1;
-  }
+  return jitd::bench::RunMain("bench_warmup", [&] { return Run(rounds, quick, json); });
 }

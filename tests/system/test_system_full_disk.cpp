@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 
+#include "kernel_fixtures.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -35,36 +36,16 @@ std::string Numbered(const char* prefix, int n) {
   return out;
 }
 
-// A kernel whose cubin holds kChunks x 8 KiB of bytes generated at compile
-// time from `seed` (so every kernel's cubin differs).
-std::string BlobSource(int seed) {
-  std::string src =
-      "namespace sglang::full {\n"
-      "struct Chunk { unsigned char v[" +
-      std::to_string(kChunkBytes) +
-      "]; };\n"
-      "__host__ __device__ constexpr Chunk Make(unsigned long long s) {\n"
-      "  Chunk c{};\n"
-      "  for (unsigned i = 0; i < sizeof(c.v); ++i) {\n"
-      "    s = s * 6364136223846793005ULL + 1442695040888963407ULL;\n"
-      "    c.v[i] = static_cast<unsigned char>(s >> 56);\n"
-      "  }\n  return c;\n}\n";
-  std::string table;
-  for (int i = 0; i < kChunks; ++i) {
-    src += "__device__ const Chunk " + Numbered("k", i) + " = Make(" + std::to_string(seed * 1000 + i + 1) + ");\n";
-    table += Numbered("k", i) + ".v, ";
-  }
-  return src + "__global__ void blob(char* out, unsigned i) {\n  const unsigned char* c[] = {" + table +
-         "};\n  out[0] = static_cast<char>(c[i / " + std::to_string(kChunkBytes) + "][i % " +
-         std::to_string(kChunkBytes) + "]);\n}\n}  // namespace sglang::full\n";
-}
-
+// kKernels kernels, full.b0 to full.b<kKernels-1>, each with a cubin of
+// kChunks x 8 KiB of bytes generated at compile time from seeds of its own
+// (so every kernel's cubin differs).
 void WriteTree(const fs::path& dir) {
   fs::create_directories(dir);
   std::string manifest = "schema = 1\n[defaults]\noptions = [\"-std=c++17\"]\n";
   for (int k = 0; k < kKernels; ++k) {
     const std::string name = Numbered("b", k);
-    std::ofstream(dir / (name + ".cu")) << BlobSource(k);
+    std::ofstream(dir / (name + ".cu")) << testing::BlobKernelSource("sglang::full", "blob", kChunkBytes, kChunks,
+                                                                     static_cast<uint64_t>(k) * 1000 + 1);
     manifest += "[[kernel]]\nname = \"full." + name + "\"\nsource = \"" + name +
                 ".cu\"\ndescription = \"200 KiB of cubin\"\nname_expressions = [\"sglang::full::blob\"]\n";
   }
