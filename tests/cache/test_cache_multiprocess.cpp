@@ -59,23 +59,35 @@ int Worker(const std::filesystem::path& dir, int id, bool evicts) {
   return (*c)->Flush().ok() ? kOk : kPublishFailed;
 }
 
-TEST(MultiProcess, TwoWritersAndReadersOnOneDirectoryAgree) {
-  TempDir dir;
-  {
-    auto c = Cache::Open(Options(dir.path()));
-    ASSERT_TRUE(c.ok());
-  }
+// Creates the cache in `dir`, for the processes that then share it.
+void CreateCache(const std::filesystem::path& dir) {
+  auto c = Cache::Open(Options(dir));
+  ASSERT_TRUE(c.ok());
+}
+
+// Waits for the child process `pid`, which must exit with kOk.
+void WaitForOk(pid_t pid) {
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), kOk);
+}
+
+// Workers 0 and 1 at once, each in a child process, on a new cache in
+// `dir` (worker 1 evicting when `second_evicts`); both must succeed.
+void RunTwoWorkers(const std::filesystem::path& dir, bool second_evicts) {
+  ASSERT_NO_FATAL_FAILURE(CreateCache(dir));
   pid_t pids[2];
   for (int id = 0; id < 2; ++id) {
     pids[id] = ::fork();
-    if (pids[id] == 0) ::_exit(Worker(dir.path(), id, /*evicts=*/false));
+    if (pids[id] == 0) ::_exit(Worker(dir, id, /*evicts=*/second_evicts && id == 1));
   }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), kOk);
-  }
+  for (pid_t pid : pids) ASSERT_NO_FATAL_FAILURE(WaitForOk(pid));
+}
+
+TEST(MultiProcess, TwoWritersAndReadersOnOneDirectoryAgree) {
+  TempDir dir;
+  ASSERT_NO_FATAL_FAILURE(RunTwoWorkers(dir.path(), /*second_evicts=*/false));
   auto c = Cache::Open(Options(dir.path()));
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE((*c)->Flush().ok());
@@ -93,21 +105,7 @@ TEST(MultiProcess, TwoWritersAndReadersOnOneDirectoryAgree) {
 
 TEST(MultiProcess, EvictionInOneProcessNeverBreaksReadsInTheOther) {
   TempDir dir;
-  {
-    auto c = Cache::Open(Options(dir.path()));
-    ASSERT_TRUE(c.ok());
-  }
-  pid_t pids[2];
-  for (int id = 0; id < 2; ++id) {
-    pids[id] = ::fork();
-    if (pids[id] == 0) ::_exit(Worker(dir.path(), id, /*evicts=*/id == 1));
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), kOk);
-  }
+  ASSERT_NO_FATAL_FAILURE(RunTwoWorkers(dir.path(), /*second_evicts=*/true));
   auto c = Cache::Open(Options(dir.path()));
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE((*c)->Flush().ok());
@@ -154,10 +152,7 @@ int Churner(const std::filesystem::path& dir, std::chrono::steady_clock::time_po
 // publish race.
 TEST(MultiProcess, RepairLoopedDuringEvictionChurnFindsNothingAndRemovesNothingLive) {
   TempDir dir;
-  {
-    auto c = Cache::Open(Options(dir.path()));
-    ASSERT_TRUE(c.ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(CreateCache(dir.path()));
   const auto until = std::chrono::steady_clock::now() + ChurnDuration();
   pid_t churner = ::fork();
   if (churner == 0) ::_exit(Churner(dir.path(), until));
@@ -179,10 +174,7 @@ TEST(MultiProcess, RepairLoopedDuringEvictionChurnFindsNothingAndRemovesNothingL
       for (const auto& p : report->problems) problems.push_back(p);
     }
   }
-  int status = 0;
-  ASSERT_EQ(::waitpid(churner, &status, 0), churner);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), kOk);
+  ASSERT_NO_FATAL_FAILURE(WaitForOk(churner));
   std::cout << "[churn] " << verifies << " verify --repair runs beside eviction churn: " << false_corrupt
             << " corrupt, " << false_missing << " missing, " << repaired << " repaired\n";
   EXPECT_GT(verifies, 10u);

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "cache_seed.h"
+#include "fallback_client.h"
 #include "jitd/cache.h"
 #include "jitd/client.h"
-#include "jitd/client_fallback.h"
 #include "kernel_fixture.h"
 #include "test_daemon.h"
 
@@ -31,14 +31,19 @@ KernelSpec Scale(const std::string& dtype, std::vector<std::string> options = {}
   return {.kernel = kFixtureKernel, .params = {{"dtype", dtype}}, .arch = "sm_90", .options = std::move(options)};
 }
 
-// The cubin stored under `key` in a cache directory, read as the cache
-// library reads it (checksum verified).
-std::string CubinInCache(const std::filesystem::path& dir, const std::string& key) {
+// A cache directory opened read-only, as the cache library opens it.
+absl::StatusOr<std::unique_ptr<cache::Cache>> OpenReadOnly(const std::filesystem::path& dir) {
   cache::CacheOptions options;
   options.dir = dir;
   options.read_only = true;
   options.background = false;
-  auto cache = cache::Cache::Open(options);
+  return cache::Cache::Open(options);
+}
+
+// The cubin stored under `key` in a cache directory, read as the cache
+// library reads it (checksum verified).
+std::string CubinInCache(const std::filesystem::path& dir, const std::string& key) {
+  auto cache = OpenReadOnly(dir);
   if (!cache.ok()) return "cannot open: " + std::string(cache.status().message());
   auto entry = (*cache)->Lookup(key);
   return entry.ok() ? entry->cubin : "no entry: " + std::string(entry.status().message());
@@ -162,11 +167,8 @@ TEST_F(DaemonKernelsTest, ARestartedDaemonIsBridgedByItsOwnCacheDirectory) {
   daemon_->process().Signal(SIGTERM);
   ASSERT_EQ(daemon_->process().WaitForExit(testing::kProcessTimeout), 0);
 
-  ClientOptions options;
-  options.endpoint = daemon_->endpoint();
-  options.fallback_cache_dir = daemon_->cache_dir();
-  options.open_fallback = OpenFallbackCache;
-  auto client = Client::Connect(options);  // no daemon, but a fallback: connects
+  // No daemon, but a fallback: connects.
+  auto client = testing::ConnectWithFallback(daemon_->endpoint(), daemon_->cache_dir());
   ASSERT_TRUE(client.ok()) << client.status();
   auto during = (*client)->GetKernelBinary(Scale("fp32"));
   ASSERT_TRUE(during.ok()) << during.status();
@@ -195,22 +197,14 @@ class FallbackTest : public ::testing::Test {
   }
 
   std::unique_ptr<Client> Connect(const std::filesystem::path& fallback) const {
-    ClientOptions options;
-    options.endpoint = "unix:" + (dir_ / "absent.sock").string();
-    options.fallback_cache_dir = fallback;
-    options.open_fallback = OpenFallbackCache;
-    auto client = Client::Connect(options);
+    auto client = testing::ConnectWithFallback("unix:" + (dir_ / "absent.sock").string(), fallback);
     EXPECT_TRUE(client.ok()) << client.status();
     return client.ok() ? *std::move(client) : nullptr;
   }
 
   // The key of the only warmed entry of `params`.
   std::string WarmedKey(const std::string& params) const {
-    cache::CacheOptions options;
-    options.dir = dir_ / "warmed";
-    options.read_only = true;
-    options.background = false;
-    auto cache = cache::Cache::Open(options);
+    auto cache = OpenReadOnly(dir_ / "warmed");
     if (!cache.ok()) return "";
     auto rows = (*cache)->List({.params = params});
     return rows.ok() && rows->size() == 1 ? rows->front().key : "";
@@ -280,11 +274,7 @@ TEST_F(FallbackTest, TheEntryWithoutExtraOptionsWinsOverANewerOneWithThem) {
   ASSERT_EQ(warm.exit_code, 0) << warm.output;
   auto binary = Connect(dir_ / "warmed")->GetKernelBinary(Scale("fp32"));
   ASSERT_TRUE(binary.ok()) << binary.status();
-  cache::CacheOptions options;
-  options.dir = dir_ / "warmed";
-  options.read_only = true;
-  options.background = false;
-  auto cache = cache::Cache::Open(options);
+  auto cache = OpenReadOnly(dir_ / "warmed");
   ASSERT_TRUE(cache.ok());
   auto entry = (*cache)->Lookup((*binary)->key);
   ASSERT_TRUE(entry.ok());
@@ -297,11 +287,7 @@ TEST_F(FallbackTest, OfTwoVersionsOfAKernelTheNewestIsServed) {
   testing::WriteFixtureKernels(dir_ / "kernels", "second edition");
   const ProcessResult warm = testing::RunJitdWarm(dir_ / "kernels", dir_ / "warmed", {"--all"}, dir_ / "warm2.log");
   ASSERT_EQ(warm.exit_code, 0) << warm.output;
-  cache::CacheOptions options;
-  options.dir = dir_ / "warmed";
-  options.read_only = true;
-  options.background = false;
-  auto cache = cache::Cache::Open(options);
+  auto cache = OpenReadOnly(dir_ / "warmed");
   ASSERT_TRUE(cache.ok());
   auto rows = (*cache)->List({.params = "dtype=fp32"});
   ASSERT_TRUE(rows.ok());

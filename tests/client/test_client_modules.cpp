@@ -8,8 +8,8 @@
 
 #include <cstdlib>
 
+#include "fallback_client.h"
 #include "jitd/client.h"
-#include "jitd/client_fallback.h"
 #include "jitd/cuda_module.h"
 #include "kernel_fixture.h"
 #include "test_daemon.h"
@@ -212,11 +212,7 @@ TEST_F(GetKernelTest, WithTheDaemonStoppedModulesComeFromTheFallback) {
   daemon_->process().Signal(SIGTERM);
   ASSERT_EQ(daemon_->process().WaitForExit(testing::kProcessTimeout), 0);
 
-  ClientOptions options;
-  options.endpoint = daemon_->endpoint();
-  options.fallback_cache_dir = daemon_->cache_dir();
-  options.open_fallback = OpenFallbackCache;
-  auto client = Client::Connect(options);
+  auto client = testing::ConnectWithFallback(daemon_->endpoint(), daemon_->cache_dir());
   ASSERT_TRUE(client.ok()) << client.status();
   auto module = (*client)->GetKernel(spec);
   ASSERT_TRUE(module.ok()) << module.status();
