@@ -6,9 +6,11 @@ the error mapping and when to retry. Only the waiting differs (threads and
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+import time
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import grpc
 
@@ -19,6 +21,8 @@ from .errors import DeadlineExceeded, InvalidArgument, JitdError, from_rpc_error
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelInfo, KernelParam, KernelResult, KernelSpec,
                     Manifest, Mode, ParamValue, Stats, VerifyResult, WarmProgress, WarmResult, arch_text)
+
+logger = logging.getLogger("jitd")
 
 #: What ``Client.warm(kernels=...)`` takes: None or "all" (every
 #: instantiation of the manifest), or specs, kernel names (default params)
@@ -57,8 +61,9 @@ _OUTCOMES[0] = "unspecified"
 
 class Settings:
     """A client's settings, checked, and what its calls share: counters,
-    the admin token, the default arch, the channel's credentials. The base
-    of both clients (their constructors' arguments are documented there)."""
+    the admin token, the default arch, the channel, retries. The base of
+    both clients, and their constructor (its arguments are documented on
+    :class:`jitd.Client`); each adds its connections in :meth:`_init_client`."""
 
     def __init__(self, endpoint: Optional[str] = None, *, timeout: Optional[float] = 120.0,
                  retries: Union[RetryPolicy, int, None] = None, admin_token: Optional[str] = None,
@@ -88,6 +93,12 @@ class Settings:
             self._settings["local_path"] = local_path
         self._lock = threading.Lock()
         self._counts = {"get_kernel_rpcs": 0, "memo_hits": 0, "retries": 0, "local_answers": 0}
+        self._init_client()
+
+    def _init_client(self) -> None:
+        """What a client holds beyond its settings (connections, memo), set
+        up at the end of the constructor."""
+        raise NotImplementedError
 
     @property
     def endpoint(self) -> str:
@@ -112,6 +123,24 @@ class Settings:
         self._count("get_kernel_rpcs")
         self._count("local_answers")
         return kernel_result(spec, answer.response)
+
+    def _get_kernel_invoke(self, request: Any) -> Callable[[Any, Optional[float]], Any]:
+        """One GetKernel attempt of ``request`` for ``_call``, counted as an
+        RPC (its answer, or with ``grpc.aio`` its awaitable)."""
+
+        def invoke(connection: Any, left: Optional[float]) -> Any:
+            self._count("get_kernel_rpcs")
+            return connection.compiler.GetKernel(request, timeout=left)
+
+        return invoke
+
+    def _new_channel(self, grpc_module: Any) -> Any:
+        """A channel to the endpoint made by ``grpc`` or ``grpc.aio`` (the
+        same functions): TLS when the endpoint has TLS files."""
+        credentials = self._credentials()
+        if credentials is None:
+            return grpc_module.insecure_channel(self._endpoint, options=CHANNEL_OPTIONS)
+        return grpc_module.secure_channel(self._endpoint, credentials, options=CHANNEL_OPTIONS)
 
     def _credentials(self) -> Optional[grpc.ChannelCredentials]:
         """TLS credentials for a ``HOST:PORT`` endpoint with TLS files; None
@@ -164,14 +193,18 @@ class Settings:
                                      "(a compile can take seconds: pass a larger timeout=)", endpoint=self._endpoint)
         return error
 
-    def _retry_pause(self, error: JitdError, attempt: int, deadline: Optional[float]) -> Optional[float]:
-        """Seconds to wait before attempt ``attempt + 1`` after ``error``,
-        or None when ``error`` is to be raised (not retried, the policy's
-        attempts used up, or the deadline would pass while waiting)."""
+    def _before_retry(self, error: JitdError, attempt: int, deadline: Optional[float], what: str) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` of call ``what``
+        after ``error``, counted as a retry; raises ``error`` when it is not
+        to be retried (the policy says no, its attempts are used up, or the
+        deadline would pass while waiting)."""
         pause = self._retry.backoff(attempt)
         left = remaining(deadline)
         if not self._retry.should_retry(error.code, attempt) or (left is not None and pause >= left):
-            return None
+            raise error
+        self._count("retries")
+        logger.debug("jitd: %s failed (%s), attempt %d of %d, retrying in %.2f s", what, error, attempt,
+                     self._retry.max_attempts, pause)
         return pause
 
     def _health_failure(self, rpc_error: grpc.RpcError) -> str:
@@ -183,9 +216,15 @@ class Settings:
                     f"({what_to_do(self._endpoint)})")
         return str(from_rpc_error(rpc_error, self._endpoint))
 
-    def _not_serving(self, timeout: float, last: str) -> DeadlineExceeded:
-        return DeadlineExceeded(f"jitd at {self._endpoint} was not serving within {timeout} s; last: {last}",
-                                endpoint=self._endpoint)
+    def _health_poll_timeout(self, deadline: float, timeout: float, last: str) -> float:
+        """How long the next health poll of wait_until_serving() may wait;
+        DeadlineExceeded, saying what the last poll got, once ``deadline``
+        (``timeout`` seconds after the start) has passed."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded(f"jitd at {self._endpoint} was not serving within {timeout} s; last: {last}",
+                                   endpoint=self._endpoint)
+        return min(left, HEALTH_POLL_S)
 
 
 def attempt_timeout(deadline: Optional[float]) -> Optional[float]:

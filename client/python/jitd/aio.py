@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-import logging
 import os
 import time
 from dataclasses import dataclass
@@ -35,11 +34,8 @@ from ._calls import KernelsLike
 from ._memo import SingleFlightMemo, deadline_after
 from ._proto.jitd.v1 import cache_admin_pb2_grpc, compiler_pb2_grpc
 from .errors import DeadlineExceeded, JitdError, from_rpc_error
-from .retry import RetryPolicy
 from .types import (Entries, EvictResult, KernelResult, KernelSpec, Manifest, Mode, ParamsLike, ParamValue, Stats,
                     VerifyResult, WarmProgress, WarmResult)
-
-logger = logging.getLogger("jitd")
 
 T = TypeVar("T")
 
@@ -90,16 +86,7 @@ class Client(_calls.Settings):
     memo stays. Use one loop at a time. A client pickles to its settings.
     """
 
-    def __init__(self, endpoint: Optional[str] = None, *, timeout: Optional[float] = 120.0,
-                 retries: Union[RetryPolicy, int, None] = None, admin_token: Optional[str] = None,
-                 admin_token_file: Union[str, "os.PathLike[str]", None] = None, arch: Optional[str] = None,
-                 warm_timeout: Optional[float] = None, tls_ca_file: Optional[str] = None,
-                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
-                 local_path: Optional[bool] = None) -> None:
-        super().__init__(endpoint, timeout=timeout, retries=retries, admin_token=admin_token,
-                         admin_token_file=admin_token_file, arch=arch, warm_timeout=warm_timeout,
-                         tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file,
-                         local_path=local_path)
+    def _init_client(self) -> None:
         self._connection: Optional[_Connection] = None
         self._local: Optional[_local.AsyncLocalChannel] = None
         self._local_next_try = 0.0
@@ -138,11 +125,7 @@ class Client(_calls.Settings):
         connection = self._connection
         if connection is not None and connection.loop is loop and connection.pid == os.getpid():
             return connection
-        credentials = self._credentials()
-        if credentials is None:
-            channel = grpc.aio.insecure_channel(self._endpoint, options=_calls.CHANNEL_OPTIONS)
-        else:
-            channel = grpc.aio.secure_channel(self._endpoint, credentials, options=_calls.CHANNEL_OPTIONS)
+        channel = self._new_channel(grpc.aio)
         connection = _Connection(loop, os.getpid(), channel, compiler_pb2_grpc.CompilerStub(channel),
                                  cache_admin_pb2_grpc.CacheAdminStub(channel), _health.check_method(channel))
         self._connection = connection
@@ -160,13 +143,7 @@ class Client(_calls.Settings):
                 return await invoke(self._connect(), _calls.attempt_timeout(deadline))
             except grpc.RpcError as rpc_error:  # grpc.aio.AioRpcError is one
                 error = self._call_error(rpc_error, what, timeout)
-            pause = self._retry_pause(error, attempt, deadline)
-            if pause is None:
-                raise error
-            self._count("retries")
-            logger.debug("jitd: %s failed (%s), attempt %d of %d, retrying in %.2f s", what, error,
-                         attempt, self._retry.max_attempts, pause)
-            await asyncio.sleep(pause)
+            await asyncio.sleep(self._before_retry(error, attempt, deadline, what))
 
     # --- Kernels -----------------------------------------------------------------
 
@@ -243,12 +220,8 @@ class Client(_calls.Settings):
             if hit is not None:
                 return hit
         request = _calls.get_kernel_request(spec, mode)
-
-        def invoke(connection: _Connection, left: Optional[float]) -> Any:
-            self._count("get_kernel_rpcs")
-            return connection.compiler.GetKernel(request, timeout=left)
-
-        return _calls.kernel_result(spec, await self._call(f"GetKernel {spec}", invoke, timeout))
+        return _calls.kernel_result(spec, await self._call(f"GetKernel {spec}", self._get_kernel_invoke(request),
+                                                           timeout))
 
     async def _fetch_local(self, spec: KernelSpec) -> Optional[tuple[KernelResult, bool]]:
         """:meth:`jitd.Client._fetch_local` on this loop: a cache hit over
@@ -321,11 +294,9 @@ class Client(_calls.Settings):
                 error = self._call_error(rpc_error, "Warm", timeout)
             finally:
                 call.cancel()  # no-op when finished; stops the daemon's work when the caller left early
-            pause = None if received else self._retry_pause(error, attempt, deadline)
-            if pause is None:
+            if received:
                 raise error
-            self._count("retries")
-            await asyncio.sleep(pause)
+            await asyncio.sleep(self._before_retry(error, attempt, deadline, "Warm"))
 
     # --- The cache (CacheAdmin) --------------------------------------------------
 
@@ -374,12 +345,9 @@ class Client(_calls.Settings):
         deadline = time.monotonic() + timeout
         last = "not asked yet"
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._not_serving(timeout, last)
+            poll_timeout = self._health_poll_timeout(deadline, timeout, last)
             try:
-                status = await self._connect().health("", timeout=min(left, _calls.HEALTH_POLL_S),
-                                                       wait_for_ready=True)
+                status = await self._connect().health("", timeout=poll_timeout, wait_for_ready=True)
             except grpc.RpcError as rpc_error:
                 last = self._health_failure(rpc_error)
                 continue

@@ -3,7 +3,6 @@ kernels over the local path of a same-host daemon, _local.py)."""
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -18,11 +17,8 @@ from ._calls import KernelsLike
 from ._memo import SingleFlightMemo, deadline_after
 from ._proto.jitd.v1 import cache_admin_pb2_grpc, compiler_pb2_grpc
 from .errors import DeadlineExceeded, JitdError, from_rpc_error
-from .retry import RetryPolicy
 from .types import (Entries, EvictResult, KernelResult, KernelSpec, Manifest, Mode, ParamsLike, ParamValue, Stats,
                     VerifyResult, WarmProgress, WarmResult)
-
-logger = logging.getLogger("jitd")
 
 T = TypeVar("T")
 
@@ -116,16 +112,7 @@ class Client(_calls.Settings):
     share one RPC. Errors are not memoized. Keep one client per process.
     """
 
-    def __init__(self, endpoint: Optional[str] = None, *, timeout: Optional[float] = 120.0,
-                 retries: Union[RetryPolicy, int, None] = None, admin_token: Optional[str] = None,
-                 admin_token_file: Union[str, "os.PathLike[str]", None] = None, arch: Optional[str] = None,
-                 warm_timeout: Optional[float] = None, tls_ca_file: Optional[str] = None,
-                 tls_cert_file: Optional[str] = None, tls_key_file: Optional[str] = None,
-                 local_path: Optional[bool] = None) -> None:
-        super().__init__(endpoint, timeout=timeout, retries=retries, admin_token=admin_token,
-                         admin_token_file=admin_token_file, arch=arch, warm_timeout=warm_timeout,
-                         tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file, tls_key_file=tls_key_file,
-                         local_path=local_path)
+    def _init_client(self) -> None:
         self._connection: Optional[_Connection] = None
         self._local: Optional[_local.LocalChannel] = None
         self._local_lock = threading.Lock()
@@ -184,17 +171,11 @@ class Client(_calls.Settings):
                 return connection
             if connection is not None:  # forked without register_at_fork
                 _INHERITED_CHANNELS.append(connection.channel)
-            channel = self._make_channel()
+            channel = self._new_channel(grpc)
             connection = _Connection(pid, channel, compiler_pb2_grpc.CompilerStub(channel),
                                      cache_admin_pb2_grpc.CacheAdminStub(channel), _health.check_method(channel))
             self._connection = connection
             return connection
-
-    def _make_channel(self) -> grpc.Channel:
-        credentials = self._credentials()
-        if credentials is None:
-            return grpc.insecure_channel(self._endpoint, options=_calls.CHANNEL_OPTIONS)
-        return grpc.secure_channel(self._endpoint, credentials, options=_calls.CHANNEL_OPTIONS)
 
     def _call(self, what: str, invoke: Callable[[_Connection, Optional[float]], T],
               timeout: Optional[float]) -> T:
@@ -208,13 +189,7 @@ class Client(_calls.Settings):
                 return invoke(self._connect(), _calls.attempt_timeout(deadline))
             except grpc.RpcError as rpc_error:
                 error = self._call_error(rpc_error, what, timeout)
-            pause = self._retry_pause(error, attempt, deadline)
-            if pause is None:
-                raise error
-            self._count("retries")
-            logger.debug("jitd: %s failed (%s), attempt %d of %d, retrying in %.2f s", what, error,
-                         attempt, self._retry.max_attempts, pause)
-            time.sleep(pause)
+            time.sleep(self._before_retry(error, attempt, deadline, what))
 
     # --- Kernels -----------------------------------------------------------------
 
@@ -281,12 +256,7 @@ class Client(_calls.Settings):
             if hit is not None:
                 return hit
         request = _calls.get_kernel_request(spec, mode)
-
-        def invoke(connection: _Connection, left: Optional[float]) -> Any:
-            self._count("get_kernel_rpcs")
-            return connection.compiler.GetKernel(request, timeout=left)
-
-        return _calls.kernel_result(spec, self._call(f"GetKernel {spec}", invoke, timeout))
+        return _calls.kernel_result(spec, self._call(f"GetKernel {spec}", self._get_kernel_invoke(request), timeout))
 
     def _fetch_local(self, spec: KernelSpec) -> Optional[tuple[KernelResult, bool]]:
         """A cache hit over the local path, or None: a miss, an error or a
@@ -368,11 +338,9 @@ class Client(_calls.Settings):
                 error = self._call_error(rpc_error, "Warm", timeout)
             finally:
                 call.cancel()  # no-op when finished; stops the daemon's work when the caller left early
-            pause = None if received else self._retry_pause(error, attempt, deadline)
-            if pause is None:
+            if received:
                 raise error
-            self._count("retries")
-            time.sleep(pause)
+            time.sleep(self._before_retry(error, attempt, deadline, "Warm"))
 
     # --- The cache (CacheAdmin) --------------------------------------------------
 
@@ -433,11 +401,9 @@ class Client(_calls.Settings):
         deadline = time.monotonic() + timeout
         last = "not asked yet"
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._not_serving(timeout, last)
+            poll_timeout = self._health_poll_timeout(deadline, timeout, last)
             try:
-                status = self._connect().health("", timeout=min(left, _calls.HEALTH_POLL_S), wait_for_ready=True)
+                status = self._connect().health("", timeout=poll_timeout, wait_for_ready=True)
             except grpc.RpcError as rpc_error:
                 last = self._health_failure(rpc_error)
                 continue
