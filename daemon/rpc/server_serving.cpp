@@ -1,13 +1,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
 
 #include "jitd/base/admin_token.h"
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "rpc/server_impl.h"
+#include "security/signing_key.h"
 
 namespace jitd::daemon {
 namespace {
@@ -174,15 +174,8 @@ absl::Status Server::Impl::OpenRemote() {
   JITD_ASSIGN_OR_RETURN(std::unique_ptr<cache::RemoteBackend> backend, cache::OpenRedisBackend(url, options));
   cache::RemoteTierOptions tier_options;
   if (!config.remote_signing_key_file.empty()) {
-    absl::StatusOr<std::string> key = files::ReadWholeFile(config.remote_signing_key_file);
-    if (!key.ok()) return absl::Status(key.status().code(), Cat("--remote-signing-key-file: ", key.status().message()));
-    while (!key->empty() && std::isspace(static_cast<unsigned char>(key->back()))) key->pop_back();
-    if (key->size() < 16) {
-      return absl::InvalidArgumentError(Cat("--remote-signing-key-file ", config.remote_signing_key_file.string(),
-                                            ": the key is ", key->size(),
-                                            " bytes; at least 16 are needed (openssl rand -hex 32 > FILE)"));
-    }
-    tier_options.signing_key = *std::move(key);
+    JITD_ASSIGN_OR_RETURN(tier_options.signing_key,
+                          ReadSigningKeyFile(config.remote_signing_key_file, "--remote-signing-key-file"));
   }
   // A remembered failure is shared as long as it is remembered locally.
   remote = std::make_unique<cache::RemoteTier>(std::move(backend), tier_options);
