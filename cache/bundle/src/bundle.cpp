@@ -1,0 +1,286 @@
+#include "jitd/bundle.h"
+
+#include <fcntl.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "jitd/base/coding.h"
+#include "jitd/base/files.h"
+#include "jitd/base/hex.h"
+#include "jitd/base/status.h"
+#include "jitd/base/text.h"
+
+namespace jitd::cache {
+namespace {
+
+using text::Cat;
+
+constexpr std::string_view kMagic = "JITDBNDL";
+constexpr std::string_view kEndMagic = "JITDBEND";
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 8 + 4 + 4;
+constexpr size_t kSealBytes = 32;
+constexpr size_t kTrailerBytes = 8 + kSealBytes + 8;  // index offset, seal, end magic
+// A bundle larger than this is refused at open: 64 GiB is far beyond a
+// fleet's every kernel and keeps a hostile length field from meaning much.
+constexpr uint64_t kMaxBundleBytes = uint64_t{64} << 30;
+// The index of a bundle of every kernel a fleet serves is a few hundred
+// KiB; an entry is one blob, whose cubin is a few MiB at most. Above these
+// a length field is a hostile one, refused before anything is allocated.
+constexpr uint64_t kMaxIndexBytes = 64 << 20;
+constexpr uint64_t kMaxEntryBytes = 256 << 20;
+// The seal is computed over the file in pieces of this size.
+constexpr size_t kChunkBytes = 1 << 20;
+
+// SHA-256, or HMAC-SHA256 with a key, over bytes given in pieces.
+class Sealer {
+ public:
+  explicit Sealer(std::string_view key) {
+    if (key.empty()) {
+      md_ = EVP_MD_CTX_new();
+      ok_ = md_ != nullptr && EVP_DigestInit_ex(md_, EVP_sha256(), nullptr) == 1;
+      return;
+    }
+    mac_ = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    ctx_ = mac_ != nullptr ? EVP_MAC_CTX_new(mac_) : nullptr;
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_END};
+    ok_ = ctx_ != nullptr &&
+          EVP_MAC_init(ctx_, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) == 1;
+  }
+  ~Sealer() {
+    EVP_MD_CTX_free(md_);
+    EVP_MAC_CTX_free(ctx_);
+    EVP_MAC_free(mac_);
+  }
+  Sealer(const Sealer&) = delete;
+  Sealer& operator=(const Sealer&) = delete;
+
+  void Update(std::string_view bytes) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    if (md_ != nullptr) ok_ = ok_ && EVP_DigestUpdate(md_, p, bytes.size()) == 1;
+    if (ctx_ != nullptr) ok_ = ok_ && EVP_MAC_update(ctx_, p, bytes.size()) == 1;
+  }
+  // The 32 bytes, or an error when OpenSSL could not compute them.
+  absl::StatusOr<std::string> Final() {
+    unsigned char out[EVP_MAX_MD_SIZE];
+    size_t len = 0;
+    if (md_ != nullptr) {
+      unsigned int n = 0;
+      ok_ = ok_ && EVP_DigestFinal_ex(md_, out, &n) == 1;
+      len = n;
+    } else {
+      ok_ = ok_ && EVP_MAC_final(ctx_, out, &len, sizeof(out)) == 1;
+    }
+    if (!ok_ || len != kSealBytes) return absl::InternalError("OpenSSL could not compute the bundle's seal");
+    return std::string(reinterpret_cast<const char*>(out), len);
+  }
+
+ private:
+  EVP_MD_CTX* md_ = nullptr;
+  EVP_MAC* mac_ = nullptr;
+  EVP_MAC_CTX* ctx_ = nullptr;
+  bool ok_ = false;
+};
+
+absl::Status Corrupt(const std::filesystem::path& path, std::string_view why) {
+  return absl::DataLossError(Cat("bundle ", path.string(), ": ", why));
+}
+
+}  // namespace
+
+absl::Status WriteBundle(const std::filesystem::path& path, const std::vector<std::string>& blobs,
+                         std::string_view signing_key) {
+  // The keys, checked, in the order the index lists them.
+  std::map<std::string, size_t> order;
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    EntryMeta meta;
+    std::string cubin;
+    if (absl::Status decoded = DecodeBlob(blobs[i], &meta, &cubin); !decoded.ok()) {
+      return absl::InvalidArgumentError(Cat("entry ", i, " of the bundle: ", decoded.message()));
+    }
+    if (!order.emplace(meta.key, i).second) {
+      return absl::InvalidArgumentError(Cat("two entries of the bundle have the key ", meta.key));
+    }
+  }
+  std::string out(kMagic);
+  coding::PutFixed32(&out, kVersion);
+  coding::PutFixed32(&out, static_cast<uint32_t>(signing_key.empty() ? BundleSeal::kDigest : BundleSeal::kSigned));
+  std::string index;
+  coding::PutFixed64(&index, order.size());
+  for (const auto& [key, i] : order) {
+    coding::PutFixed16(&index, static_cast<uint16_t>(key.size()));
+    index.append(key);
+    coding::PutFixed64(&index, out.size());
+    coding::PutFixed64(&index, blobs[i].size());
+    out.append(blobs[i]);
+  }
+  const uint64_t index_offset = out.size();
+  out.append(index);
+  coding::PutFixed64(&out, index_offset);
+  Sealer sealer(signing_key);
+  sealer.Update(out);
+  absl::StatusOr<std::string> seal = sealer.Final();
+  if (!seal.ok()) return seal.status();
+  out.append(*seal);
+  out.append(kEndMagic);
+  files::AtomicWrite how;
+  how.mode = 0444;
+  return files::WriteFileAtomically(path, out, how);
+}
+
+Bundle::~Bundle() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<std::string> Bundle::ReadAt(uint64_t offset, uint64_t length) const {
+  std::string bytes(length, '\0');
+  size_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd_, bytes.data() + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return files::ErrnoStatus(errno, "read", path_);
+    if (n == 0) return Corrupt(path_, "ends early (truncated?)");
+    done += static_cast<size_t>(n);
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<Bundle>> Bundle::Open(const std::filesystem::path& path, std::string_view signing_key) {
+  std::unique_ptr<Bundle> bundle(new Bundle());
+  bundle->path_ = path;
+  bundle->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (bundle->fd_ < 0) return files::ErrnoStatus(errno, "open", path);
+  struct stat st {};
+  if (::fstat(bundle->fd_, &st) != 0) return files::ErrnoStatus(errno, "stat", path);
+  bundle->file_bytes_ = static_cast<uint64_t>(st.st_size);
+  const uint64_t size = bundle->file_bytes_;
+  if (size < kHeaderBytes + 8 + kTrailerBytes) return Corrupt(path, Cat(size, " bytes is too short for a bundle"));
+  if (size > kMaxBundleBytes) return Corrupt(path, Cat(size, " bytes is over the bound of ", kMaxBundleBytes));
+
+  JITD_ASSIGN_OR_RETURN(std::string header, bundle->ReadAt(0, kHeaderBytes));
+  if (std::string_view(header).substr(0, kMagic.size()) != kMagic) return Corrupt(path, "not a jitd bundle (no magic)");
+  if (const uint32_t version = coding::DecodeFixed32(header.data() + 8); version != kVersion) {
+    return Corrupt(path, Cat("format version ", version, "; this jitd reads version ", kVersion));
+  }
+  const uint32_t seal_kind = coding::DecodeFixed32(header.data() + 12);
+  if (seal_kind != static_cast<uint32_t>(BundleSeal::kDigest) &&
+      seal_kind != static_cast<uint32_t>(BundleSeal::kSigned)) {
+    return Corrupt(path, Cat("unknown seal kind ", seal_kind));
+  }
+  bundle->seal_ = static_cast<BundleSeal>(seal_kind);
+  if (bundle->seal_ == BundleSeal::kSigned && signing_key.empty()) {
+    return absl::FailedPreconditionError(Cat("bundle ", path.string(),
+                                             " is signed with a fleet key: give the key to verify it "
+                                             "(--signing-key-file, or the daemon's --remote-signing-key-file)"));
+  }
+  if (bundle->seal_ == BundleSeal::kDigest && !signing_key.empty()) {
+    return absl::FailedPreconditionError(Cat("bundle ", path.string(),
+                                             " is sealed with a digest, not signed: a daemon holding a fleet key "
+                                             "mounts signed bundles only (make it with --signing-key-file)"));
+  }
+
+  JITD_ASSIGN_OR_RETURN(std::string trailer, bundle->ReadAt(size - kTrailerBytes, kTrailerBytes));
+  if (std::string_view(trailer).substr(8 + kSealBytes) != kEndMagic) return Corrupt(path, "no end marker (truncated?)");
+  const uint64_t index_offset = coding::DecodeFixed64(trailer.data());
+  if (index_offset < kHeaderBytes || index_offset + 8 > size - kTrailerBytes) {
+    return Corrupt(path, Cat("index offset ", index_offset, " is outside the file"));
+  }
+  JITD_RETURN_IF_ERROR(bundle->ReadIndex(index_offset));
+  JITD_RETURN_IF_ERROR(bundle->CheckSeal(signing_key, trailer.substr(8, kSealBytes)));
+  return bundle;
+}
+
+absl::Status Bundle::ReadIndex(uint64_t index_offset) {
+  const std::filesystem::path& path = path_;
+  const uint64_t size = file_bytes_;
+  if (size - kTrailerBytes - index_offset > kMaxIndexBytes) {
+    return Corrupt(
+        path, Cat("an index of ", size - kTrailerBytes - index_offset, " bytes is over the bound of ", kMaxIndexBytes));
+  }
+  JITD_ASSIGN_OR_RETURN(std::string index, ReadAt(index_offset, size - kTrailerBytes - index_offset));
+  const uint64_t count = coding::DecodeFixed64(index.data());
+  size_t at = 8;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (index.size() - at < 2) return Corrupt(path, Cat("the index ends inside entry ", i));
+    const size_t key_len = coding::DecodeFixed16(index.data() + at);
+    if (index.size() - at - 2 < key_len + 16) return Corrupt(path, Cat("the index ends inside entry ", i));
+    std::string key = index.substr(at + 2, key_len);
+    const uint64_t offset = coding::DecodeFixed64(index.data() + at + 2 + key_len);
+    const uint64_t length = coding::DecodeFixed64(index.data() + at + 2 + key_len + 8);
+    at += 2 + key_len + 16;
+    if (offset < kHeaderBytes || offset > index_offset || length > index_offset - offset) {
+      return Corrupt(path, Cat("entry ", i, " (key ", key, ") lies outside the entries"));
+    }
+    if (length > kMaxEntryBytes) {
+      return Corrupt(path,
+                     Cat("entry ", i, " (key ", key, ") is ", length, " bytes, over the bound of ", kMaxEntryBytes));
+    }
+    // Each entry is read and verified: its blob's checksum, and the key the
+    // blob names against the key the index files it under.
+    JITD_ASSIGN_OR_RETURN(std::string blob, ReadAt(offset, length));
+    EntryMeta meta;
+    std::string cubin;
+    if (absl::Status decoded = DecodeBlob(blob, &meta, &cubin); !decoded.ok()) {
+      return Corrupt(path, Cat("entry ", i, " (key ", key, "): ", decoded.message()));
+    }
+    if (meta.key != key) return Corrupt(path, Cat("entry ", i, " is filed under ", key, " but holds ", meta.key));
+    if (!index_.emplace(std::move(key), Slot{offset, length}).second) {
+      return Corrupt(path, Cat("entry ", i, " repeats a key"));
+    }
+  }
+  if (at != index.size()) return Corrupt(path, "bytes after the index's last entry");
+  return absl::OkStatus();
+}
+
+absl::Status Bundle::CheckSeal(std::string_view signing_key, const std::string& stored) {
+  const std::filesystem::path& path = path_;
+  const uint64_t size = file_bytes_;
+  Sealer sealer(signing_key);
+  const uint64_t sealed = size - kSealBytes - 8;
+  for (uint64_t offset = 0; offset < sealed; offset += kChunkBytes) {
+    JITD_ASSIGN_OR_RETURN(std::string chunk, ReadAt(offset, std::min<uint64_t>(kChunkBytes, sealed - offset)));
+    sealer.Update(chunk);
+  }
+  JITD_ASSIGN_OR_RETURN(std::string expected, sealer.Final());
+  if (stored != expected) {
+    return Corrupt(path, seal_ == BundleSeal::kSigned
+                             ? "its signature does not match this key (another fleet's key, or a changed file)"
+                             : "its digest does not match its contents (the file changed after it was sealed)");
+  }
+  seal_hex_ = hex::Encode(stored);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Bundle::keys() const {
+  std::vector<std::string> out;
+  out.reserve(index_.size());
+  for (const auto& [key, slot] : index_) out.push_back(key);
+  return out;
+}
+
+absl::StatusOr<Entry> Bundle::Find(std::string_view key) const {
+  auto it = index_.find(key);
+  if (it == index_.end()) return absl::NotFoundError(Cat("bundle ", path_.string(), " has no entry ", key));
+  JITD_ASSIGN_OR_RETURN(std::string blob, ReadAt(it->second.offset, it->second.length));
+  Entry entry;
+  if (absl::Status decoded = DecodeBlob(blob, &entry.meta, &entry.cubin); !decoded.ok()) {
+    return Corrupt(path_, Cat("entry ", key, ": ", decoded.message()));
+  }
+  if (entry.meta.key != key) return Corrupt(path_, Cat("entry ", key, " now holds ", entry.meta.key));
+  entry.checksum = StoredBlobChecksum(blob);
+  return entry;
+}
+
+std::string_view BundleSealName(BundleSeal seal) {
+  return seal == BundleSeal::kSigned ? "signed with a fleet key" : "sealed with a SHA-256 digest";
+}
+
+}  // namespace jitd::cache
