@@ -10,6 +10,7 @@
 #include "compiler/compile_worker.h"
 #include "config/command_line.h"
 #include "config/config_file.h"
+#include "process/bundle_commands.h"
 #include "process/compile_stack.h"
 #include "process/daemon_signals.h"
 #include "process/offline_commands.h"
@@ -91,6 +92,10 @@ int main(int argc, char** argv) {
       return jitd::daemon::RunLint(command_line);
     case CommandLine::Command::kWarm:
       return jitd::daemon::RunWarm(command_line);
+    case CommandLine::Command::kBundleCreate:
+      return jitd::daemon::RunBundleCreate(command_line);
+    case CommandLine::Command::kBundleVerify:
+      return jitd::daemon::RunBundleVerify(command_line);
     case CommandLine::Command::kServe:
       break;
   }

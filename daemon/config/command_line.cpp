@@ -94,6 +94,9 @@ struct OfflineFlags {
   std::string manifest;
   uint32_t workers = 0;
   bool source_only = false;
+  std::filesystem::path output;
+  std::filesystem::path bundle_file;
+  std::filesystem::path signing_key_file;
 };
 
 // What lint and warm compile with: kernels, toolkit, archs, workers.
@@ -127,6 +130,29 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   warm->footer(
       "Safe while a daemon uses the same cache directory. Example:\n"
       "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
+
+  CLI::App* bundle = app.add_subcommand("bundle", "Sealed seed bundles: one read-only file of verified entries");
+  bundle->require_subcommand(1);
+  const std::string key_help =
+      "The fleet's key (the daemon's --remote-signing-key-file): sign with it (default: a SHA-256 digest seal)";
+  CLI::App* create = bundle->add_subcommand("create", "Write every entry of a cache directory into a bundle");
+  create->add_option("--cache-dir", flags.cache_dir, "Cache directory to bundle (fill it with jitd warm)")
+      ->required()
+      ->type_name("DIR");
+  create->add_option("-o,--output", flags.output, "Bundle file to write (replaced whole, read-only)")
+      ->required()
+      ->type_name("FILE");
+  create->add_option("--signing-key-file", flags.signing_key_file, key_help)->check(ExistingFile())->type_name("FILE");
+  create->footer(
+      "Example, for an image:\n"
+      "  jitd warm --cache-dir seed --all --arch sm_90 && jitd bundle create --cache-dir seed -o seed.jitdbundle");
+  CLI::App* verify = bundle->add_subcommand("verify", "Check a bundle: every entry, then its seal or signature");
+  verify->add_option("bundle", flags.bundle_file, "Bundle file")->required()->type_name("FILE");
+  verify->add_option("--signing-key-file", flags.signing_key_file, "The fleet's key, for a signed bundle")
+      ->check(ExistingFile())
+      ->type_name("FILE");
+  verify->footer(
+      "Exit 0 when it verifies; 1 with the first bad entry or a seal that does not match; 2 when unreadable.");
 }
 
 }  // namespace
@@ -169,6 +195,10 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
   CommandLine command_line;
   if (app.got_subcommand("lint")) command_line.command = CommandLine::Command::kLint;
   if (app.got_subcommand("warm")) command_line.command = CommandLine::Command::kWarm;
+  if (CLI::App* bundle = app.get_subcommand("bundle"); bundle->parsed()) {
+    command_line.command =
+        bundle->got_subcommand("create") ? CommandLine::Command::kBundleCreate : CommandLine::Command::kBundleVerify;
+  }
   if (app.count("--config") > 0) command_line.config_file = serve_flags.config_file;
   if (command_line.command != CommandLine::Command::kServe) {
     OfflineOptions& o = command_line.offline;
@@ -180,6 +210,9 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
     o.manifest = offline_flags.manifest;
     o.workers = offline_flags.workers;
     o.source_only = offline_flags.source_only;
+    o.output = offline_flags.output;
+    o.bundle_file = offline_flags.bundle_file;
+    o.signing_key_file = offline_flags.signing_key_file;
     for (const auto& arch : o.archs) {
       if (absl::Status s = CheckArch(arch); !s.ok()) {
         std::cerr << "jitd: --arch " << arch << ": " << s.message() << "\n";

@@ -1,5 +1,5 @@
 // jitd's command line: `jitd [serve] [flags]`, `jitd lint ...`,
-// `jitd warm ...`, as CONTRACT.md names them.
+// `jitd warm ...`, `jitd bundle create|verify ...`, as CONTRACT.md names them.
 #pragma once
 
 #include <filesystem>
@@ -12,20 +12,23 @@
 
 namespace jitd::daemon {
 
-// What `jitd lint` and `jitd warm` were given.
+// What `jitd lint`, `jitd warm` and `jitd bundle` were given.
 struct OfflineOptions {
-  std::filesystem::path kernels_dir;   // empty = DefaultKernelsDir()
-  std::filesystem::path cuda_include;  // empty = compiler::kDefaultCudaInclude
-  std::filesystem::path cache_dir;     // warm: the directory to fill
-  std::vector<std::string> archs;      // empty = the default arch
-  bool all = false;                    // warm: every instantiation
-  std::filesystem::path manifest;      // warm: a file of [[spec]] tables
-  uint32_t workers = 0;                // 0 = one per core
-  bool source_only = false;            // lint: skip the compile-all half
+  std::filesystem::path kernels_dir;       // empty = DefaultKernelsDir()
+  std::filesystem::path cuda_include;      // empty = compiler::kDefaultCudaInclude
+  std::filesystem::path cache_dir;         // warm: the directory to fill
+  std::vector<std::string> archs;          // empty = the default arch
+  bool all = false;                        // warm: every instantiation
+  std::filesystem::path manifest;          // warm: a file of [[spec]] tables
+  uint32_t workers = 0;                    // 0 = one per core
+  bool source_only = false;                // lint: skip the compile-all half
+  std::filesystem::path output;            // bundle create: the bundle to write
+  std::filesystem::path bundle_file;       // bundle verify: the bundle to check
+  std::filesystem::path signing_key_file;  // bundle: the fleet's key; empty = a digest seal
 };
 
 struct CommandLine {
-  enum class Command { kServe, kLint, kWarm };
+  enum class Command { kServe, kLint, kWarm, kBundleCreate, kBundleVerify };
   Command command = Command::kServe;
   OfflineOptions offline;
   // --config FILE, read under the flags.

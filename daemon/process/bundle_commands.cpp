@@ -1,0 +1,104 @@
+#include "process/bundle_commands.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "jitd/base/text.h"
+#include "jitd/bundle.h"
+#include "jitd/cache.h"
+#include "security/signing_key.h"
+
+namespace jitd::daemon {
+namespace {
+
+using text::Cat;
+
+constexpr int kExitRefused = 1;
+constexpr int kExitCannotRun = 2;
+
+int Fail(std::string_view verb, int code, const absl::Status& status) {
+  std::fprintf(stderr, "jitd bundle %s: %s\n", std::string(verb).c_str(), std::string(status.message()).c_str());
+  return code;
+}
+int Fail(std::string_view verb, int code, std::string_view message) {
+  return Fail(verb, code, absl::UnknownError(std::string(message)));
+}
+
+// The key of --signing-key-file, or empty without one; false after an
+// error (printed).
+bool SigningKey(const OfflineOptions& o, std::string_view verb, std::string* key) {
+  if (o.signing_key_file.empty()) return true;
+  absl::StatusOr<std::string> read = ReadSigningKeyFile(o.signing_key_file, "--signing-key-file");
+  if (!read.ok()) {
+    Fail(verb, kExitCannotRun, read.status());
+    return false;
+  }
+  *key = *std::move(read);
+  return true;
+}
+
+std::string Describe(const cache::Bundle& bundle) {
+  return Cat(bundle.path().string(), ": ", bundle.size(), bundle.size() == 1 ? " entry, " : " entries, ",
+             bundle.file_bytes(), " bytes, ", cache::BundleSealName(bundle.seal()), " (", bundle.seal_hex(), ")");
+}
+
+}  // namespace
+
+int RunBundleCreate(const CommandLine& command_line) {
+  const OfflineOptions& o = command_line.offline;
+  std::string key;
+  if (!SigningKey(o, "create", &key)) return kExitCannotRun;
+  // An existing cache only: Open would make an empty one anywhere.
+  if (!std::filesystem::is_directory(o.cache_dir) || !std::filesystem::exists(o.cache_dir / "index.sqlite")) {
+    return Fail("create", kExitCannotRun,
+                Cat(o.cache_dir.string(),
+                    " is not a jitd cache directory (no index.sqlite): fill one with "
+                    "`jitd warm --cache-dir DIR --all` first"));
+  }
+  cache::CacheOptions options;
+  options.dir = o.cache_dir;
+  absl::StatusOr<std::unique_ptr<cache::Cache>> opened = cache::Cache::Open(options);
+  if (!opened.ok()) return Fail("create", kExitCannotRun, opened.status());
+  absl::StatusOr<std::vector<cache::EntryInfo>> listed = (*opened)->List({});
+  if (!listed.ok()) return Fail("create", kExitCannotRun, listed.status());
+  std::vector<std::string> blobs;
+  blobs.reserve(listed->size());
+  for (const cache::EntryInfo& info : *listed) {
+    // Read back verified (uncounted: bundling is not a use of the entry).
+    absl::StatusOr<cache::Entry> entry = (*opened)->Lookup(info.key, cache::LookupCounting::kUncounted);
+    if (!entry.ok()) {
+      return Fail("create", kExitRefused,
+                  Cat("entry ", info.key, " (", text::Instantiation(info.kernel, info.params, info.arch, info.options),
+                      ") cannot be read: ", entry.status().message(),
+                      "; nothing was written (`jitctl verify --repair` "
+                      "or a fresh `jitd warm` mends the cache)"));
+    }
+    blobs.push_back(cache::EncodeBlob(entry->meta, entry->cubin));
+  }
+  if (absl::Status written = cache::WriteBundle(o.output, blobs, key); !written.ok()) {
+    return Fail("create", kExitCannotRun, written);
+  }
+  absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(o.output, key);
+  if (!bundle.ok()) {
+    return Fail("create", kExitRefused, Cat("the bundle just written does not verify: ", bundle.status().message()));
+  }
+  std::printf("wrote %s\n", Describe(**bundle).c_str());
+  return 0;
+}
+
+int RunBundleVerify(const CommandLine& command_line) {
+  const OfflineOptions& o = command_line.offline;
+  std::string key;
+  if (!SigningKey(o, "verify", &key)) return kExitCannotRun;
+  absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(o.bundle_file, key);
+  if (!bundle.ok()) {
+    const bool absent = bundle.status().code() == absl::StatusCode::kNotFound;
+    return Fail("verify", absent ? kExitCannotRun : kExitRefused, bundle.status());
+  }
+  std::printf("%s: every entry and the seal verify\n", Describe(**bundle).c_str());
+  return 0;
+}
+
+}  // namespace jitd::daemon
