@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "jitd/base/coding.h"
 #include "jitd/base/files.h"
 #include "jitd/bundle.h"
 #include "testing.h"
@@ -144,6 +145,27 @@ TEST_F(BundleTest, TruncatedCopiesAndOtherFilesAreRefused) {
   Overwrite(path_, "not a bundle at all, but long enough to hold the header and the trailer of one......");
   EXPECT_THAT(Bundle::Open(path_).status().message(), HasSubstr("not a jitd bundle"));
   EXPECT_EQ(Bundle::Open(dir_.path() / "absent").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(BundleTest, HostileOffsetsAndLengthsAreRefusedBeforeAnythingIsRead) {
+  ASSERT_TRUE(WriteBundle(path_, Blobs(1), "").ok());
+  const std::string bytes = ReadAll(path_);
+  const size_t offset_field = bytes.size() - 8 - 32 - 8;  // before the seal and the end marker
+  const uint64_t index_offset = coding::DecodeFixed64(bytes.data() + offset_field);
+
+  std::string wrapped = bytes;  // an offset whose sum with anything overflows
+  wrapped.replace(offset_field, 8, std::string("\xfc\xff\xff\xff\xff\xff\xff\xff", 8));
+  Overwrite(path_, wrapped);
+  EXPECT_THAT(Bundle::Open(path_).status().message(), HasSubstr("is outside the file"));
+
+  std::string huge = bytes;  // the first entry's length field: 2^40 bytes
+  const size_t key_len = coding::DecodeFixed16(bytes.data() + index_offset + 8);
+  const size_t length_field = index_offset + 8 + 2 + key_len + 8;
+  std::string length;
+  coding::PutFixed64(&length, uint64_t{1} << 40);
+  huge.replace(length_field, 8, length);
+  Overwrite(path_, huge);
+  EXPECT_THAT(Bundle::Open(path_).status().message(), HasSubstr("lies outside the entries"));
 }
 
 TEST_F(BundleTest, ASignedBundleOpensWithItsKeyOnly) {

@@ -190,7 +190,7 @@ absl::StatusOr<std::unique_ptr<Bundle>> Bundle::Open(const std::filesystem::path
   JITD_ASSIGN_OR_RETURN(std::string trailer, bundle->ReadAt(size - kTrailerBytes, kTrailerBytes));
   if (std::string_view(trailer).substr(8 + kSealBytes) != kEndMagic) return Corrupt(path, "no end marker (truncated?)");
   const uint64_t index_offset = coding::DecodeFixed64(trailer.data());
-  if (index_offset < kHeaderBytes || index_offset + 8 > size - kTrailerBytes) {
+  if (index_offset < kHeaderBytes || index_offset > size - kTrailerBytes - 8) {  // no sum to overflow
     return Corrupt(path, Cat("index offset ", index_offset, " is outside the file"));
   }
   JITD_RETURN_IF_ERROR(bundle->ReadIndex(index_offset));
