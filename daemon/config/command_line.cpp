@@ -135,17 +135,23 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   bundle->require_subcommand(1);
   const std::string key_help =
       "The fleet's key (the daemon's --remote-signing-key-file): sign with it (default: a SHA-256 digest seal)";
-  CLI::App* create = bundle->add_subcommand("create", "Write every entry of a cache directory into a bundle");
-  create->add_option("--cache-dir", flags.cache_dir, "Cache directory to bundle (fill it with jitd warm)")
-      ->required()
+  CLI::App* create = bundle->add_subcommand(
+      "create", "Write a bundle: the entries of a cache directory, or instantiations compiled now");
+  create->add_option("--cache-dir", flags.cache_dir, "Cache directory to bundle, as jitd warm filled it (or --all)")
       ->type_name("DIR");
+  create->add_flag("--all", flags.all, "Compile every instantiation of the manifest, then bundle them");
+  create->add_option("--manifest", flags.manifest, "Compile the [[spec]] tables of FILE, then bundle them")
+      ->check(ExistingFile())
+      ->type_name("FILE");
+  AddCompileOptions(*create, flags, "With --all or --manifest: arch to compile for (repeatable; default sm_90)");
   create->add_option("-o,--output", flags.output, "Bundle file to write (replaced whole, read-only)")
       ->required()
       ->type_name("FILE");
   create->add_option("--signing-key-file", flags.signing_key_file, key_help)->check(ExistingFile())->type_name("FILE");
   create->footer(
-      "Example, for an image:\n"
-      "  jitd warm --cache-dir seed --all --arch sm_90 && jitd bundle create --cache-dir seed -o seed.jitdbundle");
+      "Examples, for an image:\n"
+      "  jitd bundle create --all --arch sm_90 --arch sm_100a -o seed.jitdbundle\n"
+      "  jitd bundle create --cache-dir /var/cache/jitd -o seed.jitdbundle --signing-key-file fleet.key");
   CLI::App* verify = bundle->add_subcommand("verify", "Check a bundle: every entry, then its seal or signature");
   verify->add_option("bundle", flags.bundle_file, "Bundle file")->required()->type_name("FILE");
   verify->add_option("--signing-key-file", flags.signing_key_file, "The fleet's key, for a signed bundle")
@@ -153,6 +159,46 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
       ->type_name("FILE");
   verify->footer(
       "Exit 0 when it verifies; 1 with the first bad entry or a seal that does not match; 2 when unreadable.");
+}
+
+// What an offline command was given, copied into `command_line` and
+// checked: 0, or kExitUsage after a usage error (printed).
+int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
+  OfflineOptions& o = command_line->offline;
+  o.kernels_dir = flags.kernels_dir;
+  if (!flags.cuda_include.empty()) o.cuda_include = std::filesystem::absolute(flags.cuda_include);
+  o.cache_dir = flags.cache_dir;
+  o.archs = flags.archs;
+  o.all = flags.all;
+  o.manifest = flags.manifest;
+  o.workers = flags.workers;
+  o.source_only = flags.source_only;
+  o.output = flags.output;
+  o.bundle_file = flags.bundle_file;
+  o.signing_key_file = flags.signing_key_file;
+  for (const auto& arch : o.archs) {
+    if (absl::Status s = CheckArch(arch); !s.ok()) {
+      std::cerr << "jitd: --arch " << arch << ": " << s.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  if (command_line->command == CommandLine::Command::kWarm && !o.all && o.manifest.empty()) {
+    std::cerr << "jitd warm: say what to warm: --all (every instantiation) or --manifest FILE\n";
+    return kExitUsage;
+  }
+  if (command_line->command == CommandLine::Command::kWarm && o.all && !o.manifest.empty()) {
+    std::cerr << "jitd warm: --all and --manifest exclude each other: give one\n";
+    return kExitUsage;
+  }
+  if (command_line->command == CommandLine::Command::kBundleCreate) {
+    const int sources = (o.cache_dir.empty() ? 0 : 1) + (o.all ? 1 : 0) + (o.manifest.empty() ? 0 : 1);
+    if (sources != 1) {
+      std::cerr << "jitd bundle create: say where the entries come from, once: --cache-dir DIR (a warmed "
+                   "cache), --all or --manifest FILE (compiled now)\n";
+      return kExitUsage;
+    }
+  }
+  return 0;
 }
 
 }  // namespace
@@ -201,32 +247,7 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
   }
   if (app.count("--config") > 0) command_line.config_file = serve_flags.config_file;
   if (command_line.command != CommandLine::Command::kServe) {
-    OfflineOptions& o = command_line.offline;
-    o.kernels_dir = offline_flags.kernels_dir;
-    if (!offline_flags.cuda_include.empty()) o.cuda_include = std::filesystem::absolute(offline_flags.cuda_include);
-    o.cache_dir = offline_flags.cache_dir;
-    o.archs = offline_flags.archs;
-    o.all = offline_flags.all;
-    o.manifest = offline_flags.manifest;
-    o.workers = offline_flags.workers;
-    o.source_only = offline_flags.source_only;
-    o.output = offline_flags.output;
-    o.bundle_file = offline_flags.bundle_file;
-    o.signing_key_file = offline_flags.signing_key_file;
-    for (const auto& arch : o.archs) {
-      if (absl::Status s = CheckArch(arch); !s.ok()) {
-        std::cerr << "jitd: --arch " << arch << ": " << s.message() << "\n";
-        return kExitUsage;
-      }
-    }
-    if (command_line.command == CommandLine::Command::kWarm && !o.all && o.manifest.empty()) {
-      std::cerr << "jitd warm: say what to warm: --all (every instantiation) or --manifest FILE\n";
-      return kExitUsage;
-    }
-    if (command_line.command == CommandLine::Command::kWarm && o.all && !o.manifest.empty()) {
-      std::cerr << "jitd warm: --all and --manifest exclude each other: give one\n";
-      return kExitUsage;
-    }
+    if (const int refused = TakeOfflineOptions(offline_flags, &command_line); refused != 0) return refused;
   }
   std::optional<ConfigLayer> layer = ToLayer(app, serve_flags);
   if (!layer.has_value()) return kExitUsage;

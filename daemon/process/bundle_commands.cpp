@@ -1,13 +1,18 @@
 #include "process/bundle_commands.h"
 
+#include <stdlib.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "jitd/base/files.h"
 #include "jitd/base/text.h"
 #include "jitd/bundle.h"
 #include "jitd/cache.h"
+#include "process/offline_commands.h"
 #include "security/signing_key.h"
 
 namespace jitd::daemon {
@@ -44,21 +49,11 @@ std::string Describe(const cache::Bundle& bundle) {
              bundle.file_bytes(), " bytes, ", cache::BundleSealName(bundle.seal()), " (", bundle.seal_hex(), ")");
 }
 
-}  // namespace
-
-int RunBundleCreate(const CommandLine& command_line) {
-  const OfflineOptions& o = command_line.offline;
-  std::string key;
-  if (!SigningKey(o, "create", &key)) return kExitCannotRun;
-  // An existing cache only: Open would make an empty one anywhere.
-  if (!std::filesystem::is_directory(o.cache_dir) || !std::filesystem::exists(o.cache_dir / "index.sqlite")) {
-    return Fail("create", kExitCannotRun,
-                Cat(o.cache_dir.string(),
-                    " is not a jitd cache directory (no index.sqlite): fill one with "
-                    "`jitd warm --cache-dir DIR --all` first"));
-  }
+// Every entry of the cache directory `dir`, each read back verified, into
+// the bundle `output`.
+int BundleDirectory(const std::filesystem::path& dir, const std::filesystem::path& output, const std::string& key) {
   cache::CacheOptions options;
-  options.dir = o.cache_dir;
+  options.dir = dir;
   absl::StatusOr<std::unique_ptr<cache::Cache>> opened = cache::Cache::Open(options);
   if (!opened.ok()) return Fail("create", kExitCannotRun, opened.status());
   absl::StatusOr<std::vector<cache::EntryInfo>> listed = (*opened)->List({});
@@ -77,15 +72,63 @@ int RunBundleCreate(const CommandLine& command_line) {
     }
     blobs.push_back(cache::EncodeBlob(entry->meta, entry->cubin));
   }
-  if (absl::Status written = cache::WriteBundle(o.output, blobs, key); !written.ok()) {
+  if (absl::Status written = cache::WriteBundle(output, blobs, key); !written.ok()) {
     return Fail("create", kExitCannotRun, written);
   }
-  absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(o.output, key);
+  absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(output, key);
   if (!bundle.ok()) {
     return Fail("create", kExitRefused, Cat("the bundle just written does not verify: ", bundle.status().message()));
   }
   std::printf("wrote %s\n", Describe(**bundle).c_str());
   return 0;
+}
+
+// A directory of its own under $TMPDIR, removed with everything in it.
+class ScratchDir {
+ public:
+  absl::Status Make() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "jitd-bundle-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) return files::ErrnoStatus(errno, "mkdtemp", pattern);
+    path_ = pattern;
+    return absl::OkStatus();
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+int RunBundleCreate(const CommandLine& command_line) {
+  const OfflineOptions& o = command_line.offline;
+  std::string key;
+  if (!SigningKey(o, "create", &key)) return kExitCannotRun;
+  if (o.all || !o.manifest.empty()) {
+    // Compiled into a directory of its own, so that the bundle holds
+    // exactly the instantiations asked for, then bundled from there.
+    ScratchDir scratch;
+    if (absl::Status made = scratch.Make(); !made.ok()) return Fail("create", kExitCannotRun, made);
+    CommandLine warm = command_line;
+    warm.command = CommandLine::Command::kWarm;
+    warm.offline.cache_dir = scratch.path();
+    if (const int warmed = RunWarm(warm); warmed != 0) {
+      return Fail("create", warmed, "not every instantiation was compiled (listed above); nothing was written");
+    }
+    return BundleDirectory(scratch.path(), o.output, key);
+  }
+  // An existing cache only: Open would make an empty one anywhere.
+  if (!std::filesystem::is_directory(o.cache_dir) || !std::filesystem::exists(o.cache_dir / "index.sqlite")) {
+    return Fail("create", kExitCannotRun,
+                Cat(o.cache_dir.string(),
+                    " is not a jitd cache directory (no index.sqlite): fill one with "
+                    "`jitd warm --cache-dir DIR --all` first, or give --all or --manifest FILE to compile here"));
+  }
+  return BundleDirectory(o.cache_dir, o.output, key);
 }
 
 int RunBundleVerify(const CommandLine& command_line) {

@@ -109,6 +109,35 @@ TEST_F(BundleCli, ATamperedBundleIsRefusedNamingTheFirstBadEntry) {
   EXPECT_THAT(verified.output, HasSubstr("entry 1 (key " + second + ")"));
 }
 
+TEST_F(BundleCli, AManifestIsCompiledAndBundledExactlyNothingElse) {
+  // The compiles go to a scratch directory under TMPDIR, removed after.
+  std::filesystem::create_directories(dir_ / "tmp");
+  testing::WriteFile(dir_ / "one.toml", "[[spec]]\nkernel = \"small.scale\"\nparams = { clamp = \"on\" }\n");
+  const auto created =
+      RunProcess({testing::JitdBinary(), "bundle", "create", "--manifest", (dir_ / "one.toml").string(), "--kernels",
+                  testing::SmallKernelsDir().string(), "--workers", "1", "-o", bundle_.string()},
+                 dir_ / "create.log", kTimeout, {{"TMPDIR", (dir_ / "tmp").string()}});
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  EXPECT_THAT(created.output, HasSubstr("1 entry"));
+  absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(bundle_);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  ASSERT_EQ((*bundle)->size(), 1u);
+  absl::StatusOr<cache::Entry> entry = (*bundle)->Find((*bundle)->keys()[0]);
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ(entry->meta.kernel, "small.scale");
+  EXPECT_EQ(entry->meta.params, "clamp=on");
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "tmp"));
+}
+
+TEST_F(BundleCli, AWarmUpWithFailuresWritesNoBundle) {
+  // The small kernels hold one that does not compile, on purpose.
+  const auto created = Jitd({"bundle", "create", "--all", "--kernels", testing::SmallKernelsDir().string(), "--workers",
+                             "1", "-o", bundle_.string()});
+  EXPECT_EQ(created.exit_code, 1) << created.output;
+  EXPECT_THAT(created.output, HasSubstr("nothing was written"));
+  EXPECT_FALSE(std::filesystem::exists(bundle_));
+}
+
 TEST_F(BundleCli, WhatCannotBeBundledOrReadIsSaidAndExitsTwo) {
   const auto no_cache = Jitd({"bundle", "create", "--cache-dir", (dir_ / "absent").string(), "-o", bundle_.string()});
   EXPECT_EQ(no_cache.exit_code, 2);
@@ -122,6 +151,10 @@ TEST_F(BundleCli, WhatCannotBeBundledOrReadIsSaidAndExitsTwo) {
   const auto absent = Jitd({"bundle", "verify", (dir_ / "absent.jitdbundle").string()});
   EXPECT_EQ(absent.exit_code, 2);
   EXPECT_EQ(Jitd({"bundle"}).exit_code, 2);
+  EXPECT_EQ(Jitd({"bundle", "create", "-o", bundle_.string()}).exit_code, 2);
+  const auto both = Jitd({"bundle", "create", "--cache-dir", cache_.string(), "--all", "-o", bundle_.string()});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.output, HasSubstr("say where the entries come from, once"));
 }
 
 }  // namespace
