@@ -23,12 +23,14 @@ using text::Cat;
 constexpr int kExitRefused = 1;
 constexpr int kExitCannotRun = 2;
 
-int Fail(std::string_view verb, int code, const absl::Status& status) {
-  std::fprintf(stderr, "jitd bundle %s: %s\n", std::string(verb).c_str(), std::string(status.message()).c_str());
+// Prints "jitd bundle VERB: MESSAGE" and gives `code` back.
+int Fail(std::string_view verb, int code, std::string_view message) {
+  std::fprintf(stderr, "jitd bundle %.*s: %.*s\n", static_cast<int>(verb.size()), verb.data(),
+               static_cast<int>(message.size()), message.data());
   return code;
 }
-int Fail(std::string_view verb, int code, std::string_view message) {
-  return Fail(verb, code, absl::UnknownError(std::string(message)));
+int Fail(std::string_view verb, int code, const absl::Status& status) {
+  return Fail(verb, code, std::string(status.message()));
 }
 
 // The key of --signing-key-file, or empty without one; false after an

@@ -85,7 +85,6 @@ class Bundle {
   // The entry of `key`, read and verified now: NOT_FOUND when the bundle
   // has no such key, DATA_LOSS when its bytes no longer verify.
   absl::StatusOr<Entry> Find(std::string_view key) const;
-  bool Contains(std::string_view key) const { return index_.count(std::string(key)) > 0; }
 
  private:
   struct Slot {
