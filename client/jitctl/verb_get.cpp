@@ -30,6 +30,8 @@ std::string OriginWord(v1::GetKernelResponse::Source source) {
       return "remote (the shared tier, checksum verified)";
     case v1::GetKernelResponse::COMPILED:
       return "compiled (by NVRTC for this request)";
+    case v1::GetKernelResponse::BUNDLE:
+      return "bundle (a sealed seed bundle the daemon mounted, checksum verified)";
     case v1::GetKernelResponse::FALLBACK:
       return "fallback (the read-only fallback cache: the daemon could not be reached)";
     default:

@@ -64,6 +64,17 @@ std::string Remote(const v1::StatsResponse& stats) {
       stats.remote_skipped(), stats.remote_outages(), stats.remote_outages() == 1 ? "" : "s");
 }
 
+// "none", or each mounted bundle and what it answered.
+std::string Bundles(const v1::StatsResponse& stats) {
+  if (stats.bundles().empty()) return "none";
+  std::string text = absl::StrFormat("%d hits, %d corrupt;", stats.bundle_hits(), stats.bundle_corrupt());
+  for (const v1::MountedBundle& bundle : stats.bundles()) {
+    text::Append(text, " ", bundle.path(), " (", bundle.entries(), bundle.entries() == 1 ? " entry, " : " entries, ",
+                 FormatBytes(bundle.bytes()), ", ", bundle.seal(), " ", bundle.seal_hex().substr(0, 12), ")");
+  }
+  return text;
+}
+
 class StatsVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
@@ -93,7 +104,8 @@ class StatsVerb final : public Verb {
          {"compiles", Compiles(stats)},
          {"negative hits", absl::StrFormat("%d (compile failures answered from memory)", stats.negative_hits())},
          {"workers", Workers(stats)},
-         {"remote tier", stats.remote().empty() ? std::string("none") : Remote(stats)}});
+         {"remote tier", stats.remote().empty() ? std::string("none") : Remote(stats)},
+         {"bundles", Bundles(stats)}});
     return 0;
   }
 };

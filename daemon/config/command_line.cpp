@@ -23,7 +23,7 @@ constexpr char kDescription[] =
 struct ServeFlags {
   struct Slot {
     std::string text;                // a single value
-    std::vector<std::string> texts;  // kAddresses: every value
+    std::vector<std::string> texts;  // kAddresses, kFiles: every value
     bool on = false;                 // kSwitch
   };
   std::string config_file;
@@ -49,9 +49,9 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
       app.add_flag(setting.flag, slot.on, setting.help);
       continue;
     }
-    CLI::Option* option = setting.kind == SettingKind::kAddresses
-                              ? app.add_option(setting.flag, slot.texts, setting.help)
-                              : app.add_option(setting.flag, slot.text, setting.help);
+    const bool repeats = setting.kind == SettingKind::kAddresses || setting.kind == SettingKind::kFiles;
+    CLI::Option* option = repeats ? app.add_option(setting.flag, slot.texts, setting.help)
+                                  : app.add_option(setting.flag, slot.text, setting.help);
     option->type_name(setting.value_name);
     if (setting.existing_file) option->check(ExistingFile());
   }
@@ -69,6 +69,7 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
     std::vector<std::string> texts;
     switch (setting.kind) {
       case SettingKind::kAddresses:
+      case SettingKind::kFiles:
         texts = slot.texts;
         break;
       case SettingKind::kSwitch:

@@ -37,6 +37,7 @@ struct ConfigLayer {
   std::optional<std::chrono::milliseconds> remote_timeout;
   std::optional<uint64_t> remote_max_value_bytes;
   std::optional<std::filesystem::path> remote_signing_key_file;
+  std::optional<std::vector<std::filesystem::path>> bundles;
   std::optional<std::string> metrics_listen;
   std::optional<std::filesystem::path> admin_token_file;
   std::optional<uint64_t> max_queue;
@@ -93,6 +94,10 @@ struct DaemonConfig {
   // in the remote tier are signed with it and unsigned ones are refused.
   // Empty: values are only checksummed.
   std::filesystem::path remote_signing_key_file;
+  // Sealed seed bundles (jitd bundle create) mounted read-only below the
+  // disk cache, asked in this order; each is verified whole at start, and
+  // must be signed with the key above when there is one.
+  std::vector<std::filesystem::path> bundles;
   // Prometheus endpoint ("HOST:PORT"); empty = none.
   std::string metrics_listen;
   // Token file guarding state-changing admin calls; empty = no guard.

@@ -52,7 +52,8 @@ absl::StatusOr<std::vector<std::string>> Texts(const toml::node& node, SettingKi
     case SettingKind::kText:
       if (!node.is_string()) return WrongType(node, "a string");
       return std::vector<std::string>{node.as_string()->get()};
-    case SettingKind::kAddresses: {
+    case SettingKind::kAddresses:
+    case SettingKind::kFiles: {
       std::vector<std::string> addresses;
       if (node.is_string()) {
         addresses.push_back(node.as_string()->get());

@@ -298,6 +298,31 @@ void AddRemoteRows(std::vector<Setting>& rows) {
       &ConfigLayer::remote_signing_key_file, &DaemonConfig::remote_signing_key_file));
 }
 
+// What is served read-only below the cache.
+void AddBundleRows(std::vector<Setting>& rows) {
+  using K = SettingKind;
+  Setting bundle_row{.key = "bundle",
+                     .flag = "--bundle",
+                     .kind = K::kFiles,
+                     .value_name = "FILE",
+                     .help =
+                         "Sealed seed bundle (jitd bundle create) to serve from, read-only, below the cache; "
+                         "repeatable, asked in order; verified whole at start (default: none)",
+                     .example = "/opt/jitd/seed.jitdbundle",
+                     .existing_file = true};
+  rows.push_back(Bind<std::vector<fs::path>, std::vector<fs::path>>(
+      std::move(bundle_row), &ConfigLayer::bundles, &DaemonConfig::bundles,
+      [](const Texts& texts, const fs::path& base) -> absl::StatusOr<std::vector<fs::path>> {
+        std::vector<fs::path> paths;
+        for (const std::string& text : texts) {
+          if (text.empty()) return absl::InvalidArgumentError("must not be empty");
+          paths.push_back(base.empty() ? fs::absolute(text) : base / text);
+        }
+        return paths;
+      },
+      Or<std::vector<fs::path>>(std::vector<fs::path>{})));
+}
+
 // Metrics, the admin token, and how compiles and hits are served.
 void AddServingRows(std::vector<Setting>& rows) {
   using S = Setting;
@@ -465,6 +490,7 @@ std::vector<Setting> MakeSettings() {
   std::vector<Setting> rows;
   AddWhereRows(rows);
   AddRemoteRows(rows);
+  AddBundleRows(rows);
   AddServingRows(rows);
   AddBoundRows(rows);
   AddGuardRows(rows);

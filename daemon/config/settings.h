@@ -26,6 +26,7 @@ enum class SettingKind {
   kPath,          // a file or directory; relative to the config file's directory
   kText,          // a string, checked by the row
   kAddresses,     // one or more listen addresses (the flag repeats; TOML: a string or an array)
+  kFiles,         // one or more existing files (the flag repeats; TOML: a string or an array)
   kBytes,         // bytes: an integer, or a size ("512M", "10G")
   kCount,         // an integer >= 0 (0 = no bound)
   kInteger,       // an integer, range-checked by the row
@@ -43,7 +44,7 @@ struct Setting {
   std::string example;         // a value the setting accepts, as a flag's text
   bool existing_file = false;  // the flag's file must exist when the command line is parsed
   bool switch_value = true;    // kSwitch: what the flag sets (false: a --no-... flag)
-  // Reads `texts` (exactly one, or one per address for kAddresses) into
+  // Reads `texts` (exactly one, or one per value for kAddresses and kFiles) into
   // `layer`. Relative paths resolve against `base`; an empty base means the
   // working directory for paths and leaves unix: addresses as given.
   // INVALID_ARGUMENT naming neither the flag nor the key (callers do).

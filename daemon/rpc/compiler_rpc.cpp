@@ -94,6 +94,8 @@ v1::GetKernelResponse::Source SourceOf(serving::Origin origin) {
       return v1::GetKernelResponse::COMPILED;
     case serving::Origin::kNone:
       return v1::GetKernelResponse::NONE;
+    case serving::Origin::kBundle:
+      return v1::GetKernelResponse::BUNDLE;
   }
   return v1::GetKernelResponse::SOURCE_UNSPECIFIED;
 }
@@ -259,7 +261,8 @@ grpc::Status CompilerRpc::GetKernelCounted(grpc::ServerContext* context, const v
   *origin = answer->origin;
   const auto served_us = std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - started).count();
   response->set_served_us(static_cast<uint64_t>(served_us));
-  if (options_.log_hits && (answer->origin == serving::Origin::kMemory || answer->origin == serving::Origin::kDisk)) {
+  if (options_.log_hits && (answer->origin == serving::Origin::kMemory || answer->origin == serving::Origin::kDisk ||
+                            answer->origin == serving::Origin::kBundle)) {
     spdlog::info("hit {} {} {} key={} from {} in {}us", answer->kernel, answer->params, answer->arch,
                  answer->key.substr(0, 12), serving::OriginName(answer->origin), served_us);
   }
@@ -292,7 +295,7 @@ v1::LocalAnswer CompilerRpc::AnswerLocal(const v1::GetKernelRequest& request, co
   } else {
     // Not in memory or on disk, or a request the resolver rejects: either
     // way gRPC's GetKernel, which the client asks next, has the answer.
-    status = absl::NotFoundError("not in this daemon's memory or disk cache; ask over gRPC");
+    status = absl::NotFoundError("not in this daemon's memory, disk cache or bundles; ask over gRPC");
   }
   answer.set_code(static_cast<int32_t>(status.code()));
   answer.set_message(std::string(status.message()));

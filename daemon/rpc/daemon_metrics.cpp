@@ -17,6 +17,19 @@ std::string OutcomeName(absl::StatusCode code) {
   return name;
 }
 
+// The mounted bundles (--bundle); nothing without any.
+void EmitBundles(Emitter& e, const std::vector<const cache::Bundle*>& bundles, const serving::KernelService::Stats& k) {
+  if (bundles.empty()) return;
+  for (const cache::Bundle* bundle : bundles) {
+    e.Gauge("jitd_bundle_entries", "Entries of a sealed seed bundle mounted read-only (--bundle).",
+            static_cast<double>(bundle->size()), {{"bundle", bundle->path().string()}});
+  }
+  e.Counter("jitd_bundle_hits_total", "Requests answered from a mounted bundle.", static_cast<double>(k.bundle_hits));
+  e.Counter("jitd_bundle_corrupt_total",
+            "Bundle entries that no longer verified when read (the file changed): never served.",
+            static_cast<double>(k.bundle_corrupt));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create() {
@@ -130,6 +143,8 @@ void DaemonMetrics::Collect(Sources s) {
               static_cast<double>(k.negative_hits));
     e.Counter("jitd_abandoned_total", "Requests whose caller gave up (deadline, cancel) while waiting.",
               static_cast<double>(k.abandoned));
+
+    EmitBundles(e, s.service->bundles(), k);
 
     const compiler::WorkerPool::Statistics p = s.pool->Stats();
     e.Gauge("jitd_compile_queue_depth", "Compiles waiting for a worker now.", static_cast<double>(p.queue_depth));

@@ -67,8 +67,8 @@ class DaemonMetrics {
 
  private:
   DaemonMetrics() = default;
-  static constexpr size_t kCodes = 17;   // absl::StatusCode 0..16
-  static constexpr size_t kOrigins = 5;  // serving::Origin
+  static constexpr size_t kCodes = 17;                                                   // absl::StatusCode 0..16
+  static constexpr size_t kOrigins = static_cast<size_t>(serving::Origin::kBundle) + 1;  // the last Origin
   metrics::Registry registry_;
   metrics::CounterFamily* requests_ = nullptr;
   metrics::HistogramFamily* request_seconds_ = nullptr;

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "compiler/toolkit_watch.h"
+#include "jitd/bundle.h"
 #include "manifest/manifest.h"
 #include "metrics/http_server.h"
 #include "process/cache_dir_lock.h"
@@ -82,6 +83,9 @@ class Server::Impl {
   // The shared tier, when configured; the request path uses it, so it is
   // declared before (destroyed after) the service.
   std::unique_ptr<cache::RemoteTier> remote;
+  // --bundle: mounted read-only below the disk, verified at start; the
+  // request path reads them, so they too outlive the service.
+  std::vector<std::unique_ptr<cache::Bundle>> bundles;
   // With --metrics-listen: what is counted (outlives the service, which
   // reports compiles to it) and, declared after everything it reads, the
   // endpoint that renders it (stopped first).
@@ -150,6 +154,11 @@ class Server::Impl {
   // reached now is not an error (it may come up later: the circuit breaker
   // retries it); a malformed URL or an unreadable password file is.
   absl::Status OpenRemote();
+
+  // Opens and verifies every --bundle, in order: a bundle that does not
+  // verify whole (naming its first bad entry), or that is not signed with
+  // --remote-signing-key-file's key when there is one, stops the start.
+  absl::Status MountBundles();
 
   // Refuses what the configuration alone makes impossible (an address
   // gRPC must not serve, TCP without TLS, an unknown socket group) before

@@ -80,7 +80,30 @@ absl::StatusOr<std::shared_ptr<const manifest::Resolver>> Server::Impl::LoadGuar
   return checked->resolver;
 }
 
+absl::Status Server::Impl::MountBundles() {
+  std::string key;
+  if (!config.bundles.empty() && !config.remote_signing_key_file.empty()) {
+    JITD_ASSIGN_OR_RETURN(key, ReadSigningKeyFile(config.remote_signing_key_file, "--remote-signing-key-file"));
+  }
+  for (const std::filesystem::path& path : config.bundles) {
+    absl::StatusOr<std::unique_ptr<cache::Bundle>> opened = cache::Bundle::Open(path, key);
+    if (!opened.ok()) {
+      return absl::Status(opened.status().code(),
+                          Cat("cannot mount --bundle ", path.string(), ": ", opened.status().message(),
+                              key.empty() ? ""
+                                          : " (a daemon with --remote-signing-key-file mounts only bundles "
+                                            "signed with that key)"));
+    }
+    const cache::Bundle& b = **opened;
+    spdlog::info("bundle {}: {} entries, {}, mounted read-only (seal {})", path.string(), b.size(),
+                 cache::BundleSealName(b.seal()), b.seal_hex().substr(0, 12));
+    bundles.push_back(*std::move(opened));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Server::Impl::StartServing() {
+  JITD_RETURN_IF_ERROR(MountBundles());
   JITD_ASSIGN_OR_RETURN(std::shared_ptr<compiler::ToolkitWatch> watch, WatchToolkit(config.cuda_include, cache->dir()));
   toolkit = std::move(watch);
   JITD_ASSIGN_OR_RETURN(manifest::Toolchain detected, manifest::Toolchain::FromIdentity(toolkit->identity()));
@@ -117,7 +140,10 @@ absl::Status Server::Impl::StartServing() {
       m->ObserveCompile(result, wall);
     };
   }
-  service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get());
+  std::vector<const cache::Bundle*> mounted;
+  for (const auto& bundle : bundles) mounted.push_back(bundle.get());
+  service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get(),
+                                                     std::move(mounted));
   stack.resolver.reset();
   toolkit_listener = toolkit->AddListener(
       [this](const compiler::ToolkitIdentity& now, const compiler::ToolkitIdentity&) { OnToolkitChanged(now); });

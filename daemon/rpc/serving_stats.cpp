@@ -42,6 +42,16 @@ void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* resp
   response->set_remote_takeovers(s.remote_takeovers);
   response->set_remote_failures_shared(s.remote_failures_shared);
   response->set_remote_hits(s.remote_hits);
+  response->set_bundle_hits(s.bundle_hits);
+  response->set_bundle_corrupt(s.bundle_corrupt);
+  for (const cache::Bundle* bundle : sources.service->bundles()) {
+    v1::MountedBundle* mounted = response->add_bundles();
+    mounted->set_path(bundle->path().string());
+    mounted->set_entries(bundle->size());
+    mounted->set_bytes(bundle->file_bytes());
+    mounted->set_seal(bundle->seal() == cache::BundleSeal::kSigned ? "hmac-sha256" : "sha256");
+    mounted->set_seal_hex(bundle->seal_hex());
+  }
   if (sources.remote != nullptr) {
     const cache::RemoteTier::Stats r = sources.remote->stats();
     response->set_remote(sources.remote->Describe());

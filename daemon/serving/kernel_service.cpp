@@ -13,11 +13,11 @@ namespace {
 using text::Cat;
 using Clock = std::chrono::steady_clock;
 
-// Tier levels of the stack, fastest first.
+// Tier levels of the stack, fastest first: memory, disk, then the bundles
+// (when mounted) and the remote tier (when there is one), whose levels
+// the service keeps (local_tiers_, remote_level_).
 constexpr size_t kMemoryLevel = 0;
 constexpr size_t kDiskLevel = 1;
-constexpr size_t kLocalTiers = 2;  // memory and disk
-constexpr size_t kRemoteLevel = 2;
 
 bool IsCompileFailure(const absl::Status& s) {
   // What the program itself caused; worth remembering. Crashes, timeouts,
@@ -54,7 +54,8 @@ struct KernelService::FlightWork {
 };
 
 KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache,
-                             compiler::WorkerPool* pool, Options options, cache::RemoteTier* remote)
+                             compiler::WorkerPool* pool, Options options, cache::RemoteTier* remote,
+                             std::vector<const cache::Bundle*> bundles)
     : options_(options),
       pool_(pool),
       remote_(remote),
@@ -64,11 +65,23 @@ KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver,
       resolver_(std::move(resolver)),
       executor_(options.executor_threads) {
   std::vector<Tier*> tiers = {&memory_, &disk_};
+  if (!bundles.empty()) {
+    bundled_.emplace(std::move(bundles));
+    tiers.push_back(&*bundled_);
+  }
+  local_tiers_ = tiers.size();
+  remote_level_ = tiers.size();
   if (remote_ != nullptr) {
     shared_.emplace(remote_);
     tiers.push_back(&*shared_);
   }
   tiers_ = std::make_unique<TierStack>(std::move(tiers));
+}
+
+void KernelService::CountLocalHit(Origin origin) {
+  // A bundle's hits are counted by its tier (BundleTier::hits).
+  if (origin == Origin::kMemory) Bump(counters_.memory_hits);
+  if (origin == Origin::kDisk) Bump(counters_.disk_hits);
 }
 
 KernelService::~KernelService() {
@@ -113,6 +126,8 @@ KernelService::Stats KernelService::stats() const {
   s.store_failures = disk_.store_failures();
   s.in_flight = get(c.in_flight);
   s.remote_hits = get(c.remote_hits);
+  s.bundle_hits = bundled_.has_value() ? bundled_->hits() : 0;
+  s.bundle_corrupt = bundled_.has_value() ? bundled_->corrupt() : 0;
   s.remote_waits = get(c.remote_waits);
   s.remote_takeovers = get(c.remote_takeovers);
   s.remote_failures_shared = get(c.remote_failures_shared);
@@ -122,13 +137,17 @@ KernelService::Stats KernelService::stats() const {
   return s;
 }
 
+std::vector<const cache::Bundle*> KernelService::bundles() const {
+  return bundled_.has_value() ? bundled_->bundles() : std::vector<const cache::Bundle*>{};
+}
+
 std::optional<KernelAnswer> KernelService::Find(const manifest::KernelRequest& request) {
   absl::StatusOr<manifest::ResolvedKernel> resolved = Resolve(request);
   if (!resolved.ok()) return std::nullopt;
-  std::optional<TierStack::Hit> hit = tiers_->Lookup(resolved->key, kMemoryLevel, kLocalTiers);
+  std::optional<TierStack::Hit> hit = tiers_->Lookup(resolved->key, kMemoryLevel, local_tiers_);
   if (!hit.has_value()) return std::nullopt;
   Bump(counters_.requests);
-  Bump(hit->origin == Origin::kMemory ? counters_.memory_hits : counters_.disk_hits);
+  CountLocalHit(hit->origin);
   KernelAnswer answer;
   answer.key = resolved->key;
   answer.kernel = resolved->kernel;
@@ -154,9 +173,9 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
   answer.params = resolved->params;
   answer.arch = resolved->arch;
 
-  // Memory, then disk: a hit records a use below and fills above.
-  if (std::optional<TierStack::Hit> hit = tiers_->Lookup(answer.key, kMemoryLevel, kLocalTiers)) {
-    Bump(hit->origin == Origin::kMemory ? counters_.memory_hits : counters_.disk_hits);
+  // Memory, disk, bundles: a hit records a use below and fills above.
+  if (std::optional<TierStack::Hit> hit = tiers_->Lookup(answer.key, kMemoryLevel, local_tiers_)) {
+    CountLocalHit(hit->origin);
     answer.origin = hit->origin;
     answer.entry = std::move(hit->entry);
     begun.now = answer;
@@ -165,7 +184,7 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
   if (mode == Mode::kCachedOnly && remote_ != nullptr) {
     // Not a compile: another daemon's cubin is as cached as our own.
     if (std::optional<TierStack::Hit> hit =
-            tiers_->Lookup(answer.key, kRemoteLevel, kRemoteLevel + 1, context.deadline)) {
+            tiers_->Lookup(answer.key, remote_level_, remote_level_ + 1, context.deadline)) {
       Bump(counters_.remote_hits);
       answer.origin = Origin::kRemote;
       answer.entry = std::move(hit->entry);
@@ -329,7 +348,7 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
       entry->cubin = std::move(fetched.cubin);
       entry->checksum = cache::Checksum128(entry->cubin);
       // Into the disk now; into memory when the flight finishes.
-      std::shared_ptr<const cache::Entry> kept = tiers_->Fill(std::move(entry), kDiskLevel, kLocalTiers);
+      std::shared_ptr<const cache::Entry> kept = tiers_->Fill(std::move(entry), kDiskLevel, local_tiers_);
       FinishFlight(std::move(work), {std::move(kept), Origin::kRemote}, /*compiled_here=*/false);
       return;
     }
@@ -510,7 +529,7 @@ void KernelService::OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<
   spdlog::info("compile {} key={} nvrtc={:.0f}ms wall={:.0f}ms ok", Instantiation(r), Short(r.key), meta.compile_ms,
                wall_ms);
   // Into the disk now; into memory when the flight finishes.
-  std::shared_ptr<const cache::Entry> kept = tiers_->Fill(std::move(entry), kDiskLevel, kLocalTiers);
+  std::shared_ptr<const cache::Entry> kept = tiers_->Fill(std::move(entry), kDiskLevel, local_tiers_);
   FinishFlight(std::move(work), {std::move(kept), Origin::kCompiled}, /*compiled_here=*/true);
 }
 
@@ -538,7 +557,7 @@ void KernelService::FinishFlight(std::shared_ptr<FlightWork> work, FlightResult 
   // circuit breaker opens), never a caller.
   if (remote_ != nullptr && compiled_here) {
     if (written != nullptr) {
-      tiers_->Fill(written, kRemoteLevel, kRemoteLevel + 1);
+      tiers_->Fill(written, remote_level_, remote_level_ + 1);
     } else if (IsCompileFailure(outcome)) {
       remote_->StoreFailure(r.key, std::string(outcome.message()), options_.negative_ttl);
     }

@@ -135,6 +135,8 @@ class KernelService {
     uint64_t store_failures = 0;    // compiled but not stored on disk
     uint64_t in_flight = 0;         // compiles running or queued now
     uint64_t remote_hits = 0;       // requests answered by the remote tier (flights and CACHED_ONLY)
+    uint64_t bundle_hits = 0;       // requests answered by a mounted bundle
+    uint64_t bundle_corrupt = 0;    // bundle entries that no longer verified (served from elsewhere)
     uint64_t remote_waits = 0;      // flights that waited on another daemon's lease
     uint64_t remote_takeovers = 0;  // ... and then compiled it here: the lease lapsed or was released without a cubin
     uint64_t remote_failures_shared = 0;  // flights answered with another daemon's compile failure
@@ -143,9 +145,10 @@ class KernelService {
     HotCache::Stats hot;
   };
 
-  // `remote` (may be null: no shared tier) must outlive the service.
+  // `remote` (may be null: no shared tier) and `bundles` (mounted
+  // read-only below the disk, asked in order) must outlive the service.
   KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache, compiler::WorkerPool* pool,
-                Options options, cache::RemoteTier* remote = nullptr);
+                Options options, cache::RemoteTier* remote = nullptr, std::vector<const cache::Bundle*> bundles = {});
   // Waits for flights still running (their results are stored).
   ~KernelService();
   KernelService(const KernelService&) = delete;
@@ -157,7 +160,7 @@ class KernelService {
   // or CANCELLED when the caller gave up first.
   absl::StatusOr<KernelAnswer> Get(const manifest::KernelRequest& request, Mode mode, const CallContext& context);
 
-  // The answer from memory or disk, for the local path: nullopt on a miss
+  // The answer from memory, disk or a bundle, for the local path: nullopt on a miss
   // and on the resolver's errors, which count nothing (the caller asks
   // Get() next, which counts them); a hit counts as a request and a hit,
   // and records its use in every tier below, exactly as Get()'s would.
@@ -193,6 +196,8 @@ class KernelService {
   std::shared_ptr<const manifest::Resolver> resolver() const;
 
   Stats stats() const;
+  // The bundles mounted below the disk, in the order asked (none: empty).
+  std::vector<const cache::Bundle*> bundles() const;
 
  private:
   struct FlightWork;  // a led flight's state between its steps
@@ -243,11 +248,17 @@ class KernelService {
   compiler::WorkerPool* const pool_;
   cache::RemoteTier* const remote_;
 
-  // The tiers, fastest first; the remote one only with a remote tier.
+  void CountLocalHit(Origin origin);
+
+  // The tiers, fastest first; the bundles only when mounted, the remote
+  // one only with a remote tier.
   MemoryTier memory_;
   DiskTier disk_;
+  std::optional<BundleTier> bundled_;
   std::optional<RemoteTierAdapter> shared_;
   std::unique_ptr<TierStack> tiers_;
+  size_t local_tiers_ = 2;   // memory, disk and the bundles: what CACHED_ONLY and Find() ask
+  size_t remote_level_ = 2;  // the remote tier's level, when there is one
   FlightTable flights_;
 
   mutable std::mutex resolver_mu_;

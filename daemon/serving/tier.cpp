@@ -21,6 +21,8 @@ const char* OriginName(Origin origin) {
       return "compiled";
     case Origin::kNone:
       return "none";
+    case Origin::kBundle:
+      return "bundle";
   }
   return "none";
 }
@@ -76,6 +78,26 @@ std::shared_ptr<const cache::Entry> DiskTier::Fill(std::shared_ptr<const cache::
 
 void DiskTier::OnRemoved(RemovalHandler removed) { cache_->SetRemovalListener(std::move(removed)); }
 
+std::shared_ptr<const cache::Entry> BundleTier::Lookup(const std::string& key, std::chrono::steady_clock::time_point) {
+  for (const cache::Bundle* bundle : bundles_) {
+    absl::StatusOr<cache::Entry> found = bundle->Find(key);
+    if (found.ok()) {
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      return std::make_shared<const cache::Entry>(*std::move(found));
+    }
+    if (absl::IsNotFound(found.status())) continue;
+    // Verified whole at mount: the file changed since. Never served; the
+    // first time per daemon is a warning, the rest are counted.
+    if (corrupt_.fetch_add(1, std::memory_order_relaxed) == 0) {
+      spdlog::error(
+          "bundle {} no longer verifies: {}; its entries miss until the daemon is restarted with a good "
+          "copy (further failures are only counted: Stats bundle_corrupt)",
+          bundle->path().string(), found.status().ToString());
+    }
+  }
+  return nullptr;
+}
+
 std::shared_ptr<const cache::Entry> RemoteTierAdapter::Lookup(const std::string& key,
                                                               std::chrono::steady_clock::time_point deadline) {
   cache::RemoteFetch fetched = remote_->Fetch(key, deadline);
@@ -109,8 +131,11 @@ std::optional<TierStack::Hit> TierStack::Lookup(const std::string& key, size_t b
     std::shared_ptr<const cache::Entry> entry = tiers_[level]->Lookup(key, deadline);
     if (entry == nullptr) continue;
     for (size_t below = level + 1; below < tiers_.size(); ++below) tiers_[below]->RecordUse(key);
-    Hit hit{Fill(std::move(entry), 0, level), tiers_[level]->origin()};
-    return hit;
+    const bool to_durable = tiers_[level]->copied_to_durable_tiers();
+    for (size_t above = level; above-- > 0;) {
+      if (to_durable || !tiers_[above]->durable()) entry = tiers_[above]->Fill(std::move(entry));
+    }
+    return Hit{std::move(entry), tiers_[level]->origin()};
   }
   return std::nullopt;
 }

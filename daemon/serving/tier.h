@@ -1,7 +1,8 @@
 // The tiers a kernel is kept in, fastest first, and the rules that keep
 // them in agreement: the manual of the tier contract.
 //
-//   memory (HotCache) -> disk (cache::Cache) -> remote (cache::RemoteTier)
+//   memory (HotCache) -> disk (cache::Cache) -> bundles (cache::Bundle,
+//   read-only, when mounted) -> remote (cache::RemoteTier)
 //
 // Every tier holds only verified entries under their content keys, and
 // answers through one small interface (Tier). A TierStack composes them in
@@ -19,6 +20,9 @@
 //
 // A hit below fills the tiers above it (a disk hit goes to memory; a
 // remote hit to disk, then memory), so the next request is answered higher.
+// A tier that is itself a file on this host (a bundle) fills only the
+// tiers that keep nothing across a restart (memory): copying it to disk
+// would hold its bytes twice on one machine.
 // A tier that fails (disk index unreadable, Redis down) misses: a tier
 // never fails a request.
 //
@@ -34,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "jitd/bundle.h"
 #include "jitd/cache.h"
 #include "remote/remote.h"
 #include "serving/hot_cache.h"
@@ -41,14 +46,19 @@
 namespace jitd::serving {
 
 // Where an answer came from.
-enum class Origin { kMemory, kDisk, kRemote, kCompiled, kNone };
+enum class Origin { kMemory, kDisk, kRemote, kCompiled, kNone, kBundle };
 const char* OriginName(Origin origin);
 
 class Tier {
  public:
   virtual ~Tier() = default;
-  // What a hit here is reported as (kMemory, kDisk, kRemote).
+  // What a hit here is reported as (kMemory, kDisk, kBundle, kRemote).
   virtual Origin origin() const = 0;
+  // Whether what this tier holds outlives the daemon (disk, bundles).
+  virtual bool durable() const { return true; }
+  // Whether a hit here is copied into the durable tiers above it. A bundle
+  // says no: it is a file on this host already.
+  virtual bool copied_to_durable_tiers() const { return true; }
   // The verified entry for `key`, or null on a miss. A hit counts as a use
   // of this tier's entry. Gives up at `deadline` if the tier is slow
   // (remote); a tier that cannot answer misses.
@@ -75,6 +85,7 @@ class MemoryTier final : public Tier {
  public:
   explicit MemoryTier(uint64_t max_bytes) : hot_(max_bytes) {}
   Origin origin() const override { return Origin::kMemory; }
+  bool durable() const override { return false; }
   std::shared_ptr<const cache::Entry> Lookup(const std::string& key, std::chrono::steady_clock::time_point) override {
     return hot_.Get(key);
   }
@@ -109,6 +120,32 @@ class DiskTier final : public Tier {
   // Failures in a row: the first is a warning, the rest are counted until
   // a store succeeds (a full disk fails every compile until room is made).
   std::atomic<uint64_t> failure_streak_{0};
+};
+
+// Sealed seed bundles, mounted read-only: asked in the order given, each
+// entry read and verified again at each hit (Bundle::Find). Nothing is
+// ever written or evicted here; a hit is counted (hits()), not recorded,
+// and fills memory only. An entry that no longer verifies (the file was
+// changed under the daemon) misses, is logged once and counted
+// (corrupt()); the compile or the remote tier answers instead.
+class BundleTier final : public Tier {
+ public:
+  // `bundles` must outlive the tier.
+  explicit BundleTier(std::vector<const cache::Bundle*> bundles) : bundles_(std::move(bundles)) {}
+  Origin origin() const override { return Origin::kBundle; }
+  bool copied_to_durable_tiers() const override { return false; }
+  std::shared_ptr<const cache::Entry> Lookup(const std::string& key, std::chrono::steady_clock::time_point) override;
+  std::shared_ptr<const cache::Entry> Fill(std::shared_ptr<const cache::Entry> entry) override { return entry; }
+  void RecordUse(const std::string&) override {}
+  void Forget(const std::vector<std::string>&) override {}
+  const std::vector<const cache::Bundle*>& bundles() const { return bundles_; }
+  uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  uint64_t corrupt() const { return corrupt_.load(std::memory_order_relaxed); }
+
+ private:
+  const std::vector<const cache::Bundle*> bundles_;
+  std::atomic<uint64_t> hits_{0};
+  std::atomic<uint64_t> corrupt_{0};
 };
 
 // The fleet's shared tier. Lookup is a verified Fetch; Fill is the
@@ -147,7 +184,8 @@ class TierStack {
   };
   // Asks tiers [begin, end) in order. On a hit at tier i: a use is
   // recorded in every tier below i (all of them, not only those asked) and
-  // the entry fills every tier above i.
+  // the entry fills every tier above i (the non-durable ones only, when
+  // tier i is not copied_to_durable_tiers()).
   std::optional<Hit> Lookup(
       const std::string& key, size_t begin, size_t end,
       std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());

@@ -1,6 +1,7 @@
-// `jitd bundle create` and `jitd bundle verify` as an operator runs them:
-// the real jitd binary, a cache directory filled by `jitd warm` with real
-// NVRTC compiles, bundles written, checked, tampered with and refused.
+// `jitd bundle create` and `jitd bundle verify` as an operator runs them,
+// and `jitd --bundle` serving what they made: the real jitd binary, a cache
+// directory filled by `jitd warm` with real NVRTC compiles, bundles
+// written, checked, mounted, tampered with and refused.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -51,6 +52,35 @@ class BundleCli : public ::testing::Test {
   std::filesystem::path key_ = dir_ / "fleet.key";
 };
 
+// One bit of `key`'s cubin in `bundle`, flipped in place (same inode: a
+// daemon that has the file open reads the change).
+void Tamper(const std::filesystem::path& bundle, const std::string& key) {
+  std::string cubin;
+  {
+    absl::StatusOr<std::unique_ptr<cache::Bundle>> open = cache::Bundle::Open(bundle);
+    ASSERT_TRUE(open.ok()) << open.status();
+    absl::StatusOr<cache::Entry> entry = (*open)->Find(key);
+    ASSERT_TRUE(entry.ok()) << entry.status();
+    cubin = entry->cubin;
+  }
+  std::string bytes = *files::ReadWholeFile(bundle);
+  const size_t at = bytes.find(cubin);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + cubin.size() / 2] ^= 0x10;
+  ::chmod(bundle.c_str(), 0644);
+  std::ofstream(bundle, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::vector<std::string> Serve(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"--kernels", testing::SmallKernelsDir().string(), "--workers", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+v1::GetKernelRequest Fill(const std::string& dtype, v1::GetKernelRequest::Mode mode) {
+  return testing::KernelRequest("small.fill", {{"dtype", dtype}}, mode);
+}
+
 TEST_F(BundleCli, ACacheDirectoryBecomesABundleThatVerifies) {
   const auto created = Jitd({"bundle", "create", "--cache-dir", cache_.string(), "-o", bundle_.string()});
   ASSERT_EQ(created.exit_code, 0) << created.output;
@@ -92,17 +122,9 @@ TEST_F(BundleCli, ATamperedBundleIsRefusedNamingTheFirstBadEntry) {
   absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(bundle_);
   ASSERT_TRUE(bundle.ok()) << bundle.status();
   const std::string second = (*bundle)->keys()[1];
-  absl::StatusOr<cache::Entry> entry = (*bundle)->Find(second);
-  ASSERT_TRUE(entry.ok()) << entry.status();
   bundle->reset();
-
   // One bit of the second entry's cubin, as a bad copy would change it.
-  std::string bytes = *files::ReadWholeFile(bundle_);
-  const size_t at = bytes.find(entry->cubin);
-  ASSERT_NE(at, std::string::npos);
-  bytes[at + entry->cubin.size() / 2] ^= 0x10;
-  ::chmod(bundle_.c_str(), 0644);
-  std::ofstream(bundle_, std::ios::binary | std::ios::trunc) << bytes;
+  Tamper(bundle_, second);
 
   const auto verified = Jitd({"bundle", "verify", bundle_.string()});
   EXPECT_EQ(verified.exit_code, 1);
@@ -155,6 +177,131 @@ TEST_F(BundleCli, WhatCannotBeBundledOrReadIsSaidAndExitsTwo) {
   const auto both = Jitd({"bundle", "create", "--cache-dir", cache_.string(), "--all", "-o", bundle_.string()});
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_THAT(both.output, HasSubstr("say where the entries come from, once"));
+}
+
+// A daemon with an empty cache and the bundle mounted answers from the
+// bundle (CACHED_ONLY too), keeps the entry in memory after, and never
+// copies it into its cache directory.
+TEST_F(BundleCli, AMountedBundleAnswersWithSourceBundleAndNeverFillsTheCache) {
+  ASSERT_EQ(Jitd({"bundle", "create", "--cache-dir", cache_.string(), "-o", bundle_.string()}).exit_code, 0);
+  TempDir serve;
+  testing::TestDaemon daemon(serve, Serve({"--bundle", bundle_.string()}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("bundle " + bundle_.string() + ": 2 entries"));
+  auto client = daemon.Connect();
+
+  auto first = client->GetKernel(Fill("fp64", v1::GetKernelRequest::CACHED_ONLY));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->source(), v1::GetKernelResponse::BUNDLE);
+  absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(bundle_);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  absl::StatusOr<cache::Entry> entry = (*bundle)->Find(first->key());
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ(first->cubin(), entry->cubin);
+
+  auto again = client->GetKernel(Fill("fp64", v1::GetKernelRequest::CACHED_ONLY));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->source(), v1::GetKernelResponse::MEMORY);
+  // A COMPILE request the bundle holds compiles nothing.
+  auto compile = client->GetKernel(Fill("fp32", v1::GetKernelRequest::COMPILE));
+  ASSERT_TRUE(compile.ok()) << compile.status();
+  EXPECT_EQ(compile->source(), v1::GetKernelResponse::BUNDLE);
+
+  const v1::StatsResponse stats = daemon.Stats();
+  EXPECT_EQ(stats.bundle_hits(), 2u);
+  EXPECT_EQ(stats.compiles(), 0u);
+  EXPECT_EQ(stats.entries(), 0u) << "a bundle's entry is never copied into the cache directory";
+  ASSERT_EQ(stats.bundles_size(), 1);
+  EXPECT_EQ(stats.bundles(0).path(), bundle_.string());
+  EXPECT_EQ(stats.bundles(0).entries(), 2u);
+  EXPECT_EQ(stats.bundles(0).seal(), "sha256");
+  EXPECT_EQ(stats.bundles(0).seal_hex(), (*bundle)->seal_hex());
+  const auto shown = daemon.Jitctl({"stats"});
+  EXPECT_THAT(shown.output, HasSubstr("2 hits, 0 corrupt; " + bundle_.string() + " (2 entries"));
+
+  // What the bundle lacks is compiled, and goes to the cache directory.
+  auto scale = client->GetKernel(testing::KernelRequest("small.scale", {{"clamp", "on"}}));
+  ASSERT_TRUE(scale.ok()) << scale.status();
+  EXPECT_EQ(scale->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_EQ(daemon.Stats().entries(), 1u);
+}
+
+TEST_F(BundleCli, ATamperedBundleStopsTheStartNamingItsFirstBadEntry) {
+  ASSERT_EQ(Jitd({"bundle", "create", "--cache-dir", cache_.string(), "-o", bundle_.string()}).exit_code, 0);
+  absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(bundle_);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  const std::string first = (*bundle)->keys()[0];
+  bundle->reset();
+  Tamper(bundle_, first);
+
+  TempDir serve;
+  std::vector<std::string> args = testing::TestDaemon::DefaultArgs(serve);
+  for (const std::string& arg : Serve({"--bundle", bundle_.string()})) args.push_back(arg);
+  const auto refused = RunProcess(args, serve / "jitd.log", kTimeout);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("cannot mount --bundle " + bundle_.string()));
+  EXPECT_THAT(refused.output, HasSubstr("entry 0 (key " + first + ")"));
+  EXPECT_FALSE(std::filesystem::exists(serve / "jitd.sock")) << "refused before it listened";
+}
+
+TEST_F(BundleCli, ADaemonWithAFleetKeyMountsOnlyBundlesSignedWithIt) {
+  ASSERT_EQ(Jitd({"bundle", "create", "--cache-dir", cache_.string(), "-o", bundle_.string()}).exit_code, 0);
+  const std::filesystem::path signed_bundle = dir_ / "signed.jitdbundle";
+  ASSERT_EQ(Jitd({"bundle", "create", "--cache-dir", cache_.string(), "-o", signed_bundle.string(),
+                  "--signing-key-file", key_.string()})
+                .exit_code,
+            0);
+  TempDir serve;
+  std::vector<std::string> args = testing::TestDaemon::DefaultArgs(serve);
+  for (const std::string& arg : Serve({"--remote-signing-key-file", key_.string(), "--bundle", signed_bundle.string(),
+                                       "--bundle", bundle_.string()})) {
+    args.push_back(arg);
+  }
+  const auto refused = RunProcess(args, serve / "jitd.log", kTimeout);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_THAT(refused.output, HasSubstr("cannot mount --bundle " + bundle_.string()));
+  EXPECT_THAT(refused.output, HasSubstr("mounts only bundles signed with that key"));
+
+  testing::TestDaemon daemon(serve,
+                             Serve({"--remote-signing-key-file", key_.string(), "--bundle", signed_bundle.string()}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  auto answer = daemon.Connect()->GetKernel(Fill("fp32", v1::GetKernelRequest::CACHED_ONLY));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->source(), v1::GetKernelResponse::BUNDLE);
+  EXPECT_EQ(daemon.Stats().bundles(0).seal(), "hmac-sha256");
+}
+
+// A bundle changed after the daemon verified it is never served from: the
+// entry misses, is counted, and the kernel is compiled instead; the
+// bundle's other entries still serve.
+TEST_F(BundleCli, ABundleChangedUnderTheDaemonIsNeverServed) {
+  ASSERT_EQ(Jitd({"bundle", "create", "--cache-dir", cache_.string(), "-o", bundle_.string()}).exit_code, 0);
+  std::string fp64;
+  {
+    absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(bundle_);
+    ASSERT_TRUE(bundle.ok()) << bundle.status();
+    for (const std::string& key : (*bundle)->keys()) {
+      if ((*bundle)->Find(key)->meta.params == "dtype=fp64") fp64 = key;
+    }
+  }
+  ASSERT_FALSE(fp64.empty());
+  TempDir serve;
+  testing::TestDaemon daemon(serve, Serve({"--bundle", bundle_.string()}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  Tamper(bundle_, fp64);
+
+  auto client = daemon.Connect();
+  auto compiled = client->GetKernel(Fill("fp64", v1::GetKernelRequest::COMPILE));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(compiled->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_EQ(compiled->key(), fp64);
+  auto untouched = client->GetKernel(Fill("fp32", v1::GetKernelRequest::CACHED_ONLY));
+  ASSERT_TRUE(untouched.ok()) << untouched.status();
+  EXPECT_EQ(untouched->source(), v1::GetKernelResponse::BUNDLE);
+  const v1::StatsResponse stats = daemon.Stats();
+  EXPECT_EQ(stats.bundle_corrupt(), 1u);
+  EXPECT_EQ(stats.bundle_hits(), 1u);
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("no longer verifies"));
 }
 
 }  // namespace

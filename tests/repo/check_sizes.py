@@ -33,6 +33,7 @@ ALLOWED = {
     "daemon/serving/kernel_service.cpp:AskFleet": "the fleet single flight: lease, wait, take or compile",
     "daemon/compiler/nvrtc_program.cpp:CompileInProcess": "NVRTC's calls in the order its API requires",
     "cache/blob/src/blob_format.cpp:DecodeBlob": "the blob format's fields in file order, each checked",
+    "daemon/config/settings.cpp": "the settings table: one row per setting, in the order jitd --help lists them",
 }
 
 SKIP_STARTS = ("//", "#", "namespace", "}", "{", "using", "template", "class ", "struct ", "enum ", "extern",

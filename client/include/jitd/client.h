@@ -137,7 +137,7 @@ struct KernelBinary {
   std::vector<KernelSymbol> symbols;
   // The architecture it was compiled for.
   std::string arch;
-  // MEMORY, DISK, REMOTE or COMPILED as the daemon answered; FALLBACK when
+  // MEMORY, DISK, BUNDLE, REMOTE or COMPILED as the daemon answered; FALLBACK when
   // read from ClientOptions::fallback_cache_dir; NONE for a PREFETCH miss.
   v1::GetKernelResponse::Source source = v1::GetKernelResponse::SOURCE_UNSPECIFIED;
   // Wall time of the NVRTC compile that produced it, and NVRTC's log.

@@ -43,14 +43,14 @@ from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, p
 from .launch_rules import align_block_size_grid, rmsnorm_threads
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelEntry, KernelInfo, KernelParam, KernelResult,
-                    KernelSpec, Manifest, Mode, Stats, VerifyResult, WarmProgress, WarmResult)
+                    KernelSpec, Manifest, Mode, MountedBundle, Stats, VerifyResult, WarmProgress, WarmResult)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "KernelsLike", "KernelSet", "KernelSpec", "KernelResult", "KernelEntry", "Mode", "RetryPolicy",
     "WarmProgress", "WarmResult", "Manifest", "KernelInfo", "KernelParam", "Stats", "Entry", "Entries",
-    "EvictResult", "VerifyResult", "ClientCounters",
+    "EvictResult", "VerifyResult", "ClientCounters", "MountedBundle",
     "JitdError", "NotFound", "InvalidArgument", "CompileError", "ResourceExhausted", "PermissionDenied",
     "Unavailable", "DeadlineExceeded", "Cancelled", "DataLoss", "Internal", "Unimplemented", "KernelsMissing",
     "WarmFailed",

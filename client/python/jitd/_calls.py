@@ -20,7 +20,8 @@ from ._proto.jitd.v1 import cache_admin_pb2, compiler_pb2
 from .errors import DeadlineExceeded, InvalidArgument, JitdError, from_rpc_error, unreachable_reason, what_to_do
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelInfo, KernelParam, KernelResult, KernelSpec,
-                    Manifest, Mode, ParamValue, Stats, VerifyResult, WarmProgress, WarmResult, arch_text)
+                    Manifest, Mode, MountedBundle, ParamValue, Stats, VerifyResult, WarmProgress, WarmResult,
+                    arch_text)
 
 logger = logging.getLogger("jitd")
 
@@ -315,7 +316,10 @@ def stats_request() -> Any:
 
 
 def stats(response: Any) -> Stats:
-    return Stats(**{name: getattr(response, name) for name in Stats.__dataclass_fields__})
+    fields = {name: getattr(response, name) for name in Stats.__dataclass_fields__}
+    fields["bundles"] = tuple(MountedBundle(path=b.path, entries=b.entries, bytes=b.bytes, seal=b.seal,
+                                            seal_hex=b.seal_hex) for b in response.bundles)
+    return Stats(**fields)
 
 
 def entries_request(kernel_glob: str, arch: str, limit: int) -> Any:

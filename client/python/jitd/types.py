@@ -207,7 +207,7 @@ class KernelSpec:
 
 
 #: Where the daemon found a cubin (GetKernelResponse.Source).
-Origin = Literal["memory", "disk", "remote", "compiled", "none", "fallback", "unspecified"]
+Origin = Literal["memory", "disk", "remote", "compiled", "none", "fallback", "bundle", "unspecified"]
 #: The old name of :data:`Origin`.
 Source = Origin
 
@@ -675,9 +675,26 @@ class Stats:
     remote_not_reread: int
     prefetches_refused: int
     peer_compiles_refused: int
+    # Sealed seed bundles (--bundle); empty/zero without any.
+    bundles: tuple[MountedBundle, ...]
+    bundle_hits: int
+    bundle_corrupt: int
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class MountedBundle:
+    """A sealed seed bundle the daemon serves from, read-only (``jitd
+    --bundle``): its path, entries, file size, seal kind (``"sha256"`` or
+    ``"hmac-sha256"``) and the seal in hex."""
+
+    path: str
+    entries: int
+    bytes: int
+    seal: str
+    seal_hex: str
 
 
 @dataclass(frozen=True)
