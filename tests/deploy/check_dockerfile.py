@@ -7,9 +7,16 @@
 - every stage is named; every base image is pinned to a tag (or a digest);
 - the build stage runs deploy/install-deps.sh and README's configure and build
   flags (extra flags only from ALLOWED_EXTRA_CONFIGURE), then `cmake --install`;
+- the build stage makes a seed bundle (`jitd bundle create --all ... -o FILE`),
+  optional (ARG WARM), and checks it there (`jitd bundle verify FILE`);
 - every COPY --from source is a path `cmake --install` produces (checked against
-  a real `cmake --install BUILD --prefix WORK/prefix`), or the cache `jitd warm`
-  fills in that stage, or the CUDA toolkit's include tree of that stage;
+  a real `cmake --install BUILD --prefix WORK/prefix`), or the bundle
+  `jitd bundle create` writes in that stage (or its directory), or a file a
+  command of that stage writes (`cp`'s target, a `>`/`>>` redirection: the
+  generated config), or the CUDA toolkit's include tree of that stage;
+- the runtime stage mounts the bundle: CMD's --config is a file the build
+  stage wrote with a `bundle = ...` line, and each path that line names is
+  where a COPY --from puts that stage's bundle;
 - the runtime stage installs no compiler, no nvcc and no -dev package, yet every
   shared library `ldd jitd` and `ldd jitctl` need (mapped to Debian packages
   with dpkg -S on this host) comes from a package it installs, their
@@ -28,6 +35,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tomllib
 
 import deploy_checks
 
@@ -98,6 +106,54 @@ def commands(stage):
             if words:
                 result.append(words)
     return result
+
+
+def option_value(words, *names):
+    """The value of the last of `names` in words ("-o FILE", "--output FILE"
+    or "--output=FILE"), or None."""
+    value = None
+    for i, word in enumerate(words):
+        for name in names:
+            if word == name and i + 1 < len(words):
+                value = words[i + 1]
+            elif name.startswith("--") and word.startswith(name + "="):
+                value = word.split("=", 1)[1]
+    return value
+
+
+def written_files(words):
+    """The files a command writes: `cp`'s or `install`'s target, and the
+    targets of its > and >> redirections."""
+    files = []
+    if words[0] in ("cp", "install") and len(words) > 2 and not words[-1].startswith("-"):
+        files.append(words[-1])
+    for i, word in enumerate(words):
+        if word in (">", ">>") and i + 1 < len(words):
+            files.append(words[i + 1])
+        elif re.fullmatch(r">>?[^>&].*", word):
+            files.append(word.lstrip(">"))
+    return files
+
+
+def bundle_lines(words):
+    """The bundle paths a `bundle = ...` TOML line among the words names."""
+    paths = []
+    for word in words:
+        if re.match(r"\s*bundle\s*=", word):
+            try:
+                value = tomllib.loads(word)["bundle"]
+            except (tomllib.TOMLDecodeError, KeyError):
+                continue
+            paths += [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
+    return paths
+
+
+def copy_destination(source, destination, sources):
+    """Where COPY puts the file `source`: into `destination` when it ends
+    with / or when several sources are copied, else at `destination`."""
+    if destination.endswith("/") or len(sources) > 1:
+        return os.path.join(destination, os.path.basename(source))
+    return destination
 
 
 def apt_installs(stage):
@@ -212,15 +268,34 @@ def check(args, findings):
     prefix = install[install.index("--prefix") + 1] if install and "--prefix" in install else None
     findings.check(prefix, f"stage {build.name}: no `cmake --install BUILD --prefix P`")
 
-    warm_dirs = {}
+    # What the build stage makes beside `cmake --install`: a seed bundle
+    # (`jitd bundle create --all ... -o FILE`), checked there, and the files
+    # its commands write (the config that mounts the bundle).
+    bundles = {}  # stage -> bundle files `jitd bundle create` writes
+    written = {}  # stage -> files its commands write
+    configs = {}  # (stage, file written) -> bundle paths a `bundle = ...` line written into it names
+    verified = set()  # (stage, file) `jitd bundle verify` checks
     for stage in stages:
         for words in commands(stage):
-            if len(words) > 1 and words[0].endswith("/jitd") and words[1] == "warm" and "--cache-dir" in words:
-                warm_dirs.setdefault(stage.name, set()).add(words[words.index("--cache-dir") + 1])
-                findings.check("--all" in words, "`jitd warm` without --all")
-    findings.check(warm_dirs.get(build.name), f"stage {build.name} does not run `jitd warm --cache-dir DIR --all`")
+            files = written_files(words)
+            written.setdefault(stage.name, set()).update(files)
+            for path in files if bundle_lines(words) else ():
+                configs.setdefault((stage.name, path), []).extend(bundle_lines(words))
+            if len(words) > 2 and words[0].endswith("/jitd") and words[1] == "bundle":
+                if words[2] == "create":
+                    output = option_value(words, "-o", "--output")
+                    if findings.check(output, "`jitd bundle create` without -o FILE"):
+                        bundles.setdefault(stage.name, set()).add(output)
+                    findings.check("--all" in words, "`jitd bundle create` without --all: the image's bundle must "
+                                                     "hold every instantiation of the manifest")
+                elif words[2] == "verify":
+                    verified.update((stage.name, w) for w in words[3:])
+    findings.check(bundles.get(build.name), f"stage {build.name} does not run `jitd bundle create --all ... -o FILE`")
+    for output in sorted(bundles.get(build.name, set())):
+        findings.check((build.name, output) in verified, f"stage {build.name} does not run `jitd bundle verify {output}`: a bad "
+                                           "bundle would pass the build and stop the daemon's start")
     findings.check(any(re.match(r"WARM(=|$)", a) for a in build.all("ARG")),
-                   "no ARG WARM: warming at build time must be optional")
+                   "no ARG WARM: making the seed bundle at build time must be optional")
 
     # COPY --from sources.
     tree = installed_tree(args.build_dir, args.work)
@@ -230,10 +305,20 @@ def check(args, findings):
         if match:
             cuda_version = match.groups()
     findings.check(cuda_version, f"stage {build.name} installs no cuda-nvrtc-dev-MAJOR-MINOR")
+    placed = {}  # runtime path -> (stage, source file) of a COPY --from
     for stage in stages:
         for text in stage.all("COPY"):
             words = shlex.split(text)
             source_stage = next((w.split("=", 1)[1] for w in words if w.startswith("--from=")), None)
+            paths = [w for w in words if not w.startswith("--")]
+            if stage is runtime and len(paths) >= 2:
+                for source in paths[:-1]:
+                    placed[copy_destination(source.rstrip("/"), paths[-1], paths[:-1])] = (source_stage,
+                                                                                          source.rstrip("/"))
+                    for output in bundles.get(source_stage, set()) if source_stage else ():
+                        if os.path.dirname(output) == source.rstrip("/"):
+                            # A directory's contents land in the destination.
+                            placed[os.path.join(paths[-1], os.path.basename(output))] = (source_stage, output)
             if source_stage is None:
                 continue
             findings.check(source_stage in names[:names.index(stage.name)],
@@ -248,14 +333,18 @@ def check(args, findings):
                     relative = os.path.relpath(source, prefix)
                     findings.check(os.path.exists(os.path.join(tree, relative)),
                                    f"COPY --from={source_stage} {source}: `cmake --install` makes no {relative}")
-                elif source in warm_dirs.get(source_stage, set()):
-                    pass  # the cache `jitd warm` filled in that stage
+                elif source in bundles.get(source_stage, set()) or \
+                        source in {os.path.dirname(b) for b in bundles.get(source_stage, set())}:
+                    pass  # the seed bundle `jitd bundle create` wrote in that stage, or its directory
+                elif source in written.get(source_stage, set()):
+                    pass  # a file a command of that stage wrote (the generated config)
                 elif cuda_version and re.fullmatch(rf"/usr/local/cuda-{cuda_version[0]}\.{cuda_version[1]}/"
                                                    r"(targets/[\w-]+/)?include", source):
                     pass  # the toolkit's headers, which NVRTC includes at run time
                 else:
                     findings.check(False, f"COPY --from={source_stage} {source}: not a path `cmake --install`, "
-                                          "`jitd warm` or the CUDA toolkit's include tree makes")
+                                          "`jitd bundle create` (the bundle or its directory), a command of that "
+                                          "stage (cp, > or >>) or the CUDA toolkit's include tree makes")
 
     # The runtime stage: packages.
     packages = apt_installs(runtime)
@@ -307,6 +396,24 @@ def check(args, findings):
     exposed = [p.split("/")[0] for text in runtime.all("EXPOSE") for p in text.split()]
     findings.check(metrics and metrics.rpartition(":")[2] in exposed,
                    f"EXPOSE {exposed} lacks the metrics port of --metrics-listen {metrics}")
+
+    # The runtime stage mounts the build stage's bundle: through the config
+    # CMD reads (CMD is exec form, and WARM=0 makes no bundle to name).
+    if bundles.get(build.name):
+        config = deploy_checks.flag_value(command, "--config")
+        config_stage, config_source = placed.get(config, (None, None))
+        mounted = configs.get((config_stage, config_source))
+        origin = (f"COPY{' --from=' + config_stage if config_stage else ''} {config_source} puts it there"
+                  if config_source else "no COPY puts it there")
+        if not config:
+            findings.check(False, "CMD has no --config: the image's bundle would not be mounted")
+        elif findings.check(mounted, f"CMD's --config {config} is not a file stage {build.name} wrote with a "
+                                     f"`bundle = ...` line ({origin}): the image's bundle would not be mounted"):
+            for name in mounted:
+                source_stage, source = placed.get(name, (None, None))
+                findings.check(source_stage == build.name and source in bundles[build.name],
+                               f"{config} mounts bundle {name}, where no COPY --from={build.name} puts the bundle "
+                               f"`jitd bundle create` makes ({', '.join(sorted(bundles[build.name]))})")
 
     ignore = os.path.join(os.path.dirname(args.dockerfile), os.path.basename(args.dockerfile) + ".dockerignore")
     if findings.check(os.path.exists(ignore), f"no {ignore}: build trees would enter the build context"):
