@@ -12,7 +12,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${1:-$root/build-fuzz}"
 seconds="${JITD_FUZZ_SECONDS:-30}"
-targets=(blob manifest config request index http_head bundle)
+targets=(blob manifest config request index http_head bundle fatbin)
 
 cxx="$(command -v clang++ || command -v clang++-14 || true)"
 cc="$(command -v clang || command -v clang-14 || true)"
