@@ -18,7 +18,7 @@ build="${1:-$root/build-sanitize}"
 targets=(jitd jitctl
   test_base_coding test_base_files test_base_hex
   test_cache_cache test_cache_recovery test_cache_eviction test_cache_multiprocess test_cache_blob_format
-  test_cache_bundle test_daemon_bundle test_cache_fatbin
+  test_cache_bundle test_daemon_bundle test_cache_fatbin test_daemon_fleet
   test_serving_executor test_serving_kernel_service test_serving_hot_cache
   test_daemon_serve test_daemon_errors test_daemon_hostile test_daemon_lifecycle test_daemon_health test_daemon_metrics
   test_daemon_connections test_daemon_local_server test_daemon_local_path

@@ -65,6 +65,7 @@ v1::GetKernelResponse ToResponse(const KernelBinary& answer) {
   response.set_compile_ms(answer.compile_ms);
   response.set_log(answer.log);
   response.set_arch(answer.arch);
+  for (const std::string& arch : answer.fatbin_archs) response.add_fatbin_archs(arch);
   response.set_blob_path(answer.blob_path);
   response.set_cubin_size(answer.cubin.size());
   response.set_nvrtc_version(answer.nvrtc_version);
@@ -79,9 +80,11 @@ class GetVerb final : public Verb {
         ->required()
         ->type_name("KERNEL");
     sub->add_option("-p,--param", params_, "Template parameter K=V (repeatable): -p dtype=bf16")->type_name("K=V");
-    sub->add_option("--arch", arch_,
-                    "Target arch (sm_90, sm_90a, sm_100a); default: this host's GPU, else the daemon's")
+    sub->add_option("--arch", archs_,
+                    "Target arch (sm_90, sm_90a, sm_100a; compute_90 for PTX); repeat it for a fatbin of them all; "
+                    "default: this host's GPU, else the daemon's")
         ->type_name("ARCH");
+    sub->add_flag("--fleet", fleet_, "A fatbin for the daemon's fleet set (--fleet-archs) and the lowest's PTX");
     sub->add_option("--option", options_, "Extra NVRTC option from the daemon's allow-list")->type_name("OPTION");
     sub->add_option("--mode", mode_, "compile (default: on a miss), cached-only (never compiles) or prefetch")
         ->check(CLI::IsMember({"compile", "cached-only", "prefetch"}).description(""))
@@ -99,7 +102,10 @@ class GetVerb final : public Verb {
       }
       spec_.params[kv.first] = kv.second;
     }
-    spec_.arch = arch_;
+    if (fleet_ && !archs_.empty()) return absl::InvalidArgumentError("--fleet asks for the fleet set: drop --arch");
+    if (archs_.size() == 1) spec_.arch = archs_.front();
+    if (archs_.size() > 1) spec_.archs = archs_;
+    spec_.fleet = fleet_;
     spec_.options = options_;
     std::error_code ec;
     if (!output_path_.empty() && std::filesystem::is_directory(output_path_, ec)) {
@@ -149,7 +155,7 @@ class GetVerb final : public Verb {
         {"kernel", kernel_},
         {"key", answer.key},
         {"origin", OriginWord(answer.source)},
-        {"arch", answer.arch},
+        {answer.fatbin_archs.empty() ? "arch" : "fatbin", answer.arch},
         // The cubin alone; `ls` shows the blob file (cubin plus metadata).
         {"cubin", text::Cat(FormatBytes(answer.cubin.size()), output_path_.empty() ? " (use -o FILE.cubin to save it)"
                                                                                    : text::Cat(" -> ", output_path_))},
@@ -167,7 +173,8 @@ class GetVerb final : public Verb {
  private:
   std::string kernel_;
   std::vector<std::string> params_;
-  std::string arch_;
+  std::vector<std::string> archs_;
+  bool fleet_ = false;
   std::vector<std::string> options_;
   std::string mode_ = "compile";
   std::string output_path_;

@@ -1,5 +1,9 @@
 // `jitctl stats`: the cache's sizes and counters, then what the daemon's
 // request path and compile workers have done since it started.
+#include <map>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_format.h"
 #include "human_format.h"
 #include "jitd/base/status.h"
@@ -75,6 +79,21 @@ std::string Bundles(const v1::StatsResponse& stats) {
   return text;
 }
 
+// "none", or what a fleet fatbin holds and the archs asked for outside it.
+std::string Fleet(const v1::StatsResponse& stats) {
+  if (stats.fleet_targets().empty()) return "none";
+  const std::vector<std::string> targets(stats.fleet_targets().begin(), stats.fleet_targets().end());
+  std::string text = text::Cat(text::Join(targets, "+"), "; requests for other archs: ");
+  if (stats.arch_misses().empty()) text::Append(text, "none");
+  const std::map<std::string, uint64_t> misses(stats.arch_misses().begin(), stats.arch_misses().end());
+  bool first = true;
+  for (const auto& [arch, count] : misses) {
+    text::Append(text, first ? "" : ", ", arch, " ", count);
+    first = false;
+  }
+  return text;
+}
+
 class StatsVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
@@ -105,7 +124,8 @@ class StatsVerb final : public Verb {
          {"negative hits", absl::StrFormat("%d (compile failures answered from memory)", stats.negative_hits())},
          {"workers", Workers(stats)},
          {"remote tier", stats.remote().empty() ? std::string("none") : Remote(stats)},
-         {"bundles", Bundles(stats)}});
+         {"bundles", Bundles(stats)},
+         {"fleet", Fleet(stats)}});
     return 0;
   }
 };

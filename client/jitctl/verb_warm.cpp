@@ -51,6 +51,7 @@ class WarmVerb final : public Verb {
         ->check(CLI::Validator(CLI::ExistingFile).description(""))
         ->type_name("FILE");
     sub->add_option("--arch", archs_, "Arch to warm for (repeatable); default: the daemon's")->type_name("ARCH");
+    sub->add_flag("--fleet", fleet_, "For the daemon's fleet set too: each --fleet-archs arch and the lowest's PTX");
     sub->add_option("--concurrency", concurrency_, "Compiles at once (0 = the daemon's workers)")->type_name("N");
     return sub;
   }
@@ -64,6 +65,7 @@ class WarmVerb final : public Verb {
     }
     request_.set_all(all_);
     for (const std::string& arch : archs_) request_.add_archs(arch);
+    request_.set_fleet(fleet_);
     request_.set_concurrency(concurrency_);
     if (!manifest_.empty()) {
       JITD_ASSIGN_OR_RETURN(std::vector<v1::KernelSpec> specs, LoadSpecFile(manifest_));
@@ -114,6 +116,7 @@ class WarmVerb final : public Verb {
   bool all_ = false;
   std::string manifest_;
   std::vector<std::string> archs_;
+  bool fleet_ = false;
   uint32_t concurrency_ = 0;
   v1::WarmRequest request_;
 };

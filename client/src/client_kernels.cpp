@@ -24,7 +24,7 @@ using Source = v1::GetKernelResponse::Source;
 // driver answers; left empty (the daemon's default) otherwise.
 KernelSpec WithDefaultArch(const KernelSpec& spec) {
   KernelSpec filled = spec;
-  if (filled.arch.empty()) {
+  if (filled.arch.empty() && filled.archs.empty() && !filled.fleet) {
     absl::StatusOr<std::string> arch = CurrentDeviceArch();
     if (arch.ok()) filled.arch = *std::move(arch);
   }
@@ -36,6 +36,8 @@ v1::GetKernelRequest ToRequest(const KernelSpec& spec, Mode mode, bool by_path) 
   request.set_kernel(spec.kernel);
   for (const auto& [name, value] : spec.params) (*request.mutable_params())[name] = value;
   request.set_arch(spec.arch);
+  for (const std::string& arch : spec.archs) request.add_archs(arch);
+  request.set_fleet(spec.fleet);
   for (const std::string& option : spec.options) request.add_options(option);
   request.set_mode(mode);
   request.set_delivery(by_path ? v1::GetKernelRequest::PATH : v1::GetKernelRequest::BYTES);
@@ -50,6 +52,7 @@ KernelBinary Describe(const v1::GetKernelResponse& response) {
     binary.symbols.push_back({symbol.name_expression(), symbol.lowered_name()});
   }
   binary.arch = response.arch();
+  binary.fatbin_archs.assign(response.fatbin_archs().begin(), response.fatbin_archs().end());
   binary.source = response.source();
   binary.compile_ms = response.compile_ms();
   binary.log = response.log();

@@ -41,6 +41,15 @@ std::string CanonicalSpec(const KernelSpec& spec) {
     AppendEscaped(out, value);
   }
   out += "}@";
+  if (spec.fleet) {
+    out += "%%fleet";  // never the escaping of an arch (a '%' is followed by two hex digits)
+  } else if (!spec.archs.empty()) {
+    out.push_back('%');
+    for (size_t i = 0; i < spec.archs.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      AppendEscaped(out, spec.archs[i]);
+    }
+  }
   AppendEscaped(out, spec.arch);
   const std::set<std::string> options(spec.options.begin(), spec.options.end());
   if (!options.empty()) {

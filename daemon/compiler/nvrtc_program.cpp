@@ -199,6 +199,30 @@ void DropDeadGlobals(nvrtcProgram program, const CompileJob& job, std::string& c
   cubin = *std::move(assembled);
 }
 
+// Whether the job's -arch names a virtual architecture (compute_XX).
+bool TargetsVirtualArch(const CompileJob& job) {
+  for (const std::string& option : job.options) {
+    if (option.starts_with("-arch=compute_") || option.starts_with("--gpu-architecture=compute_")) return true;
+  }
+  return false;
+}
+
+// The PTX of a compile for a virtual architecture, without its unreferenced
+// module-scope globals (ptx_link.h: each would cost the driver a symbol at
+// load), NUL-terminated as cuModuleLoadData wants PTX text.
+absl::StatusOr<std::string> VirtualArchPtx(nvrtcProgram program, const CompileJob& job, const std::string& log) {
+  size_t ptx_size = 0;
+  nvrtcResult rc = nvrtcGetPTXSize(program, &ptx_size);
+  if (rc != NVRTC_SUCCESS || ptx_size <= 1) return NvrtcError(rc, job, "could not return the PTX", log);
+  std::string ptx(ptx_size, '\0');
+  rc = nvrtcGetPTX(program, ptx.data());
+  if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not return the PTX", log);
+  ptx.resize(ptx_size - 1);
+  std::string stripped = DropUnreferencedGlobals(ptx).ptx;
+  stripped.push_back('\0');
+  return stripped;
+}
+
 }  // namespace
 
 absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* pch, const std::atomic<bool>* cancel) {
@@ -262,16 +286,21 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
   size_t cubin_size = 0;
   rc = nvrtcGetCUBINSize(program.get(), &cubin_size);
   if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not return the cubin", log);
-  if (cubin_size == 0) {
-    return WithNvrtcLog(
-        absl::FailedPreconditionError(text::Cat("NVRTC produced no cubin for ", job.program_name,
-                                                ": -arch must name a real GPU (sm_XX), not compute_XX")),
-        log);
+  if (cubin_size == 0 && TargetsVirtualArch(job)) {
+    // -arch=compute_XX: the answer is the PTX, which the driver compiles
+    // for the GPU it is loaded on (cuModuleLoadData takes it as it is).
+    absl::StatusOr<std::string> ptx = VirtualArchPtx(program.get(), job, log);
+    if (!ptx.ok()) return ptx.status();
+    result.cubin = *std::move(ptx);
+  } else if (cubin_size == 0) {
+    return WithNvrtcLog(absl::FailedPreconditionError(text::Cat("NVRTC produced no cubin for ", job.program_name)),
+                        log);
+  } else {
+    result.cubin.resize(cubin_size);
+    rc = nvrtcGetCUBIN(program.get(), result.cubin.data());
+    if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not return the cubin", log);
+    DropDeadGlobals(program.get(), job, result.cubin);
   }
-  result.cubin.resize(cubin_size);
-  rc = nvrtcGetCUBIN(program.get(), result.cubin.data());
-  if (rc != NVRTC_SUCCESS) return NvrtcError(rc, job, "could not return the cubin", log);
-  DropDeadGlobals(program.get(), job, result.cubin);
   result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   result.lowered_names.reserve(job.name_expressions.size());

@@ -1,6 +1,7 @@
 #include "config/command_line.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -9,6 +10,7 @@
 #include "compiler/toolkit_watch.h"
 #include "config/settings.h"
 #include "jitd/base/text.h"
+#include "manifest/manifest.h"
 
 namespace jitd::daemon {
 namespace {
@@ -98,6 +100,7 @@ struct OfflineFlags {
   std::filesystem::path output;
   std::filesystem::path bundle_file;
   std::filesystem::path signing_key_file;
+  std::string fleet_archs;
 };
 
 // What lint and warm compile with: kernels, toolkit, archs, workers.
@@ -111,6 +114,9 @@ void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& ar
   sub.add_option("--arch", flags.archs, arch_help)->type_name("ARCH");
   sub.add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
 }
+
+constexpr char kFleetHelp[] =
+    "The fleet set, as the daemon's --fleet-archs: each arch and the PTX of the lowest, what fleet requests ask for";
 
 void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   CLI::App* lint =
@@ -128,6 +134,7 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
       ->check(ExistingFile())
       ->type_name("FILE");
   AddCompileOptions(*warm, flags, "Arch to warm for (repeatable; default sm_90)");
+  warm->add_option("--fleet-archs", flags.fleet_archs, kFleetHelp)->type_name("LIST");
   warm->footer(
       "Safe while a daemon uses the same cache directory. Example:\n"
       "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
@@ -145,6 +152,7 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
       ->check(ExistingFile())
       ->type_name("FILE");
   AddCompileOptions(*create, flags, "With --all or --manifest: arch to compile for (repeatable; default sm_90)");
+  create->add_option("--fleet-archs", flags.fleet_archs, kFleetHelp)->type_name("LIST");
   create->add_option("-o,--output", flags.output, "Bundle file to write (replaced whole, read-only)")
       ->required()
       ->type_name("FILE");
@@ -178,9 +186,19 @@ int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
   o.bundle_file = flags.bundle_file;
   o.signing_key_file = flags.signing_key_file;
   for (const auto& arch : o.archs) {
-    if (absl::Status s = CheckArch(arch); !s.ok()) {
-      std::cerr << "jitd: --arch " << arch << ": " << s.message() << "\n";
+    if (absl::StatusOr<manifest::ArchName> s = manifest::ParseArchName(arch); !s.ok()) {
+      std::cerr << "jitd: --arch " << arch << ": " << s.status().message() << "\n";
       return kExitUsage;
+    }
+  }
+  if (!flags.fleet_archs.empty()) {
+    absl::StatusOr<std::vector<std::string>> fleet = ParseFleetArchs(flags.fleet_archs);
+    if (!fleet.ok()) {
+      std::cerr << "jitd: --fleet-archs: " << fleet.status().message() << "\n";
+      return kExitUsage;
+    }
+    for (const std::string& arch : manifest::FleetTargets(*fleet)) {
+      if (std::find(o.archs.begin(), o.archs.end(), arch) == o.archs.end()) o.archs.push_back(arch);
     }
   }
   if (command_line->command == CommandLine::Command::kWarm && !o.all && o.manifest.empty()) {

@@ -4,12 +4,16 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "config/settings.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "remote/remote.h"
 #include "security/listen_address.h"
@@ -84,6 +88,19 @@ absl::Status CheckArch(const std::string& arch) {
         text::Cat("'", arch, "' is not a GPU architecture (examples: sm_90, sm_90a, sm_100a)"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ParseFleetArchs(const std::string& list) {
+  std::vector<std::string> archs;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    const std::string arch(absl::StripAsciiWhitespace(part));
+    JITD_RETURN_IF_ERROR(CheckArch(arch));
+    if (std::find(archs.begin(), archs.end(), arch) != archs.end()) {
+      return absl::InvalidArgumentError(text::Cat("names ", arch, " twice"));
+    }
+    archs.push_back(arch);
+  }
+  return archs;
 }
 
 absl::Status CheckRemoteUrl(const std::string& url) { return cache::ParseRemoteUrl(url).status(); }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace jitd::daemon {
 
@@ -29,6 +30,7 @@ struct ConfigLayer {
   std::optional<uint64_t> max_cache_bytes;
   std::optional<uint32_t> workers;
   std::optional<std::string> arch;
+  std::optional<std::vector<std::string>> fleet_archs;
   std::optional<std::string> remote;
   std::optional<std::filesystem::path> remote_password_file;
   std::optional<std::filesystem::path> remote_tls_ca;
@@ -74,6 +76,9 @@ struct DaemonConfig {
   uint32_t workers = 1;
   // Architecture for requests that name none.
   std::string arch;
+  // The fleet's archs (sm_ only), in the order given; empty = no fleet
+  // set. Fleet requests get a fatbin of them plus the lowest's PTX.
+  std::vector<std::string> fleet_archs;
   // Shared remote tier ("redis://HOST:PORT/DB", "rediss://..." or
   // "unix://PATH"); empty = none. See jitd_remote's remote.h.
   std::string remote;
@@ -186,14 +191,16 @@ DaemonConfig ResolveConfig(const ConfigLayer& file, const ConfigLayer& flags);
 // so both accept exactly the same things. INVALID_ARGUMENT with a message
 // that does not name the source: callers prefix the flag or file:line:key.
 absl::Status CheckListenAddress(const std::string& address);
-absl::Status CheckArch(const std::string& arch);              // sm_NN[N][a|f]
-absl::Status CheckGroupName(const std::string& group);        // an existing group's name
-absl::Status CheckRemoteUrl(const std::string& url);          // remote.h's ParseRemoteUrl
-absl::Status CheckRemoteTimeout(int64_t milliseconds);        // 10..60000
-absl::Status CheckRemoteMaxValueBytes(uint64_t bytes);        // 1M..4G
-absl::Status CheckMetricsListen(const std::string& address);  // HOST:PORT
-absl::Status CheckWorkers(int64_t workers);                   // 1..1024
-absl::Status CheckMaxQueue(int64_t max_queue);                // 1..1000000
-absl::Status CheckNegativeTtl(int64_t seconds);               // 0..86400 (0 = off)
+absl::Status CheckArch(const std::string& arch);
+// "sm_90a,sm_100a,sm_120": each a CheckArch arch, none twice, at least one.
+absl::StatusOr<std::vector<std::string>> ParseFleetArchs(const std::string& list);  // sm_NN[N][a|f]
+absl::Status CheckGroupName(const std::string& group);                              // an existing group's name
+absl::Status CheckRemoteUrl(const std::string& url);                                // remote.h's ParseRemoteUrl
+absl::Status CheckRemoteTimeout(int64_t milliseconds);                              // 10..60000
+absl::Status CheckRemoteMaxValueBytes(uint64_t bytes);                              // 1M..4G
+absl::Status CheckMetricsListen(const std::string& address);                        // HOST:PORT
+absl::Status CheckWorkers(int64_t workers);                                         // 1..1024
+absl::Status CheckMaxQueue(int64_t max_queue);                                      // 1..1000000
+absl::Status CheckNegativeTtl(int64_t seconds);                                     // 0..86400 (0 = off)
 
 }  // namespace jitd::daemon

@@ -211,6 +211,12 @@ void AddWhereRows(std::vector<Setting>& rows) {
         .example = "8"},
       &ConfigLayer::workers, &DaemonConfig::workers, [] { return std::max(1u, std::thread::hardware_concurrency()); },
       CheckWorkers));
+}
+
+// What requests compile for.
+void AddArchRows(std::vector<Setting>& rows) {
+  using S = Setting;
+  using K = SettingKind;
   rows.push_back(TextRow(S{.key = "arch",
                            .flag = "--arch",
                            .kind = K::kText,
@@ -218,6 +224,17 @@ void AddWhereRows(std::vector<Setting>& rows) {
                            .help = text::Cat("Arch for requests that name none (default: ", kDefaultArch, ")"),
                            .example = "sm_90a"},
                          &ConfigLayer::arch, &DaemonConfig::arch, std::string(kDefaultArch), CheckArch));
+  rows.push_back(Bind<std::vector<std::string>, std::vector<std::string>>(
+      S{.key = "fleet_archs",
+        .flag = "--fleet-archs",
+        .kind = K::kText,
+        .value_name = "LIST",
+        .help = "The fleet's GPU archs, comma-separated: a fleet request gets a fatbin of SASS for each plus the PTX "
+                "of the lowest; requests for other archs are counted as misses (default: none)",
+        .example = "sm_90a,sm_100a,sm_120"},
+      &ConfigLayer::fleet_archs, &DaemonConfig::fleet_archs,
+      [](const Texts& texts, const fs::path&) { return ParseFleetArchs(One(texts)); },
+      Or<std::vector<std::string>>(std::vector<std::string>{})));
 }
 
 // The shared tier behind the local cache.
@@ -489,6 +506,7 @@ void AddGuardRows(std::vector<Setting>& rows) {
 std::vector<Setting> MakeSettings() {
   std::vector<Setting> rows;
   AddWhereRows(rows);
+  AddArchRows(rows);
   AddRemoteRows(rows);
   AddBundleRows(rows);
   AddServingRows(rows);

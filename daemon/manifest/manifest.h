@@ -141,11 +141,20 @@ struct Toolchain {
 struct ArchName {
   int number = 0;
   char suffix = 0;  // 0, 'a' or 'f'
+  // compute_XX: a virtual architecture. A compile for it yields PTX (which
+  // the driver JIT-compiles for the GPU it loads on), not a cubin.
+  bool virtual_arch = false;
 };
-// The spelling alone (sm_XX, sm_XXa, sm_XXf; no leading zero), whatever the
-// toolchain supports: for filters over entries of any toolchain.
+// The spelling alone (sm_XX, sm_XXa, sm_XXf, or compute_ with the same
+// numbers for PTX; no leading zero), whatever the toolchain supports: for
+// filters over entries of any toolchain.
 // INVALID_ARGUMENT saying what is wrong and how to write it.
 absl::StatusOr<ArchName> ParseArchName(std::string_view arch);
+
+// What a fleet fatbin holds for the fleet archs `archs` (sm_ ones): each of
+// them, then the PTX of the lowest by number (compute_N without an 'a' or
+// 'f' suffix, so that it runs on every later GPU). Empty for none.
+std::vector<std::string> FleetTargets(const std::vector<std::string>& archs);
 
 // Checks an arch name ("sm_90", "sm_90a", "sm_100f") against the toolchain.
 // INVALID_ARGUMENT lists what is supported.

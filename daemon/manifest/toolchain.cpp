@@ -66,9 +66,16 @@ absl::StatusOr<ArchName> ParseArchSpelling(std::string_view arch, std::string_vi
   if (arch.size() > 16) {
     return absl::InvalidArgumentError(Cat("arch name of ", arch.size(), " characters is not an arch"));
   }
-  if (arch.substr(0, 3) != "sm_") return bad("is not of the form sm_XX, sm_XXa or sm_XXf");
-  std::string_view rest = arch.substr(3);
   ArchName name;
+  std::string_view rest;
+  if (arch.substr(0, 3) == "sm_") {
+    rest = arch.substr(3);
+  } else if (arch.substr(0, 8) == "compute_") {
+    rest = arch.substr(8);
+    name.virtual_arch = true;
+  } else {
+    return bad("is not of the form sm_XX, sm_XXa or sm_XXf (or compute_XX for PTX)");
+  }
   if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
     name.suffix = rest.back();
     rest.remove_suffix(1);
@@ -79,7 +86,9 @@ absl::StatusOr<ArchName> ParseArchSpelling(std::string_view arch, std::string_vi
   }
   // sm_090 would pass as 90 here and reach NVRTC as "sm_090", which it
   // rejects (then remembered as the kernel's failure): one spelling only.
-  if (rest.front() == '0') return bad(Cat("has a leading zero (write sm_", name.number, ")"));
+  if (rest.front() == '0') {
+    return bad(Cat("has a leading zero (write ", name.virtual_arch ? "compute_" : "sm_", name.number, ")"));
+  }
   if (name.number < 10) return bad("has one digit; an arch has two or three (sm_90, sm_100)");
   return name;
 }
@@ -87,7 +96,19 @@ absl::StatusOr<ArchName> ParseArchSpelling(std::string_view arch, std::string_vi
 }  // namespace
 
 absl::StatusOr<ArchName> ParseArchName(std::string_view arch) {
-  return ParseArchSpelling(arch, " (write sm_90, sm_90a or sm_100f)");
+  return ParseArchSpelling(arch, " (write sm_90, sm_90a or sm_100f; compute_90 for PTX)");
+}
+
+std::vector<std::string> FleetTargets(const std::vector<std::string>& archs) {
+  if (archs.empty()) return {};
+  std::vector<std::string> targets = archs;
+  int lowest = 0;
+  for (const std::string& arch : archs) {
+    absl::StatusOr<ArchName> name = ParseArchName(arch);
+    if (name.ok() && (lowest == 0 || name->number < lowest)) lowest = name->number;
+  }
+  if (lowest != 0) targets.push_back(Cat("compute_", lowest));
+  return targets;
 }
 
 absl::Status ValidateArch(std::string_view arch, const Toolchain& t) {

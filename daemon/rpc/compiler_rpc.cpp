@@ -55,18 +55,6 @@ serving::CallContext CallContextOf(grpc::ServerContext& context, compiler::Prior
   return call;
 }
 
-manifest::KernelRequest ToKernelRequest(const std::string& kernel,
-                                        const google::protobuf::Map<std::string, std::string>& params,
-                                        const std::string& arch,
-                                        const google::protobuf::RepeatedPtrField<std::string>& options) {
-  manifest::KernelRequest request;
-  request.kernel = kernel;
-  request.params.insert(params.begin(), params.end());
-  request.arch = arch;
-  request.options.assign(options.begin(), options.end());
-  return request;
-}
-
 absl::StatusOr<serving::Mode> ModeOf(v1::GetKernelRequest::Mode mode) {
   switch (mode) {
     case v1::GetKernelRequest::COMPILE:
@@ -80,24 +68,6 @@ absl::StatusOr<serving::Mode> ModeOf(v1::GetKernelRequest::Mode mode) {
   }
   return absl::InvalidArgumentError(
       Cat("unknown mode ", static_cast<int>(mode), " (COMPILE = 0, CACHED_ONLY = 1, PREFETCH = 2)"));
-}
-
-v1::GetKernelResponse::Source SourceOf(serving::Origin origin) {
-  switch (origin) {
-    case serving::Origin::kMemory:
-      return v1::GetKernelResponse::MEMORY;
-    case serving::Origin::kDisk:
-      return v1::GetKernelResponse::DISK;
-    case serving::Origin::kRemote:
-      return v1::GetKernelResponse::REMOTE;
-    case serving::Origin::kCompiled:
-      return v1::GetKernelResponse::COMPILED;
-    case serving::Origin::kNone:
-      return v1::GetKernelResponse::NONE;
-    case serving::Origin::kBundle:
-      return v1::GetKernelResponse::BUNDLE;
-  }
-  return v1::GetKernelResponse::SOURCE_UNSPECIFIED;
 }
 
 void FillResponse(const serving::KernelAnswer& answer, bool by_path, v1::GetKernelResponse* response) {
@@ -137,8 +107,13 @@ void FillResponse(const serving::KernelAnswer& answer, bool by_path, v1::GetKern
 // items in memory. Its size is capped before anything is expanded.
 class WarmPlan {
  public:
-  static absl::StatusOr<WarmPlan> Make(const v1::WarmRequest& request, const manifest::Resolver& resolver) {
+  static absl::StatusOr<WarmPlan> Make(const v1::WarmRequest& request, const manifest::Resolver& resolver,
+                                       const std::vector<std::string>& fleet_targets) {
     WarmPlan plan;
+    if (request.fleet() && fleet_targets.empty()) {
+      return absl::FailedPreconditionError(
+          "this daemon has no fleet set to warm: start it with --fleet-archs, or name the archs");
+    }
     if (static_cast<size_t>(request.archs_size()) > kMaxWarmArchs) {
       return absl::InvalidArgumentError(Cat("a Warm call names at most ", kMaxWarmArchs, " archs; this one names ",
                                             request.archs_size(), " (NVRTC ", resolver.toolchain().nvrtc_version,
@@ -147,6 +122,10 @@ class WarmPlan {
     for (const std::string& arch : request.archs()) {
       JITD_RETURN_IF_ERROR(manifest::ValidateArch(arch, resolver.toolchain()));
       // Once each: sm_90 twice is one compile, not two items.
+      if (std::find(plan.archs_.begin(), plan.archs_.end(), arch) == plan.archs_.end()) plan.archs_.push_back(arch);
+    }
+    // The fleet's: each of its archs and the PTX of the lowest.
+    for (const std::string& arch : request.fleet() ? fleet_targets : std::vector<std::string>{}) {
       if (std::find(plan.archs_.begin(), plan.archs_.end(), arch) == plan.archs_.end()) plan.archs_.push_back(arch);
     }
     if (plan.archs_.empty()) plan.archs_.push_back(resolver.default_arch());
@@ -225,6 +204,36 @@ std::string NameExpressionTemplate(const manifest::KernelDef& kernel) {
 
 }  // namespace
 
+manifest::KernelRequest ToKernelRequest(const std::string& kernel,
+                                        const google::protobuf::Map<std::string, std::string>& params,
+                                        const std::string& arch,
+                                        const google::protobuf::RepeatedPtrField<std::string>& options) {
+  manifest::KernelRequest request;
+  request.kernel = kernel;
+  request.params.insert(params.begin(), params.end());
+  request.arch = arch;
+  request.options.assign(options.begin(), options.end());
+  return request;
+}
+
+v1::GetKernelResponse::Source SourceOf(serving::Origin origin) {
+  switch (origin) {
+    case serving::Origin::kMemory:
+      return v1::GetKernelResponse::MEMORY;
+    case serving::Origin::kDisk:
+      return v1::GetKernelResponse::DISK;
+    case serving::Origin::kRemote:
+      return v1::GetKernelResponse::REMOTE;
+    case serving::Origin::kCompiled:
+      return v1::GetKernelResponse::COMPILED;
+    case serving::Origin::kNone:
+      return v1::GetKernelResponse::NONE;
+    case serving::Origin::kBundle:
+      return v1::GetKernelResponse::BUNDLE;
+  }
+  return v1::GetKernelResponse::SOURCE_UNSPECIFIED;
+}
+
 CompilerRpc::CompilerRpc(serving::KernelService& service, InFlightCalls& calls, Options options)
     : service_(service), calls_(calls), options_(options), peers_(options.max_calls_per_peer) {}
 
@@ -252,6 +261,10 @@ grpc::Status CompilerRpc::GetKernelCounted(grpc::ServerContext* context, const v
     return ToGrpcStatus(absl::InvalidArgumentError(
         Cat("unknown delivery ", static_cast<int>(request->delivery()), " (BYTES = 0, PATH = 1)")));
   }
+  if (request->archs_size() > 0 || request->fleet()) {
+    return GetFatbin(*request, *mode, CallContextOf(*context, compiler::Priority::kLive, PeerOf(*context)), response,
+                     origin);
+  }
   const manifest::KernelRequest kernel_request =
       ToKernelRequest(request->kernel(), request->params(), request->arch(), request->options());
   absl::StatusOr<serving::KernelAnswer> answer =
@@ -278,6 +291,8 @@ v1::LocalAnswer CompilerRpc::AnswerLocal(const v1::GetKernelRequest& request, co
   if (request.mode() != v1::GetKernelRequest::CACHED_ONLY) {
     status = absl::InvalidArgumentError(
         "the local path answers CACHED_ONLY requests only; ask for a compile over gRPC (jitd.v1.Compiler/GetKernel)");
+  } else if (request.archs_size() > 0 || request.fleet()) {
+    status = absl::NotFoundError("the local path answers one arch at a time; ask for a fatbin over gRPC");
   } else if (request.delivery() != v1::GetKernelRequest::BYTES && request.delivery() != v1::GetKernelRequest::PATH) {
     status = absl::InvalidArgumentError(
         Cat("unknown delivery ", static_cast<int>(request.delivery()), " (BYTES = 0, PATH = 1)"));
@@ -314,7 +329,7 @@ grpc::Status CompilerRpc::Warm(grpc::ServerContext* context, const v1::WarmReque
   if (absl::Status admitted = peers_.Acquire(PeerOf(*context), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
   const auto started = Steady::now();
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
-  absl::StatusOr<WarmPlan> plan = WarmPlan::Make(*request, *resolver);
+  absl::StatusOr<WarmPlan> plan = WarmPlan::Make(*request, *resolver, service_.fleet_targets());
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   const size_t total = plan->size();
   const size_t asked = request->concurrency() > 0 ? request->concurrency() : options_.workers;

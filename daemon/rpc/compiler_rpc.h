@@ -28,6 +28,12 @@
 
 namespace jitd::daemon {
 
+manifest::KernelRequest ToKernelRequest(const std::string& kernel,
+                                        const google::protobuf::Map<std::string, std::string>& params,
+                                        const std::string& arch,
+                                        const google::protobuf::RepeatedPtrField<std::string>& options);
+v1::GetKernelResponse::Source SourceOf(serving::Origin origin);
+
 class CompilerRpc final : public v1::Compiler::Service {
  public:
   struct Options {
@@ -71,6 +77,14 @@ class CompilerRpc final : public v1::Compiler::Service {
 
   grpc::Status GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                 v1::GetKernelResponse* response, serving::Origin* origin);
+  // GetKernel with `archs` or `fleet` (fatbin_rpc.cpp): one fatbin of every
+  // arch asked, each part answered or compiled on its own.
+  grpc::Status GetFatbin(const v1::GetKernelRequest& request, serving::Mode mode, const serving::CallContext& call,
+                         v1::GetKernelResponse* response, serving::Origin* origin);
+  // Every part of a fatbin, in the order of `targets`; compiles side by side.
+  std::vector<absl::StatusOr<serving::KernelAnswer>> GetParts(const manifest::KernelRequest& base,
+                                                              const std::vector<std::string>& targets,
+                                                              serving::Mode mode, const serving::CallContext& call);
   std::string PeerOf(const grpc::ServerContext& context) const;
 };
 

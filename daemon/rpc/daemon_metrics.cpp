@@ -30,6 +30,14 @@ void EmitBundles(Emitter& e, const std::vector<const cache::Bundle*>& bundles, c
             static_cast<double>(k.bundle_corrupt));
 }
 
+// Requests for archs outside the fleet set; nothing without a fleet set.
+void EmitArchMisses(Emitter& e, const serving::KernelService::Stats& k) {
+  for (const auto& [arch, misses] : k.arch_misses) {
+    e.Counter("jitd_arch_misses_total", "Requests for an arch outside the fleet set (--fleet-archs), by arch.",
+              static_cast<double>(misses), {{"arch", arch}});
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create() {
@@ -145,6 +153,7 @@ void DaemonMetrics::Collect(Sources s) {
               static_cast<double>(k.abandoned));
 
     EmitBundles(e, s.service->bundles(), k);
+    EmitArchMisses(e, k);
 
     const compiler::WorkerPool::Statistics p = s.pool->Stats();
     e.Gauge("jitd_compile_queue_depth", "Compiles waiting for a worker now.", static_cast<double>(p.queue_depth));

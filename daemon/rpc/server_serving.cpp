@@ -125,7 +125,13 @@ absl::Status Server::Impl::StartServing() {
   stack = *std::move(started);
 
   JITD_RETURN_IF_ERROR(OpenRemote());
+  for (const std::string& arch : config.fleet_archs) {
+    if (absl::Status valid = manifest::ValidateArch(arch, toolchain); !valid.ok()) {
+      return absl::InvalidArgumentError(Cat("--fleet-archs: ", valid.message()));
+    }
+  }
   serving::KernelService::Options options;
+  options.fleet_archs = config.fleet_archs;
   options.hot_cache_bytes = config.hot_cache_bytes;
   options.negative_ttl = config.negative_ttl;
   options.max_queue = config.max_queue;

@@ -42,6 +42,8 @@ void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* resp
   response->set_remote_takeovers(s.remote_takeovers);
   response->set_remote_failures_shared(s.remote_failures_shared);
   response->set_remote_hits(s.remote_hits);
+  for (const std::string& target : sources.service->fleet_targets()) response->add_fleet_targets(target);
+  for (const auto& [arch, misses] : s.arch_misses) (*response->mutable_arch_misses())[arch] = misses;
   response->set_bundle_hits(s.bundle_hits);
   response->set_bundle_corrupt(s.bundle_corrupt);
   for (const cache::Bundle* bundle : sources.service->bundles()) {

@@ -63,6 +63,7 @@ KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver,
       disk_(cache),
       flights_(FlightTable::Options{options.negative_ttl, options.negative_entries, options.poll_interval}),
       resolver_(std::move(resolver)),
+      fleet_targets_(manifest::FleetTargets(options.fleet_archs)),
       executor_(options.executor_threads) {
   std::vector<Tier*> tiers = {&memory_, &disk_};
   if (!bundles.empty()) {
@@ -76,6 +77,14 @@ KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver,
     tiers.push_back(&*shared_);
   }
   tiers_ = std::make_unique<TierStack>(std::move(tiers));
+}
+
+void KernelService::NoteArch(const std::string& arch) {
+  if (fleet_targets_.empty() || std::find(fleet_targets_.begin(), fleet_targets_.end(), arch) != fleet_targets_.end()) {
+    return;
+  }
+  std::lock_guard lock(arch_misses_mu_);
+  ++arch_misses_[arch];
 }
 
 void KernelService::CountLocalHit(Origin origin) {
@@ -128,6 +137,10 @@ KernelService::Stats KernelService::stats() const {
   s.remote_hits = get(c.remote_hits);
   s.bundle_hits = bundled_.has_value() ? bundled_->hits() : 0;
   s.bundle_corrupt = bundled_.has_value() ? bundled_->corrupt() : 0;
+  {
+    std::lock_guard lock(arch_misses_mu_);
+    s.arch_misses = arch_misses_;
+  }
   s.remote_waits = get(c.remote_waits);
   s.remote_takeovers = get(c.remote_takeovers);
   s.remote_failures_shared = get(c.remote_failures_shared);
@@ -147,6 +160,7 @@ std::optional<KernelAnswer> KernelService::Find(const manifest::KernelRequest& r
   std::optional<TierStack::Hit> hit = tiers_->Lookup(resolved->key, kMemoryLevel, local_tiers_);
   if (!hit.has_value()) return std::nullopt;
   Bump(counters_.requests);
+  NoteArch(resolved->arch);
   CountLocalHit(hit->origin);
   KernelAnswer answer;
   answer.key = resolved->key;
@@ -167,6 +181,7 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
     begun.now = resolved.status();
     return begun;
   }
+  NoteArch(resolved->arch);
   KernelAnswer& answer = begun.answer;
   answer.key = resolved->key;
   answer.kernel = resolved->kernel;

@@ -118,6 +118,9 @@ class KernelService {
     // remote tier): "ok", "failed" (NVRTC rejected the program) or "error",
     // and its wall time, queueing included. For metrics; must be cheap.
     std::function<void(std::string_view result, std::chrono::duration<double> wall)> on_compile;
+    // The fleet's archs (--fleet-archs, sm_ only; empty = no fleet set): a
+    // request for any other arch is served and counted (arch_misses).
+    std::vector<std::string> fleet_archs;
   };
 
   struct Stats {
@@ -130,13 +133,15 @@ class KernelService {
     uint64_t joined = 0;            // requests that waited on another's compile
     uint64_t negative_hits = 0;
     uint64_t cached_only_misses = 0;
-    uint64_t prefetches = 0;        // PREFETCH requests that started a compile
-    uint64_t abandoned = 0;         // requests that gave up waiting
-    uint64_t store_failures = 0;    // compiled but not stored on disk
-    uint64_t in_flight = 0;         // compiles running or queued now
-    uint64_t remote_hits = 0;       // requests answered by the remote tier (flights and CACHED_ONLY)
-    uint64_t bundle_hits = 0;       // requests answered by a mounted bundle
-    uint64_t bundle_corrupt = 0;    // bundle entries that no longer verified (served from elsewhere)
+    uint64_t prefetches = 0;      // PREFETCH requests that started a compile
+    uint64_t abandoned = 0;       // requests that gave up waiting
+    uint64_t store_failures = 0;  // compiled but not stored on disk
+    uint64_t in_flight = 0;       // compiles running or queued now
+    uint64_t remote_hits = 0;     // requests answered by the remote tier (flights and CACHED_ONLY)
+    uint64_t bundle_hits = 0;     // requests answered by a mounted bundle
+    uint64_t bundle_corrupt = 0;  // bundle entries that no longer verified (served from elsewhere)
+    // Requests for an arch outside the fleet set, by arch (empty without one).
+    std::map<std::string, uint64_t> arch_misses;
     uint64_t remote_waits = 0;      // flights that waited on another daemon's lease
     uint64_t remote_takeovers = 0;  // ... and then compiled it here: the lease lapsed or was released without a cubin
     uint64_t remote_failures_shared = 0;  // flights answered with another daemon's compile failure
@@ -198,6 +203,9 @@ class KernelService {
   Stats stats() const;
   // The bundles mounted below the disk, in the order asked (none: empty).
   std::vector<const cache::Bundle*> bundles() const;
+  // What a fleet request's fatbin holds: each fleet arch, then the PTX
+  // (compute_N) of the lowest; empty without a fleet set.
+  const std::vector<std::string>& fleet_targets() const { return fleet_targets_; }
 
  private:
   struct FlightWork;  // a led flight's state between its steps
@@ -249,6 +257,8 @@ class KernelService {
   cache::RemoteTier* const remote_;
 
   void CountLocalHit(Origin origin);
+  // Counts `arch` in arch_misses when there is a fleet set it is not in.
+  void NoteArch(const std::string& arch);
 
   // The tiers, fastest first; the bundles only when mounted, the remote
   // one only with a remote tier.
@@ -265,6 +275,9 @@ class KernelService {
   std::shared_ptr<const manifest::Resolver> resolver_;  // guarded by resolver_mu_
 
   Counters counters_;
+  const std::vector<std::string> fleet_targets_;
+  mutable std::mutex arch_misses_mu_;
+  std::map<std::string, uint64_t> arch_misses_;  // guarded by arch_misses_mu_
   // Flights led and not yet finished; the destructor waits for none.
   std::mutex active_mu_;
   std::condition_variable active_cv_;

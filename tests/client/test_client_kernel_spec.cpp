@@ -42,6 +42,20 @@ TEST(CanonicalSpec, EveryFieldTellsSpecsApart) {
   }
 }
 
+TEST(CanonicalSpec, AFatbinOfArchsOrTheFleetSetIsNoSingleArch) {
+  const KernelSpec archs{.kernel = "k", .archs = {"sm_80", "compute_80"}};
+  EXPECT_EQ(CanonicalSpec(archs), "k{}@%sm_80,compute_80");
+  const KernelSpec fleet{.kernel = "k", .fleet = true};
+  EXPECT_EQ(CanonicalSpec(fleet), "k{}@%%fleet");
+  // Neither is what any single arch, escaped, can spell.
+  const KernelSpec lookalike{.kernel = "k", .arch = "%fleet"};
+  EXPECT_EQ(CanonicalSpec(lookalike), "k{}@%25fleet");
+  const KernelSpec one{.kernel = "k", .archs = {"sm_80"}};
+  EXPECT_NE(CanonicalSpec(one), CanonicalSpec({.kernel = "k", .arch = "sm_80"}));
+  const KernelSpec reordered{.kernel = "k", .archs = {"compute_80", "sm_80"}};
+  EXPECT_NE(CanonicalSpec(archs), CanonicalSpec(reordered)) << "the fatbin's order is the request's";
+}
+
 TEST(CanonicalSpec, PunctuationInsideValuesCannotForgeAnotherSpec) {
   // Without escaping, both would read "k{a=1,b=2}@sm_90".
   const KernelSpec one_param{"k", {{"a", "1,b=2"}}, "sm_90", {}};

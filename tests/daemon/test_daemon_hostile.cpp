@@ -127,7 +127,7 @@ std::vector<Case> Cases() {
        }()),
        C::INVALID_ARGUMENT, "option"},
       {"arch sm_9999", Get(WithArch("sm_9999")), C::INVALID_ARGUMENT, "sm_90"},
-      {"arch compute_90", Get(WithArch("compute_90")), C::INVALID_ARGUMENT, "sm_XX"},
+      {"arch ptx_90", Get(WithArch("ptx_90")), C::INVALID_ARGUMENT, "sm_XX"},
       {"arch with a shell command", Get(WithArch("sm_90; rm -rf /")), C::INVALID_ARGUMENT, "arch"},
       {"arch sm_090 (a leading zero NVRTC would reject)", Get(WithArch("sm_090")), C::INVALID_ARGUMENT,
        "leading zero (write sm_90)"},

@@ -168,3 +168,26 @@ def test_specs_are_canonical_like_the_cpp_clients():
     # str(): the same spelling unescaped, as the daemon's messages write it.
     assert str(spec) == "k.x{a=1,b=2}@sm_90[-DX=1,-lineinfo]" and repr(spec) == f"KernelSpec({spec})"
     assert str(jitd.KernelSpec("small.scale")) == "small.scale{}"
+
+
+def test_several_archs_come_as_one_fatbin_and_the_fleet_set_by_name(make_daemon):
+    daemon = make_daemon(args=["--fleet-archs", "sm_90,sm_100"])
+    client = daemon.client()
+    fat = client.get_kernel("small.fill", archs=["sm_80", 100, "compute_80"], dtype="fp32")
+    assert fat.fatbin_archs == ("sm_80", "sm_100", "compute_80")
+    assert fat.arch == "sm_80+sm_100+compute_80" and fat.origin == "compiled"
+    assert fat.cubin[:4] == b"\x50\xed\x55\xba"  # the fatbin magic, little-endian
+    assert fat.symbols == {FILL: fat.lowered_name()}
+    ptx = client.get_kernel("small.fill", "compute_80", dtype="fp32")
+    assert ptx.cubin.endswith(b"\0") and b".target sm_80" in ptx.cubin and ptx.fatbin_archs == ()
+    fleet = client.get_kernel("small.fill", fleet=True, dtype="fp32")
+    assert fleet.fatbin_archs == ("sm_90", "sm_100", "compute_90")
+    spec = jitd.KernelSpec.of("small.fill", archs=["sm_80", "compute_80"], dtype="fp32")
+    assert spec.canonical() == "small.fill{dtype=fp32}@%sm_80,compute_80"
+    assert jitd.KernelSpec.of("small.fill", fleet=True).canonical() == "small.fill{}@%%fleet"
+    assert str(spec) == "small.fill{dtype=fp32}@sm_80+compute_80"
+    with pytest.raises(ValueError, match="not both"):
+        jitd.KernelSpec.of("small.fill", "sm_90", archs=["sm_80"])
+    with pytest.raises(ValueError, match="fleet set"):
+        jitd.KernelSpec.of("small.fill", "sm_90", fleet=True)
+    assert client.stats().fleet_targets == ("sm_90", "sm_100", "compute_90")

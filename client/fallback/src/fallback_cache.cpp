@@ -62,6 +62,10 @@ class FallbackCache final : public KernelFallback {
       return absl::FailedPreconditionError(
           Cat(where, " answers requests without extra options only; ", what, " has ", text::Join(spec.options, " ")));
     }
+    if (spec.fleet || !spec.archs.empty()) {
+      return absl::FailedPreconditionError(
+          Cat(where, " holds cubins, one arch each; a fatbin (archs, fleet) is made by the daemon only"));
+    }
     absl::StatusOr<std::vector<Row>> rows = Rows(spec.kernel, params, spec.arch);
     if (!rows.ok()) {
       const absl::StatusCode code =

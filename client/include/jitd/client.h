@@ -117,11 +117,20 @@ struct KernelSpec {
   std::string arch{};
   // Extra NVRTC options from the daemon's allow-list ("-lineinfo").
   std::vector<std::string> options{};
+  // Several archs in one image: the answer is a fatbin holding a cubin for
+  // each sm_ arch and the PTX of each compute_ arch listed (arch must then
+  // be empty). GetKernel() loads it as it loads a cubin: the driver picks
+  // the SASS for the GPU, else JIT-compiles the PTX.
+  std::vector<std::string> archs{};
+  // The daemon's fleet set (its --fleet-archs): a fatbin of each fleet arch
+  // plus the PTX of the lowest. Not with arch or archs.
+  bool fleet = false;
 };
 
 // The identity of a spec, as the memo keys it: kernel, params (sorted), arch
 // and options (sorted, duplicates dropped, as the daemon treats them), in
-// the form "kernel{k=v,k=v}@arch[opt,opt]" ("[...]" only with options).
+// the form "kernel{k=v,k=v}@arch[opt,opt]" ("[...]" only with options;
+// "@%a,b" for archs, "@%%fleet" for the fleet set).
 // Specs the daemon answers alike map to one string and any two others to
 // different strings: the characters the form uses as punctuation
 // ("%,=@[]{}") are written as %XX inside names and values.
@@ -135,8 +144,12 @@ struct KernelBinary {
   std::string cubin;
   // Every entry point: name expression -> lowered (mangled) name.
   std::vector<KernelSymbol> symbols;
-  // The architecture it was compiled for.
+  // The architecture it was compiled for ("sm_80+sm_100+compute_80" for
+  // a fatbin).
   std::string arch;
+  // For a fatbin (KernelSpec::archs or fleet): what it holds, in order;
+  // `cubin` is then the fatbin.
+  std::vector<std::string> fatbin_archs;
   // MEMORY, DISK, BUNDLE, REMOTE or COMPILED as the daemon answered; FALLBACK when
   // read from ClientOptions::fallback_cache_dir; NONE for a PREFETCH miss.
   v1::GetKernelResponse::Source source = v1::GetKernelResponse::SOURCE_UNSPECIFIED;

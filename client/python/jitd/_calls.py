@@ -174,7 +174,7 @@ class Settings:
         return (("authorization", f"Bearer {token}"),) if token else ()
 
     def _with_default_arch(self, spec: KernelSpec) -> KernelSpec:
-        if spec.arch:
+        if spec.arch or spec.archs or spec.fleet:
             return spec
         arch = self._arch
         if not arch:
@@ -240,7 +240,8 @@ def attempt_timeout(deadline: Optional[float]) -> Optional[float]:
 def get_kernel_request(spec: KernelSpec, mode: Mode) -> Any:
     return compiler_pb2.GetKernelRequest(kernel=spec.kernel, params=dict(spec.params), arch=spec.arch,
                                          options=list(spec.options), mode=_MODES[mode],
-                                         delivery=compiler_pb2.GetKernelRequest.BYTES)
+                                         delivery=compiler_pb2.GetKernelRequest.BYTES, archs=list(spec.archs),
+                                         fleet=spec.fleet)
 
 
 def kernel_result(spec: KernelSpec, response: Any) -> tuple[KernelResult, bool]:
@@ -252,7 +253,7 @@ def kernel_result(spec: KernelSpec, response: Any) -> tuple[KernelResult, bool]:
         symbols={symbol.name_expression: symbol.lowered_name for symbol in response.symbols},
         origin=_ORIGINS.get(response.source, "unspecified"),  # type: ignore[arg-type]
         compile_ms=response.compile_ms, log=response.log, nvrtc_version=response.nvrtc_version,
-        served_us=response.served_us)
+        served_us=response.served_us, fatbin_archs=tuple(response.fatbin_archs))
     return result, result.origin != "none"
 
 
@@ -319,6 +320,8 @@ def stats(response: Any) -> Stats:
     fields = {name: getattr(response, name) for name in Stats.__dataclass_fields__}
     fields["bundles"] = tuple(MountedBundle(path=b.path, entries=b.entries, bytes=b.bytes, seal=b.seal,
                                             seal_hex=b.seal_hex) for b in response.bundles)
+    fields["fleet_targets"] = tuple(response.fleet_targets)
+    fields["arch_misses"] = dict(response.arch_misses)
     return Stats(**fields)
 
 

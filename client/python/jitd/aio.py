@@ -149,10 +149,11 @@ class Client(_calls.Settings):
 
     async def get_kernel(self, kernel: str, arch: Optional[str] = None, *, params: Optional[ParamsLike] = None,
                          mode: Union[Mode, str] = Mode.COMPILE, options: Sequence[str] = (),
-                         timeout: Optional[float] = None, **more_params: ParamValue) -> KernelResult:
+                         timeout: Optional[float] = None, archs: Sequence[Any] = (), fleet: bool = False,
+                   **more_params: ParamValue) -> KernelResult:
         """:meth:`jitd.Client.get_kernel`: the cubin of one instantiation,
         compiled by the daemon on a miss (``mode="compile"``, the default)."""
-        spec = KernelSpec.of(kernel, arch, options=options, params=params, **more_params)
+        spec = KernelSpec.of(kernel, arch, options=options, params=params, archs=archs, fleet=fleet, **more_params)
         return await self.get(spec, mode=mode, timeout=timeout)
 
     async def get(self, spec: KernelSpec, *, mode: Union[Mode, str] = Mode.COMPILE,

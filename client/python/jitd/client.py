@@ -195,7 +195,8 @@ class Client(_calls.Settings):
 
     def get_kernel(self, kernel: str, arch: Optional[str] = None, *, params: Optional[ParamsLike] = None,
                    mode: Union[Mode, str] = Mode.COMPILE, options: Sequence[str] = (),
-                   timeout: Optional[float] = None, **more_params: ParamValue) -> KernelResult:
+                   timeout: Optional[float] = None, archs: Sequence[Any] = (), fleet: bool = False,
+                   **more_params: ParamValue) -> KernelResult:
         """The cubin of one kernel instantiation, compiled by the daemon on a
         miss (``mode="compile"``, the default).
 
@@ -207,7 +208,11 @@ class Client(_calls.Settings):
         Params are keywords (values: str, int, bool, or a torch/numpy dtype);
         ``params=`` takes a mapping for names that are not identifiers or
         clash with these arguments. ``options`` are extra NVRTC options from
-        the daemon's allow-list (``["-lineinfo"]``).
+        the daemon's allow-list (``["-lineinfo"]``). ``archs=["sm_80",
+        "sm_100", "compute_80"]`` asks for one fatbin of them (SASS for each
+        ``sm_`` arch, the PTX of each ``compute_`` one), ``fleet=True`` for
+        the daemon's fleet set (``--fleet-archs``) and the PTX of its lowest;
+        the loaders load a fatbin as they load a cubin.
 
         Modes: ``"cached_only"`` never compiles and raises
         :class:`jitd.NotFound` on a miss; ``"prefetch"`` answers at once and,
@@ -220,7 +225,7 @@ class Client(_calls.Settings):
         or arch), :class:`jitd.CompileError` (NVRTC's log in ``.log``),
         :class:`jitd.Unavailable`, :class:`jitd.DeadlineExceeded`, ...
         """
-        spec = KernelSpec.of(kernel, arch, options=options, params=params, **more_params)
+        spec = KernelSpec.of(kernel, arch, options=options, params=params, archs=archs, fleet=fleet, **more_params)
         return self.get(spec, mode=mode, timeout=timeout)
 
     def get(self, spec: KernelSpec, *, mode: Union[Mode, str] = Mode.COMPILE,

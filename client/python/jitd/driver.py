@@ -271,6 +271,8 @@ def arch_fits(cubin_arch: str, device_arch: str) -> bool:
             return (-1, -1, suffix)
         return (int(number[:-1]), int(number[-1]), suffix)
 
+    if "+" in cubin_arch or cubin_arch.startswith("compute_"):
+        return True  # a fatbin or PTX: the driver picks the SASS or JIT-compiles
     cubin, device = split(cubin_arch), split(device_arch)
     if cubin[0] < 0 or device[0] < 0:
         return True  # unknown: let the driver decide

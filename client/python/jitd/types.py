@@ -148,6 +148,12 @@ class KernelSpec:
     arch: str = ""
     #: Stored sorted, without duplicates.
     options: Sequence[str] = ()
+    #: Several archs in one fatbin (a cubin per ``sm_`` arch, the PTX of
+    #: each ``compute_`` arch), in this order; ``arch`` must then be empty.
+    archs: Sequence[str] = ()
+    #: The daemon's fleet set (its ``--fleet-archs``) as one fatbin, plus the
+    #: PTX of the lowest. Not with ``arch`` or ``archs``.
+    fleet: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.kernel, str) or not self.kernel:
@@ -165,15 +171,21 @@ class KernelSpec:
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "arch", arch_text(self.arch))
         object.__setattr__(self, "options", tuple(sorted(set(_options(self.options)))))
+        object.__setattr__(self, "archs", tuple(arch_text(a) for a in self.archs))
+        if self.archs and self.arch:
+            raise ValueError(f"name one arch ({self.arch!r}) or several (archs={list(self.archs)!r}), not both")
+        if self.fleet and (self.arch or self.archs):
+            raise ValueError("fleet=True asks for the daemon's fleet set: leave arch and archs out")
 
     @classmethod
     def of(cls, kernel: str, arch: str | None = None, *, options: Iterable[str] = (),
-           params: ParamsLike | None = None, **more_params: ParamValue) -> KernelSpec:
+           params: ParamsLike | None = None, archs: Iterable[Any] = (), fleet: bool = False,
+           **more_params: ParamValue) -> KernelSpec:
         """A spec from keyword params (``dtype="bf16"``); ``params=`` holds
         names that are not identifiers or clash with these arguments."""
         merged: dict[str, ParamValue] = dict(params.items() if isinstance(params, Mapping) else (params or ()))
         merged.update(more_params)
-        return cls(kernel, tuple(merged.items()), arch_text(arch), _options(options))
+        return cls(kernel, tuple(merged.items()), arch_text(arch), _options(options), tuple(archs), fleet)
 
     @property
     def param_dict(self) -> dict[str, str]:
@@ -190,14 +202,15 @@ class KernelSpec:
         unescaped, as jitd's messages and logs write an instantiation."""
         params = ",".join(f"{_escape(k)}={_escape(v)}" for k, v in self.params)
         options = f"[{','.join(_escape(o) for o in self.options)}]" if self.options else ""
-        return f"{_escape(self.kernel)}{{{params}}}@{_escape(self.arch)}{options}"
+        archs = "%%fleet" if self.fleet else ("%" + ",".join(_escape(a) for a in self.archs) if self.archs else "")
+        return f"{_escape(self.kernel)}{{{params}}}@{archs}{_escape(self.arch)}{options}"
 
     def __str__(self) -> str:
         # As the daemon and jitctl spell it (text::Instantiation in C++).
         params = ",".join(f"{k}={v}" for k, v in self.params)
         text = f"{self.kernel}{{{params}}}"
-        if self.arch:
-            text += f"@{self.arch}"
+        if self.arch or self.archs or self.fleet:
+            text += f"@{'fleet' if self.fleet else self.arch or '+'.join(self.archs)}"
         if self.options:
             text += f"[{','.join(self.options)}]"
         return text
@@ -255,6 +268,9 @@ class KernelResult:
     log: str
     nvrtc_version: str
     served_us: int
+    #: For a fatbin (``archs``, ``fleet``): what it holds, in order; ``cubin``
+    #: is then the fatbin, and ``arch`` names them joined by ``+``.
+    fatbin_archs: tuple[str, ...] = ()
 
     @property
     def source(self) -> Origin:
@@ -679,6 +695,10 @@ class Stats:
     bundles: tuple[MountedBundle, ...]
     bundle_hits: int
     bundle_corrupt: int
+    # The fleet set (--fleet-archs): what a fleet fatbin holds, and requests
+    # for other archs by arch; empty without one.
+    fleet_targets: tuple[str, ...]
+    arch_misses: dict[str, int]
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
