@@ -51,6 +51,7 @@ absl::StatusOr<CudaDriver> Open() {
       {"cuMemcpyDtoH_v2", Bind(library, "cuMemcpyDtoH_v2", &d.cuMemcpyDtoH_v2)},
       {"cuMemsetD8_v2", Bind(library, "cuMemsetD8_v2", &d.cuMemsetD8_v2)},
       {"cuLaunchKernel", Bind(library, "cuLaunchKernel", &d.cuLaunchKernel)},
+      {"cuFuncGetAttribute", Bind(library, "cuFuncGetAttribute", &d.cuFuncGetAttribute)},
   };
   for (const Entry& entry : entries) {
     if (!entry.bound) return absl::FailedPreconditionError(Cat(kDriverLibrary, " has no ", entry.name));
@@ -116,6 +117,15 @@ absl::Status LaunchAndWait(CUfunction function, LaunchShape shape, std::span<voi
     return s;
   }
   return d.Check("cuCtxSynchronize after the launch", d.cuCtxSynchronize());
+}
+
+absl::StatusOr<int> FunctionPtxVersion(CUfunction function) {
+  absl::StatusOr<const CudaDriver*> driver = GetCudaDriver();
+  if (!driver.ok()) return driver.status();
+  int version = 0;
+  const CUresult got = (*driver)->cuFuncGetAttribute(&version, CU_FUNC_ATTRIBUTE_PTX_VERSION, function);
+  if (absl::Status s = (*driver)->Check("cuFuncGetAttribute(PTX_VERSION)", got); !s.ok()) return s;
+  return version;
 }
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(std::size_t bytes) {

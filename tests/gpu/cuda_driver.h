@@ -43,6 +43,7 @@ struct CudaDriver {
   decltype(&::cuMemcpyDtoH_v2) cuMemcpyDtoH_v2 = nullptr;
   decltype(&::cuMemsetD8_v2) cuMemsetD8_v2 = nullptr;
   decltype(&::cuLaunchKernel) cuLaunchKernel = nullptr;
+  decltype(&::cuFuncGetAttribute) cuFuncGetAttribute = nullptr;
 
   // "cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (invalid argument)".
   std::string Describe(std::string_view call, CUresult result) const;
@@ -75,6 +76,11 @@ struct LaunchShape {
 // default stream, params), then Synchronize(). `params` holds one pointer per
 // kernel parameter, each to a value of exactly the parameter's type.
 absl::Status LaunchAndWait(CUfunction function, LaunchShape shape, std::span<void*> params);
+
+// The virtual arch of the PTX `function` was compiled from
+// (CU_FUNC_ATTRIBUTE_PTX_VERSION: 80 for compute_80): for a module loaded
+// from a fatbin, whether the driver took SASS or JIT-compiled the PTX.
+absl::StatusOr<int> FunctionPtxVersion(CUfunction function);
 
 // Device memory that frees itself. Moves, never copies.
 class DeviceBuffer {

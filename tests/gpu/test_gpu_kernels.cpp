@@ -135,9 +135,9 @@ constexpr std::int64_t kDtId = std::is_same_v<T, Bf16>   ? 1
                                                          : 3;
 
 template <typename T>
-absl::StatusOr<Function> Modulate(KernelSession& s) {
+absl::StatusOr<Function> Modulate(KernelSession& s, std::vector<std::string> archs = {}) {
   return s.GetFunction(
-      {.kernel = "diffusion.modulate_scale_shift", .params = {{"dtype", Dtype<T>::kParam}}},
+      {.kernel = "diffusion.modulate_scale_shift", .params = {{"dtype", Dtype<T>::kParam}}, .archs = std::move(archs)},
       text::Cat("sglang::modulate_scale_shift::modulate_scale_shift_kernel<", Dtype<T>::kCudaType, ">"));
 }
 
@@ -334,8 +334,8 @@ absl::StatusOr<std::vector<T>> RunModulate(const Function& f, const ModulateInpu
 }
 
 template <typename T>
-void CheckModulate(KernelSession& session, Shape3 s) {
-  absl::StatusOr<Function> f = Modulate<T>(session);
+void CheckModulate(KernelSession& session, Shape3 s, std::vector<std::string> archs = {}) {
+  absl::StatusOr<Function> f = Modulate<T>(session, std::move(archs));
   ASSERT_TRUE(f.ok()) << f.status();
   const ModulateInputs<T> in = MakeModulateInputs<T>(s);
   const std::vector<T> want = reference::modulate_scale_shift<T>(in.x, in.scale, in.shift, s.batch, s.seq, s.dim);
@@ -425,6 +425,36 @@ TEST_P(ModulateScaleShift, BitExactWithReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ModulateScaleShift, ::testing::ValuesIn(DiffusionCases()), DiffusionCaseName);
+
+// Fatbins (KernelSpec::archs): the driver takes the SASS for the GPU when
+// the fatbin has it, else JIT-compiles the PTX. Which one it loaded shows
+// in the function's PTX version: the PTX's virtual arch (80 for
+// compute_80), or the SASS's own (90 for sm_90, on an H200).
+using Fatbin = GpuTest;
+
+int PtxVersion(KernelSession& session, std::vector<std::string> archs) {
+  absl::StatusOr<Function> f = Modulate<Bf16>(session, std::move(archs));
+  if (!f.ok()) {
+    ADD_FAILURE() << f.status();
+    return -1;
+  }
+  absl::StatusOr<int> version = FunctionPtxVersion(f->handle);
+  if (!version.ok()) ADD_FAILURE() << version.status();
+  return version.value_or(-1);
+}
+
+TEST_F(Fatbin, WithoutSassForThisGpuThePtxOfTheLowestArchRunsBitExact) {
+  const std::vector<std::string> archs = {"sm_80", "sm_100", "compute_80"};
+  CheckModulate<Bf16>(session(), {2, 1024, 3072}, archs);
+  CheckModulate<Fp16>(session(), {1, 4096, 3072}, archs);
+  EXPECT_EQ(PtxVersion(session(), archs), 80) << "loaded through the PTX path";
+}
+
+TEST_F(Fatbin, WithSassForThisGpuThatSassIsLoaded) {
+  const std::vector<std::string> archs = {"sm_90", "compute_80"};
+  CheckModulate<Bf16>(session(), {2, 1024, 3072}, archs);
+  EXPECT_EQ(PtxVersion(session(), archs), 90) << "the sm_90 SASS, not the PTX";
+}
 
 using ResidualGateAdd = GpuParamTest<DiffusionCase>;
 
