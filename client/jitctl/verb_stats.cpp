@@ -94,6 +94,17 @@ std::string Fleet(const v1::StatsResponse& stats) {
   return text;
 }
 
+// The last recompile of the most used instantiations (--rewarm-count).
+std::string HotSet(const v1::StatsResponse& stats) {
+  const v1::RewarmProgress& r = stats.rewarm();
+  if (r.runs() == 0) return r.state().empty() ? "off (--rewarm-count 0)" : "not checked yet";
+  return absl::StrFormat(
+      "%d most used: %d ready under this toolkit (%d compiled by the %s run, %d failed, %d left "
+      "for their first request); %s after %s; %d older entries unpinned",
+      r.hot_set(), r.ready(), r.compiled(), r.state() == "running" ? "running" : "last", r.failed(), r.skipped(),
+      r.state(), r.trigger(), r.unpinned());
+}
+
 class StatsVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
@@ -125,7 +136,8 @@ class StatsVerb final : public Verb {
          {"workers", Workers(stats)},
          {"remote tier", stats.remote().empty() ? std::string("none") : Remote(stats)},
          {"bundles", Bundles(stats)},
-         {"fleet", Fleet(stats)}});
+         {"fleet", Fleet(stats)},
+         {"hot set", HotSet(stats)}});
     return 0;
   }
 };

@@ -45,6 +45,8 @@ struct ConfigLayer {
   std::optional<uint64_t> max_queue;
   std::optional<uint64_t> hot_cache_bytes;
   std::optional<std::chrono::seconds> negative_ttl;
+  std::optional<uint64_t> rewarm_count;
+  std::optional<std::chrono::seconds> rewarm_seconds;
   std::optional<bool> log_hits;
   std::optional<bool> local_path;
   std::optional<bool> allow_guard_findings;
@@ -113,6 +115,12 @@ struct DaemonConfig {
   uint64_t hot_cache_bytes = 0;
   // How long a compile failure is answered from memory without recompiling.
   std::chrono::seconds negative_ttl{0};
+  // After a toolkit change, and at start: the rewarm_count most used
+  // instantiations of the cache are compiled under the toolchain in use
+  // now, in the background at warm priority, for at most rewarm_seconds
+  // (serving/rewarm.h). 0 = off.
+  uint64_t rewarm_count = 0;
+  std::chrono::seconds rewarm_seconds{0};
   // Log one line per cache hit (compiles are always logged).
   bool log_hits = false;
   // Answer the local path (local_server.h) on the Unix sockets besides gRPC.

@@ -237,6 +237,30 @@ void AddArchRows(std::vector<Setting>& rows) {
       Or<std::vector<std::string>>(std::vector<std::string>{})));
 }
 
+// Toolkit upgrades without a cold start (serving/rewarm.h).
+void AddRewarmRows(std::vector<Setting>& rows) {
+  using S = Setting;
+  using K = SettingKind;
+  rows.push_back(Bind<uint64_t, uint64_t>(
+      S{.key = "rewarm_count",
+        .flag = "--rewarm-count",
+        .kind = K::kCount,
+        .value_name = "N",
+        .help = "After a toolkit change (and at start), compile the N most used instantiations of the cache under "
+                "the toolkit in use now, in the background, before clients ask; 0 = off (default: 64)",
+        .example = "128"},
+      &ConfigLayer::rewarm_count, &DaemonConfig::rewarm_count, ParseCount(), Or<uint64_t>(64)));
+  rows.push_back(SecondsRow(S{.key = "rewarm_seconds",
+                              .flag = "--rewarm-seconds",
+                              .kind = K::kSeconds,
+                              .value_name = "SECONDS",
+                              .help = "Longest one such recompile may run; what is left then compiles when asked "
+                                      "for (default: 10m)",
+                              .example = "5m"},
+                            &ConfigLayer::rewarm_seconds, &DaemonConfig::rewarm_seconds, std::chrono::minutes(10),
+                            CheckNotNegative));
+}
+
 // The shared tier behind the local cache.
 void AddRemoteRows(std::vector<Setting>& rows) {
   using S = Setting;
@@ -507,6 +531,7 @@ std::vector<Setting> MakeSettings() {
   std::vector<Setting> rows;
   AddWhereRows(rows);
   AddArchRows(rows);
+  AddRewarmRows(rows);
   AddRemoteRows(rows);
   AddBundleRows(rows);
   AddServingRows(rows);

@@ -38,7 +38,27 @@ void EmitArchMisses(Emitter& e, const serving::KernelService::Stats& k) {
   }
 }
 
+// The last recompile of the hot set (--rewarm-count).
+void EmitRewarm(Emitter& e, const serving::Rewarmer::Progress& r) {
+  e.Gauge("jitd_rewarm_running", "1 while the hot set is being compiled again after a toolkit change or at start.",
+          r.state == "running" ? 1 : 0);
+  e.Gauge("jitd_rewarm_hot_set", "Instantiations the last rewarm considered (the most used of the cache).",
+          static_cast<double>(r.hot_set));
+  e.Gauge("jitd_rewarm_ready", "Of the hot set, those in the cache under their current key.",
+          static_cast<double>(r.ready));
+  e.Gauge("jitd_rewarm_compiled", "Of the hot set, those the last rewarm compiled.", static_cast<double>(r.compiled));
+  e.Gauge("jitd_rewarm_failed", "Of the hot set, those that did not compile or no longer resolve.",
+          static_cast<double>(r.failed));
+  e.Counter("jitd_rewarm_runs_total", "Rewarm runs since the daemon started.", static_cast<double>(r.runs));
+}
+
 }  // namespace
+
+void DaemonMetrics::EmitBundlesFleetAndRewarm(Emitter& e, const Sources& s, const serving::KernelService::Stats& k) {
+  EmitBundles(e, s.service->bundles(), k);
+  EmitArchMisses(e, k);
+  if (s.rewarmer != nullptr) EmitRewarm(e, s.rewarmer->progress());
+}
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create() {
   std::unique_ptr<DaemonMetrics> m(new DaemonMetrics());
@@ -152,8 +172,7 @@ void DaemonMetrics::Collect(Sources s) {
     e.Counter("jitd_abandoned_total", "Requests whose caller gave up (deadline, cancel) while waiting.",
               static_cast<double>(k.abandoned));
 
-    EmitBundles(e, s.service->bundles(), k);
-    EmitArchMisses(e, k);
+    EmitBundlesFleetAndRewarm(e, s, k);
 
     const compiler::WorkerPool::Statistics p = s.pool->Stats();
     e.Gauge("jitd_compile_queue_depth", "Compiles waiting for a worker now.", static_cast<double>(p.queue_depth));

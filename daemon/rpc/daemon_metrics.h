@@ -32,6 +32,7 @@
 #include "metrics/metrics.h"
 #include "remote/remote.h"
 #include "serving/kernel_service.h"
+#include "serving/rewarm.h"
 
 namespace jitd::daemon {
 
@@ -43,12 +44,16 @@ class DaemonMetrics {
     cache::Cache* cache = nullptr;
     const serving::KernelService* service = nullptr;
     const compiler::WorkerPool* pool = nullptr;
-    const cache::RemoteTier* remote = nullptr;  // may be null
+    const cache::RemoteTier* remote = nullptr;    // may be null
+    const serving::Rewarmer* rewarmer = nullptr;  // may be null
     std::string version;
     std::string nvrtc_version;
   };
 
   static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Create();
+
+  // Collect's part for the mounted bundles, the fleet set and the rewarm.
+  static void EmitBundlesFleetAndRewarm(metrics::Emitter& e, const Sources& s, const serving::KernelService::Stats& k);
 
   // Adds the scrape-time collectors (once).
   void Collect(Sources sources);

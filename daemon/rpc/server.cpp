@@ -74,6 +74,8 @@ void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
     return;
   }
   service->SwapResolver(std::shared_ptr<const manifest::Resolver>(*std::move(resolver)));
+  // New keys from here on: the hot set compiles again before it is asked for.
+  if (rewarmer != nullptr) rewarmer->Trigger("toolkit changed");
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config) {
@@ -85,8 +87,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config
   impl->SizeConnections();
   JITD_RETURN_IF_ERROR(impl->OpenCache());
   JITD_RETURN_IF_ERROR(impl->StartServing());
-  ServingStatsSources sources{impl->service.get(), impl->stack.pool.get(), config.max_queue, config.kernels_dir,
-                              impl->remote.get()};
+  ServingStatsSources sources{impl->service.get(), impl->stack.pool.get(), config.max_queue,
+                              config.kernels_dir,  impl->remote.get(),     impl->rewarmer.get()};
   impl->admin = std::make_unique<CacheAdminRpc>(
       *impl->cache, impl->auth, impl->calls, started,
       [sources](v1::StatsResponse* response) { AddServingStats(sources, response); },

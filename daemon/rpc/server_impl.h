@@ -46,6 +46,7 @@
 #include "security/unix_acceptor.h"
 #include "security/unix_socket_claim.h"
 #include "serving/kernel_service.h"
+#include "serving/rewarm.h"
 
 namespace jitd::daemon {
 
@@ -91,6 +92,9 @@ class Server::Impl {
   // endpoint that renders it (stopped first).
   std::unique_ptr<DaemonMetrics> metrics;
   std::unique_ptr<serving::KernelService> service;
+  // Recompiles the hot set after a toolkit change (and at start); stopped
+  // before the service it submits to.
+  std::unique_ptr<serving::Rewarmer> rewarmer;
   InFlightCalls calls;
   std::unique_ptr<CacheAdminRpc> admin;
   std::unique_ptr<CompilerRpc> compiler;

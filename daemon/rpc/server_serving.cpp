@@ -151,6 +151,13 @@ absl::Status Server::Impl::StartServing() {
   service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get(),
                                                      std::move(mounted));
   stack.resolver.reset();
+  if (config.rewarm_count > 0) {
+    rewarmer = std::make_unique<serving::Rewarmer>(
+        *service, *cache,
+        serving::Rewarmer::Options{
+            .count = config.rewarm_count, .budget = config.rewarm_seconds, .concurrency = config.workers});
+    rewarmer->Trigger("start");  // an upgrade while the daemon was stopped
+  }
   toolkit_listener = toolkit->AddListener(
       [this](const compiler::ToolkitIdentity& now, const compiler::ToolkitIdentity&) { OnToolkitChanged(now); });
   compiler = std::make_unique<CompilerRpc>(
@@ -169,6 +176,7 @@ absl::Status Server::Impl::StartMetrics() {
                     .service = service.get(),
                     .pool = stack.pool.get(),
                     .remote = remote.get(),
+                    .rewarmer = rewarmer.get(),
                     .version = JITD_VERSION,
                     .nvrtc_version = toolchain.nvrtc_version});
   metrics::MetricsHttpServer::Options options;

@@ -2,6 +2,40 @@
 
 namespace jitd::daemon {
 
+namespace {
+
+// The fleet set, the mounted bundles and the last rewarm.
+void AddFleetAndRewarm(const ServingStatsSources& sources, const serving::KernelService::Stats& s,
+                       v1::StatsResponse* response) {
+  for (const std::string& target : sources.service->fleet_targets()) response->add_fleet_targets(target);
+  for (const auto& [arch, misses] : s.arch_misses) (*response->mutable_arch_misses())[arch] = misses;
+  if (sources.rewarmer != nullptr) {
+    const serving::Rewarmer::Progress r = sources.rewarmer->progress();
+    v1::RewarmProgress* out = response->mutable_rewarm();
+    out->set_state(r.state);
+    out->set_trigger(r.trigger);
+    out->set_runs(r.runs);
+    out->set_hot_set(r.hot_set);
+    out->set_ready(r.ready);
+    out->set_compiled(r.compiled);
+    out->set_failed(r.failed);
+    out->set_skipped(r.skipped);
+    out->set_unpinned(r.unpinned);
+    out->set_started_unix_ms(r.started_unix_ms);
+    out->set_finished_unix_ms(r.finished_unix_ms);
+  }
+  for (const cache::Bundle* bundle : sources.service->bundles()) {
+    v1::MountedBundle* mounted = response->add_bundles();
+    mounted->set_path(bundle->path().string());
+    mounted->set_entries(bundle->size());
+    mounted->set_bytes(bundle->file_bytes());
+    mounted->set_seal(bundle->seal() == cache::BundleSeal::kSigned ? "hmac-sha256" : "sha256");
+    mounted->set_seal_hex(bundle->seal_hex());
+  }
+}
+
+}  // namespace
+
 void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* response) {
   const serving::KernelService::Stats s = sources.service->stats();
   response->set_hot_entries(s.hot.entries);
@@ -42,18 +76,9 @@ void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* resp
   response->set_remote_takeovers(s.remote_takeovers);
   response->set_remote_failures_shared(s.remote_failures_shared);
   response->set_remote_hits(s.remote_hits);
-  for (const std::string& target : sources.service->fleet_targets()) response->add_fleet_targets(target);
-  for (const auto& [arch, misses] : s.arch_misses) (*response->mutable_arch_misses())[arch] = misses;
+  AddFleetAndRewarm(sources, s, response);
   response->set_bundle_hits(s.bundle_hits);
   response->set_bundle_corrupt(s.bundle_corrupt);
-  for (const cache::Bundle* bundle : sources.service->bundles()) {
-    v1::MountedBundle* mounted = response->add_bundles();
-    mounted->set_path(bundle->path().string());
-    mounted->set_entries(bundle->size());
-    mounted->set_bytes(bundle->file_bytes());
-    mounted->set_seal(bundle->seal() == cache::BundleSeal::kSigned ? "hmac-sha256" : "sha256");
-    mounted->set_seal_hex(bundle->seal_hex());
-  }
   if (sources.remote != nullptr) {
     const cache::RemoteTier::Stats r = sources.remote->stats();
     response->set_remote(sources.remote->Describe());

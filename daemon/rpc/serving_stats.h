@@ -9,6 +9,7 @@
 #include "compiler/worker_pool.h"
 #include "jitd/v1/cache_admin.pb.h"
 #include "serving/kernel_service.h"
+#include "serving/rewarm.h"
 
 namespace jitd::daemon {
 
@@ -17,7 +18,8 @@ struct ServingStatsSources {
   const compiler::WorkerPool* pool = nullptr;
   uint64_t max_queue = 0;
   std::filesystem::path kernels_dir;
-  const cache::RemoteTier* remote = nullptr;  // null: no remote tier
+  const cache::RemoteTier* remote = nullptr;    // null: no remote tier
+  const serving::Rewarmer* rewarmer = nullptr;  // null: --rewarm-count 0
 };
 
 // Sets the serving fields of `response` (16 and up); thread-safe (every

@@ -2,8 +2,9 @@
 // NVRTC compiles. The kernels reach NVRTC from memory (no copy on disk is
 // ever compiled from, and old snapshot directories are swept); a toolkit
 // header changed under a running daemon never pairs an old key with new
-// bytes; the NVRTC library identity is part of what the daemon reports; and
-// an NVRTC error names the user's kernels file.
+// bytes; the NVRTC library identity is part of what the daemon reports; an
+// NVRTC error names the user's kernels file; and after a toolkit change the
+// most used instantiations compile again before anyone asks (rewarm).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -142,7 +143,7 @@ class ToolkitChange : public ::testing::Test {
 };
 
 TEST_F(ToolkitChange, ANewToolkitHeaderGetsANewKeyAndTheOldKeyKeepsItsBytes) {
-  Served served(dir_, kernels_, {"--cuda-include", include_.string()});
+  Served served(dir_, kernels_, {"--cuda-include", include_.string(), "--rewarm-count", "0"});
   ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
   auto before = served.Get("small.fill", {{"dtype", "fp32"}});
   ASSERT_TRUE(before.ok()) << before.status();
@@ -190,7 +191,7 @@ TEST_F(ToolkitChange, ANewToolkitHeaderGetsANewKeyAndTheOldKeyKeepsItsBytes) {
 }
 
 TEST_F(ToolkitChange, SighupNoticesAToolkitChangeBeforeAnyCompileDoes) {
-  Served served(dir_, kernels_, {"--cuda-include", include_.string()});
+  Served served(dir_, kernels_, {"--cuda-include", include_.string(), "--rewarm-count", "0"});
   ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
   auto before = served.Get("small.fill", {{"dtype", "fp32"}});
   ASSERT_TRUE(before.ok()) << before.status();
@@ -203,6 +204,85 @@ TEST_F(ToolkitChange, SighupNoticesAToolkitChangeBeforeAnyCompileDoes) {
   ASSERT_TRUE(after.ok()) << after.status() << "\n" << served.daemon->process().Output();
   EXPECT_NE(after->key(), before->key());
   EXPECT_NE(after->cubin(), before->cubin());
+}
+
+// The most used instantiations (by hits) compile under the new toolkit in
+// the background, before any request; the rest wait for theirs; the old
+// generation's pinned entries are unpinned.
+TEST_F(ToolkitChange, AfterAChangeTheMostUsedInstantiationsCompileBeforeAnyoneAsks) {
+  Served served(dir_, kernels_, {"--cuda-include", include_.string(), "--rewarm-count", "2"});
+  ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
+  // Uses: fill fp32 three times, fill fp64 twice, scale once (a warm-up
+  // pins fill fp32 first).
+  WriteFile(dir_ / "one.toml", "[[spec]]\nkernel = \"small.fill\"\nparams = { dtype = \"fp32\" }\n");
+  ASSERT_EQ(served.daemon->Jitctl({"warm", "--manifest", (dir_ / "one.toml").string()}).exit_code, 0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(served.Get("small.fill", {{"dtype", "fp32"}}).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(served.Get("small.fill", {{"dtype", "fp64"}}).ok());
+  auto scale = served.Get("small.scale", {{"clamp", "on"}});
+  ASSERT_TRUE(scale.ok()) << scale.status();
+  const v1::StatsResponse before = served.daemon->Stats();
+
+  WriteFile(include_ / "jitd_probe.h", "#pragma once\n#define JITD_PROBE 7\n");
+  served.daemon->process().Signal(SIGHUP);  // notices the change before any compile does
+  v1::RewarmProgress rewarm;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        rewarm = served.daemon->Stats().rewarm();
+        return rewarm.trigger() == "toolkit changed" && rewarm.state() == "done";
+      },
+      std::chrono::seconds(60)))
+      << rewarm.DebugString() << served.daemon->process().Output();
+  EXPECT_EQ(rewarm.hot_set(), 2u);
+  EXPECT_EQ(rewarm.ready(), 2u);
+  EXPECT_EQ(rewarm.compiled(), 2u);
+  EXPECT_EQ(rewarm.unpinned(), 1u) << "the old fill fp32 entry was pinned by the warm-up";
+  const v1::StatsResponse after = served.daemon->Stats();
+  EXPECT_EQ(after.compiles(), before.compiles() + 2);
+
+  // The two come from the cache; the third was left for its request.
+  for (const char* dtype : {"fp32", "fp64"}) {
+    auto got = served.Get("small.fill", {{"dtype", dtype}});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_NE(got->source(), v1::GetKernelResponse::COMPILED) << dtype;
+  }
+  auto scaled = served.Get("small.scale", {{"clamp", "on"}});
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  EXPECT_EQ(scaled->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_NE(scaled->key(), scale->key());
+  EXPECT_THAT(served.daemon->Jitctl({"stats"}).output, HasSubstr("2 most used: 2 ready under this toolkit"));
+}
+
+// An upgrade while the daemon was stopped: the next start compiles the hot
+// set of the cache it finds before its first request.
+TEST_F(ToolkitChange, ADaemonStartedOnANewToolkitCompilesTheHotSetFirst) {
+  std::string old_key;
+  {
+    Served served(dir_, kernels_, {"--cuda-include", include_.string(), "--rewarm-count", "0"});
+    ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
+    for (int i = 0; i < 2; ++i) {
+      auto got = served.Get("small.fill", {{"dtype", "fp32"}});
+      ASSERT_TRUE(got.ok()) << got.status();
+      old_key = got->key();
+    }
+  }
+  WriteFile(include_ / "jitd_probe.h", "#pragma once\n#define JITD_PROBE 9\n");
+  Served served(dir_, kernels_, {"--cuda-include", include_.string(), "--rewarm-count", "8"});
+  ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
+  v1::RewarmProgress rewarm;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        rewarm = served.daemon->Stats().rewarm();
+        return rewarm.trigger() == "start" && rewarm.state() == "done";
+      },
+      std::chrono::seconds(60)))
+      << rewarm.DebugString() << served.daemon->process().Output();
+  EXPECT_EQ(rewarm.hot_set(), 1u);
+  EXPECT_EQ(rewarm.compiled(), 1u);
+  auto got = served.Get("small.fill", {{"dtype", "fp32"}});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_NE(got->key(), old_key);
+  EXPECT_NE(got->source(), v1::GetKernelResponse::COMPILED) << "compiled before it was asked for";
+  EXPECT_EQ(served.daemon->Stats().compiles(), 1u) << "the rewarm's compile, and no other";
 }
 
 }  // namespace

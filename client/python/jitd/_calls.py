@@ -322,6 +322,7 @@ def stats(response: Any) -> Stats:
                                             seal_hex=b.seal_hex) for b in response.bundles)
     fields["fleet_targets"] = tuple(response.fleet_targets)
     fields["arch_misses"] = dict(response.arch_misses)
+    fields["rewarm"] = {f.name: getattr(response.rewarm, f.name) for f in response.rewarm.DESCRIPTOR.fields}
     return Stats(**fields)
 
 

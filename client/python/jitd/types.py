@@ -699,6 +699,9 @@ class Stats:
     # for other archs by arch; empty without one.
     fleet_targets: tuple[str, ...]
     arch_misses: dict[str, int]
+    #: The last recompile of the hot set after a toolkit change or at start
+    #: (RewarmProgress's fields: state, trigger, hot_set, ready, ...).
+    rewarm: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

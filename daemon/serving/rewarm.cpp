@@ -1,0 +1,204 @@
+#include "serving/rewarm.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "jitd/base/kernel_params.h"
+#include "serving/warm_run.h"
+
+namespace jitd::serving {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The params of an index row as a request names them; nullopt when the
+// text does not read back as it was written (it is never compiled then).
+std::optional<std::map<std::string, std::string>> ParamsOf(const std::string& text) {
+  std::map<std::string, std::string> params;
+  if (!text.empty()) {
+    for (absl::string_view pair : absl::StrSplit(text, ',')) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+      params[kv.first] = kv.second;
+    }
+  }
+  if (CanonicalParams(params) != text) return std::nullopt;
+  return params;
+}
+
+// Every instantiation of `entries`, most used first.
+std::vector<Rewarmer::Hot> Rank(const std::vector<cache::EntryInfo>& entries) {
+  using Hot = Rewarmer::Hot;
+  std::map<std::tuple<std::string, std::string, std::string, std::vector<std::string>>, Hot> by_instantiation;
+  for (const cache::EntryInfo& e : entries) {
+    std::optional<std::map<std::string, std::string>> params = ParamsOf(e.params);
+    if (!params.has_value()) continue;
+    Hot& hot = by_instantiation[{e.kernel, e.params, e.arch, e.options}];
+    hot.request.kernel = e.kernel;
+    hot.request.params = *std::move(params);
+    hot.request.arch = e.arch;
+    hot.request.options = e.options;
+    hot.hits += e.hits;
+    hot.last_used_unix_ms = std::max(hot.last_used_unix_ms, e.last_used_unix_ms);
+    if (e.pinned) hot.pinned_keys.push_back(e.key);
+  }
+  std::vector<Hot> ranked;
+  ranked.reserve(by_instantiation.size());
+  for (auto& [id, hot] : by_instantiation) ranked.push_back(std::move(hot));
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Hot& a, const Hot& b) {
+    return std::tie(b.hits, b.last_used_unix_ms) < std::tie(a.hits, a.last_used_unix_ms);
+  });
+  return ranked;
+}
+
+}  // namespace
+
+std::vector<size_t> Rewarmer::Survey(const std::vector<Hot>& ranked, std::vector<std::string>& keys) {
+  // Ready already, or to compile; what no longer resolves has failed.
+  std::vector<size_t> missing;
+  uint32_t ready = 0, failed = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    absl::StatusOr<manifest::ResolvedKernel> resolved = service_.Resolve(ranked[i].request);
+    if (!resolved.ok()) {
+      ++failed;
+      continue;
+    }
+    keys[i] = resolved->key;
+    absl::StatusOr<bool> present = cache_.Contains(resolved->key);
+    if (present.ok() && *present) {
+      ++ready;
+    } else {
+      missing.push_back(i);
+    }
+  }
+  std::lock_guard lock(mu_);
+  progress_.ready = ready;
+  progress_.failed = failed;
+  return missing;
+}
+
+uint32_t Rewarmer::UnpinOlder(const std::vector<Hot>& ranked, const std::vector<std::string>& keys) {
+  // Older generations of what is ready now age out like any entry.
+  uint32_t unpinned = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].empty()) continue;
+    absl::StatusOr<bool> present = cache_.Contains(keys[i]);
+    if (!present.ok() || !*present) continue;
+    for (const std::string& key : ranked[i].pinned_keys) {
+      if (key != keys[i] && cache_.Pin(key, false).ok()) ++unpinned;
+    }
+  }
+  return unpinned;
+}
+
+Rewarmer::Rewarmer(KernelService& service, cache::Cache& cache, Options options)
+    : service_(service), cache_(cache), options_(options) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Rewarmer::~Rewarmer() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Rewarmer::Trigger(std::string why) {
+  if (options_.count == 0) return;
+  {
+    std::lock_guard lock(mu_);
+    pending_ = std::move(why);
+  }
+  cv_.notify_all();
+}
+
+Rewarmer::Progress Rewarmer::progress() const {
+  std::lock_guard lock(mu_);
+  return progress_;
+}
+
+void Rewarmer::Loop() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+    if (stopping_) return;
+    const std::string why = std::move(pending_);
+    pending_.clear();
+    lock.unlock();
+    Run(why);
+    lock.lock();
+  }
+}
+
+void Rewarmer::Run(const std::string& why) {
+  const auto started = Clock::now();
+  // The uses the cache still holds in memory count too.
+  if (absl::Status flushed = cache_.Flush(); !flushed.ok()) {
+    spdlog::warn("rewarm: cannot flush the cache's recorded uses: {}", flushed.ToString());
+  }
+  absl::StatusOr<std::vector<cache::EntryInfo>> entries = cache_.List({});
+  if (!entries.ok()) {
+    spdlog::warn("rewarm after {}: cannot list the cache: {}", why, entries.status().ToString());
+    return;
+  }
+  const std::vector<Hot> ranked = Rank(*entries);
+  const size_t hot_set = std::min(options_.count, ranked.size());
+  {
+    std::lock_guard lock(mu_);
+    progress_ = Progress{.state = "running",
+                         .trigger = why,
+                         .runs = progress_.runs + 1,
+                         .hot_set = static_cast<uint32_t>(hot_set),
+                         .started_unix_ms = NowUnixMs()};
+  }
+  std::vector<std::string> keys(hot_set);
+  const std::vector<size_t> missing = Survey(ranked, keys);
+  spdlog::info("rewarm after {}: the {} most used instantiations of the cache; {} ready, {} to compile", why, hot_set,
+               progress().ready, missing.size());
+
+  WarmRunOptions run;
+  run.concurrency = std::max<size_t>(1, options_.concurrency);
+  run.call.priority = compiler::Priority::kWarm;
+  run.call.deadline = started + options_.budget;
+  run.call.cancelled = [this] {
+    std::lock_guard lock(mu_);
+    return stopping_;
+  };
+  const WarmCounts counts = RunWarm(
+      service_, missing.size(), [&](size_t j) { return ranked[missing[j]].request; }, run,
+      [&](size_t, const absl::StatusOr<KernelAnswer>&, WarmOutcome outcome, const WarmCounts&) {
+        std::lock_guard lock(mu_);
+        if (outcome == WarmOutcome::kFailed) {
+          ++progress_.failed;
+        } else {
+          ++progress_.ready;
+          if (outcome == WarmOutcome::kCompiled) ++progress_.compiled;
+        }
+        return true;
+      });
+
+  const uint32_t unpinned = UnpinOlder(ranked, keys);
+  std::lock_guard lock(mu_);
+  progress_.skipped = static_cast<uint32_t>(missing.size() - counts.done);
+  progress_.unpinned = unpinned;
+  progress_.state = progress_.skipped > 0 ? "stopped" : "done";
+  progress_.finished_unix_ms = NowUnixMs();
+  spdlog::info(
+      "rewarm after {}: {} of {} ready ({} compiled now, {} failed, {} left for their first request), {} "
+      "older entries unpinned, in {:.1f} s",
+      why, progress_.ready, hot_set, progress_.compiled, progress_.failed, progress_.skipped, unpinned,
+      std::chrono::duration<double>(Clock::now() - started).count());
+}
+
+}  // namespace jitd::serving

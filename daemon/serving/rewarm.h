@@ -1,0 +1,102 @@
+// Toolkit upgrades without a cold start. Every key covers the toolchain
+// (NVRTC, its builtins, the headers), so a new toolkit makes every cached
+// cubin a miss: without help, the first request for each hot kernel pays a
+// compile on the serving path. A Rewarmer uses what the cache already knows
+// about use (each entry's hits and last use, whatever toolchain made it) to
+// compile the most used instantiations again under the toolchain in use
+// now, in the background at warm priority, before clients ask:
+//
+//   1. the cache's entries, flushed first, grouped by instantiation (kernel,
+//      params, arch, options: every generation of one kernel together),
+//      ranked by hits, then by last use; the first `count` are the hot set;
+//   2. each is resolved under the current kernels and toolchain: one whose
+//      key is in the cache is ready, the rest are compiled (RunWarm: a
+//      bounded number at once, warm priority, pinned like any warm-up),
+//      until `budget` has passed; what is left then compiles when asked;
+//   3. an instantiation that is ready under its new key unpins the keys of
+//      its older generations, which then age out under the byte budget.
+//
+// A run starts at the daemon's start (an upgrade while it was stopped) and
+// after a toolkit change it noticed; one that is asked for while another
+// runs starts when that one ends. Progress is kept for Stats and /metrics.
+//
+// Thread safety: every method from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jitd/cache.h"
+#include "serving/kernel_service.h"
+
+namespace jitd::serving {
+
+class Rewarmer {
+ public:
+  struct Options {
+    std::size_t count = 64;            // the hot set's size; 0: Trigger() does nothing
+    std::chrono::seconds budget{600};  // the longest one run compiles
+    std::size_t concurrency = 1;       // compiles at once (the workers)
+  };
+
+  struct Progress {
+    std::string state = "idle";  // "idle", "running", "done", "stopped" (the budget ran out)
+    std::string trigger;         // why the last run started ("start", "toolkit changed")
+    std::uint64_t runs = 0;
+    std::uint32_t hot_set = 0;   // instantiations the last run considered
+    std::uint32_t ready = 0;     // of them, in the cache under their current key
+    std::uint32_t compiled = 0;  // compiled by the last run (counted in ready too)
+    std::uint32_t failed = 0;    // did not compile, or no longer resolve
+    std::uint32_t skipped = 0;   // left for their first request (the budget ran out)
+    std::uint32_t unpinned = 0;  // older generations' entries unpinned
+    std::int64_t started_unix_ms = 0;
+    std::int64_t finished_unix_ms = 0;
+  };
+
+  // `service` and `cache` must outlive the Rewarmer.
+  Rewarmer(KernelService& service, cache::Cache& cache, Options options);
+  // Stops a run (its compiles in flight are withdrawn) and joins.
+  ~Rewarmer();
+  Rewarmer(const Rewarmer&) = delete;
+  Rewarmer& operator=(const Rewarmer&) = delete;
+
+  // Asks for a run, saying why; returns at once.
+  void Trigger(std::string why);
+  Progress progress() const;
+
+  // One instantiation and every generation of it the cache holds.
+  struct Hot {
+    manifest::KernelRequest request;
+    std::uint64_t hits = 0;
+    std::int64_t last_used_unix_ms = 0;
+    std::vector<std::string> pinned_keys;  // of any generation
+  };
+
+ private:
+  void Loop();
+  void Run(const std::string& why);
+  // Resolves the first keys.size() of `ranked` into `keys` (empty: no
+  // longer resolves) and counts the ready ones; returns the indices to
+  // compile.
+  std::vector<std::size_t> Survey(const std::vector<Hot>& ranked, std::vector<std::string>& keys);
+  // Unpins the older generations of each instantiation ready under its key.
+  std::uint32_t UnpinOlder(const std::vector<Hot>& ranked, const std::vector<std::string>& keys);
+
+  KernelService& service_;
+  cache::Cache& cache_;
+  const Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;    // the reason of a run asked for and not started; guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  Progress progress_;      // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace jitd::serving
