@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "compiler/toolkit_watch.h"
+#include "config/config_file.h"
 #include "config/settings.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "manifest/manifest.h"
 
@@ -101,6 +103,8 @@ struct OfflineFlags {
   std::filesystem::path bundle_file;
   std::filesystem::path signing_key_file;
   std::string fleet_archs;
+  bool fleet = false;
+  std::string fleet_config;
 };
 
 // What lint and warm compile with: kernels, toolkit, archs, workers.
@@ -118,6 +122,31 @@ void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& ar
 constexpr char kFleetHelp[] =
     "The fleet set, as the daemon's --fleet-archs: each arch and the PTX of the lowest, what fleet requests ask for";
 
+// --fleet, --fleet-archs and --config: what fleet requests will ask for.
+void AddFleetOptions(CLI::App& sub, OfflineFlags& flags) {
+  sub.add_flag("--fleet", flags.fleet,
+               "For the fleet set too: --fleet-archs, else the fleet_archs of --config FILE (the daemon's config)");
+  sub.add_option("--fleet-archs", flags.fleet_archs, kFleetHelp)->type_name("LIST");
+  sub.add_option("--config", flags.fleet_config, "The daemon's config file, for its fleet_archs (with --fleet)")
+      ->check(ExistingFile())
+      ->type_name("FILE");
+}
+
+// The fleet set --fleet asks for; empty without --fleet or --fleet-archs.
+absl::StatusOr<std::vector<std::string>> OfflineFleet(const OfflineFlags& flags) {
+  if (!flags.fleet_archs.empty()) return ParseFleetArchs(flags.fleet_archs);
+  if (!flags.fleet) return std::vector<std::string>{};
+  if (flags.fleet_config.empty()) {
+    return absl::InvalidArgumentError(
+        "--fleet needs the fleet set: --fleet-archs LIST, or --config FILE (the daemon's, with fleet_archs)");
+  }
+  JITD_ASSIGN_OR_RETURN(ConfigLayer layer, ReadConfigFile(flags.fleet_config));
+  if (!layer.fleet_archs.has_value() || layer.fleet_archs->empty()) {
+    return absl::InvalidArgumentError(text::Cat(flags.fleet_config, " sets no fleet_archs"));
+  }
+  return *layer.fleet_archs;
+}
+
 void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   CLI::App* lint =
       app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
@@ -134,7 +163,7 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
       ->check(ExistingFile())
       ->type_name("FILE");
   AddCompileOptions(*warm, flags, "Arch to warm for (repeatable; default sm_90)");
-  warm->add_option("--fleet-archs", flags.fleet_archs, kFleetHelp)->type_name("LIST");
+  AddFleetOptions(*warm, flags);
   warm->footer(
       "Safe while a daemon uses the same cache directory. Example:\n"
       "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
@@ -152,7 +181,7 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
       ->check(ExistingFile())
       ->type_name("FILE");
   AddCompileOptions(*create, flags, "With --all or --manifest: arch to compile for (repeatable; default sm_90)");
-  create->add_option("--fleet-archs", flags.fleet_archs, kFleetHelp)->type_name("LIST");
+  AddFleetOptions(*create, flags);
   create->add_option("-o,--output", flags.output, "Bundle file to write (replaced whole, read-only)")
       ->required()
       ->type_name("FILE");
@@ -191,15 +220,13 @@ int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
       return kExitUsage;
     }
   }
-  if (!flags.fleet_archs.empty()) {
-    absl::StatusOr<std::vector<std::string>> fleet = ParseFleetArchs(flags.fleet_archs);
-    if (!fleet.ok()) {
-      std::cerr << "jitd: --fleet-archs: " << fleet.status().message() << "\n";
-      return kExitUsage;
-    }
-    for (const std::string& arch : manifest::FleetTargets(*fleet)) {
-      if (std::find(o.archs.begin(), o.archs.end(), arch) == o.archs.end()) o.archs.push_back(arch);
-    }
+  absl::StatusOr<std::vector<std::string>> fleet = OfflineFleet(flags);
+  if (!fleet.ok()) {
+    std::cerr << "jitd: --fleet: " << fleet.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (const std::string& arch : manifest::FleetTargets(*fleet)) {
+    if (std::find(o.archs.begin(), o.archs.end(), arch) == o.archs.end()) o.archs.push_back(arch);
   }
   if (command_line->command == CommandLine::Command::kWarm && !o.all && o.manifest.empty()) {
     std::cerr << "jitd warm: say what to warm: --all (every instantiation) or --manifest FILE\n";

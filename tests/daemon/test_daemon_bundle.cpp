@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -302,6 +303,27 @@ TEST_F(BundleCli, ABundleChangedUnderTheDaemonIsNeverServed) {
   EXPECT_EQ(stats.bundle_corrupt(), 1u);
   EXPECT_EQ(stats.bundle_hits(), 1u);
   EXPECT_THAT(daemon.process().Output(), HasSubstr("no longer verifies"));
+}
+
+// --fleet offline: the daemon's config file names the set; the bundle holds
+// a cubin per fleet arch and the PTX of the lowest.
+TEST_F(BundleCli, AFleetBundleHoldsEachFleetArchAndTheLowestsPtx) {
+  testing::WriteFile(dir_ / "one.toml", "[[spec]]\nkernel = \"small.scale\"\nparams = { clamp = \"on\" }\n");
+  testing::WriteFile(dir_ / "jitd.toml", "fleet_archs = \"sm_100,sm_90\"\n");
+  const auto created = Jitd({"bundle", "create", "--manifest", (dir_ / "one.toml").string(), "--kernels",
+                             testing::SmallKernelsDir().string(), "--workers", "1", "--fleet", "--config",
+                             (dir_ / "jitd.toml").string(), "-o", bundle_.string()});
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(bundle_);
+  ASSERT_TRUE(bundle.ok()) << bundle.status();
+  std::set<std::string> archs;
+  for (const std::string& key : (*bundle)->keys()) archs.insert((*bundle)->Find(key)->meta.arch);
+  EXPECT_EQ(archs, (std::set<std::string>{"sm_100", "sm_90", "compute_90"}));
+
+  const auto without =
+      Jitd({"bundle", "create", "--manifest", (dir_ / "one.toml").string(), "--fleet", "-o", bundle_.string()});
+  EXPECT_EQ(without.exit_code, 2);
+  EXPECT_THAT(without.output, HasSubstr("--fleet needs the fleet set"));
 }
 
 }  // namespace
