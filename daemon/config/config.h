@@ -115,7 +115,8 @@ struct DaemonConfig {
   uint64_t hot_cache_bytes = 0;
   // How long a compile failure is answered from memory without recompiling.
   std::chrono::seconds negative_ttl{0};
-  // After a toolkit change, and at start: the rewarm_count most used
+  // After a toolkit change (running, or since the cache was last served):
+  // the rewarm_count most used
   // instantiations of the cache are compiled under the toolchain in use
   // now, in the background at warm priority, for at most rewarm_seconds
   // (serving/rewarm.h). 0 = off.

@@ -246,7 +246,8 @@ void AddRewarmRows(std::vector<Setting>& rows) {
         .flag = "--rewarm-count",
         .kind = K::kCount,
         .value_name = "N",
-        .help = "After a toolkit change (and at start), compile the N most used instantiations of the cache under "
+        .help = "After a toolkit change (running, or since the last start), compile the N most used instantiations of "
+                "the cache under "
                 "the toolkit in use now, in the background, before clients ask; 0 = off (default: 64)",
         .example = "128"},
       &ConfigLayer::rewarm_count, &DaemonConfig::rewarm_count, ParseCount(), Or<uint64_t>(64)));

@@ -40,7 +40,7 @@ void EmitArchMisses(Emitter& e, const serving::KernelService::Stats& k) {
 
 // The last recompile of the hot set (--rewarm-count).
 void EmitRewarm(Emitter& e, const serving::Rewarmer::Progress& r) {
-  e.Gauge("jitd_rewarm_running", "1 while the hot set is being compiled again after a toolkit change or at start.",
+  e.Gauge("jitd_rewarm_running", "1 while the hot set is being compiled again after a toolkit change.",
           r.state == "running" ? 1 : 0);
   e.Gauge("jitd_rewarm_hot_set", "Instantiations the last rewarm considered (the most used of the cache).",
           static_cast<double>(r.hot_set));

@@ -75,6 +75,7 @@ void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
   }
   service->SwapResolver(std::shared_ptr<const manifest::Resolver>(*std::move(resolver)));
   // New keys from here on: the hot set compiles again before it is asked for.
+  RememberToolkit(now.fingerprint);
   if (rewarmer != nullptr) rewarmer->Trigger("toolkit changed");
 }
 

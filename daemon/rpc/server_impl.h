@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,7 +93,8 @@ class Server::Impl {
   // endpoint that renders it (stopped first).
   std::unique_ptr<DaemonMetrics> metrics;
   std::unique_ptr<serving::KernelService> service;
-  // Recompiles the hot set after a toolkit change (and at start); stopped
+  // Recompiles the hot set after a toolkit change (running or since the
+  // last start); stopped
   // before the service it submits to.
   std::unique_ptr<serving::Rewarmer> rewarmer;
   InFlightCalls calls;
@@ -158,6 +160,12 @@ class Server::Impl {
   // reached now is not an error (it may come up later: the circuit breaker
   // retries it); a malformed URL or an unreadable password file is.
   absl::Status OpenRemote();
+
+  // The cache directory's record of the toolkit it was last served with
+  // (kToolkitRecord): replaced by `identity`; what it held, or nullopt
+  // when there was none (a new cache, or one from before the record).
+  std::optional<std::string> RememberToolkit(const std::string& identity);
+  static constexpr char kToolkitRecord[] = "toolkit-identity";
 
   // Opens and verifies every --bundle, in order: a bundle that does not
   // verify whole (naming its first bad entry), or that is not signed with

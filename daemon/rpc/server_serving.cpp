@@ -102,6 +102,16 @@ absl::Status Server::Impl::MountBundles() {
   return absl::OkStatus();
 }
 
+std::optional<std::string> Server::Impl::RememberToolkit(const std::string& identity) {
+  const std::filesystem::path file = cache->dir() / kToolkitRecord;
+  absl::StatusOr<std::string> before = files::ReadWholeFile(file);
+  if (absl::Status written = files::WriteFileAtomically(file, identity); !written.ok()) {
+    spdlog::warn("cannot remember the toolkit in {}: {}", file.string(), written.ToString());
+  }
+  if (!before.ok()) return std::nullopt;
+  return *before;
+}
+
 absl::Status Server::Impl::StartServing() {
   JITD_RETURN_IF_ERROR(MountBundles());
   JITD_ASSIGN_OR_RETURN(std::shared_ptr<compiler::ToolkitWatch> watch, WatchToolkit(config.cuda_include, cache->dir()));
@@ -151,12 +161,15 @@ absl::Status Server::Impl::StartServing() {
   service = std::make_unique<serving::KernelService>(*resolver, cache.get(), stack.pool.get(), options, remote.get(),
                                                      std::move(mounted));
   stack.resolver.reset();
+  // A toolkit other than the one this cache was last served with: an
+  // upgrade while the daemon was stopped.
+  const std::optional<std::string> before = RememberToolkit(toolkit->identity().fingerprint);
   if (config.rewarm_count > 0) {
     rewarmer = std::make_unique<serving::Rewarmer>(
         *service, *cache,
         serving::Rewarmer::Options{
             .count = config.rewarm_count, .budget = config.rewarm_seconds, .concurrency = config.workers});
-    rewarmer->Trigger("start");  // an upgrade while the daemon was stopped
+    if (before.has_value() && *before != toolkit->identity().fingerprint) rewarmer->Trigger("start on a new toolkit");
   }
   toolkit_listener = toolkit->AddListener(
       [this](const compiler::ToolkitIdentity& now, const compiler::ToolkitIdentity&) { OnToolkitChanged(now); });

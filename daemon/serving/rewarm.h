@@ -16,9 +16,10 @@
 //   3. an instantiation that is ready under its new key unpins the keys of
 //      its older generations, which then age out under the byte budget.
 //
-// A run starts at the daemon's start (an upgrade while it was stopped) and
-// after a toolkit change it noticed; one that is asked for while another
-// runs starts when that one ends. Progress is kept for Stats and /metrics.
+// A run starts when the daemon starts on another toolkit than the one its
+// cache was last served with (an upgrade while it was stopped), and after a
+// toolkit change it noticed; one that is asked for while another runs
+// starts when that one ends. Progress is kept for Stats and /metrics.
 //
 // Thread safety: every method from any thread.
 #pragma once
@@ -47,7 +48,7 @@ class Rewarmer {
 
   struct Progress {
     std::string state = "idle";  // "idle", "running", "done", "stopped" (the budget ran out)
-    std::string trigger;         // why the last run started ("start", "toolkit changed")
+    std::string trigger;         // why the last run started ("toolkit changed", "start on a new toolkit")
     std::uint64_t runs = 0;
     std::uint32_t hot_set = 0;   // instantiations the last run considered
     std::uint32_t ready = 0;     // of them, in the cache under their current key

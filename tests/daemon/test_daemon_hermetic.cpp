@@ -272,7 +272,7 @@ TEST_F(ToolkitChange, ADaemonStartedOnANewToolkitCompilesTheHotSetFirst) {
   ASSERT_TRUE(PollUntil(
       [&] {
         rewarm = served.daemon->Stats().rewarm();
-        return rewarm.trigger() == "start" && rewarm.state() == "done";
+        return rewarm.trigger() == "start on a new toolkit" && rewarm.state() == "done";
       },
       std::chrono::seconds(60)))
       << rewarm.DebugString() << served.daemon->process().Output();
