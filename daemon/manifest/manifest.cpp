@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "jitd/base/status.h"
@@ -174,6 +175,27 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   return k;
 }
 
+// "a" or "a::b": identifiers joined by "::", none of them a reserved
+// spelling (a leading digit, "__", or "_" then a capital).
+bool IsQualifiedName(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  size_t start = 0;
+  while (true) {
+    size_t end = name.find("::", start);
+    std::string_view part = name.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (part.empty() || std::isdigit(static_cast<unsigned char>(part.front())) ||
+        part.find("__") != std::string_view::npos ||
+        (part.size() > 1 && part[0] == '_' && std::isupper(static_cast<unsigned char>(part[1])))) {
+      return false;
+    }
+    for (char c : part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    }
+    if (end == std::string_view::npos) return true;
+    start = end + 2;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::string& origin) {
@@ -183,8 +205,16 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
   } catch (const toml::parse_error& e) {
     return absl::InvalidArgumentError(Cat(origin, ":", e.source().begin.line, ": ", std::string(e.description())));
   }
-  JITD_RETURN_IF_ERROR(CheckKeys(root, {"schema", "defaults", "kernel"}, origin, "the manifest"));
+  JITD_RETURN_IF_ERROR(CheckKeys(root, {"schema", "namespace", "defaults", "kernel"}, origin, "the manifest"));
   Manifest m;
+  if (root.get("namespace")) {
+    JITD_ASSIGN_OR_RETURN(auto ns, String(root, "namespace", origin, "the manifest", true));
+    if (!IsQualifiedName(ns)) {
+      return Bad(origin, root.get("namespace")->source(),
+                 Cat("namespace '", ns, "' is not a C++ namespace name (write it as in code: \"team\" or \"team::ops\")"));
+    }
+    m.kernel_namespace = ns;
+  }
   if (const toml::node* schema = root.get("schema")) {
     if (!schema->is_integer() || *schema->value<int64_t>() != 1) {
       return Bad(origin, schema->source(), "schema must be 1 (the only manifest schema this jitd reads)");

@@ -67,6 +67,11 @@ struct KernelDef {
 
 struct Manifest {
   int schema = 1;
+  // The namespace every kernel, helper and type of the tree lives in
+  // (`namespace = "sglang"` at the top of kernels.toml; sub-namespaces
+  // allowed): the rule the namespace guard enforces for this tree. A C++
+  // qualified name ("team" or "team::ops"); "sglang" when not given.
+  std::string kernel_namespace = "sglang";
   std::vector<std::string> default_options;
   std::vector<KernelDef> kernels;
 

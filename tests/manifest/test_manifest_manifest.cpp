@@ -36,10 +36,26 @@ TEST(Manifest, ShippedManifestParsesWithEveryKernelOfTheContract) {
     EXPECT_NE(m.Find(name), nullptr) << name;
   }
   EXPECT_EQ(m.kernels.size(), 7u);
+  EXPECT_EQ(m.kernel_namespace, "sglang");
   size_t total = 0;
   for (const auto& k : m.kernels) total += Manifest::Instantiations(k).size();
   // 2 + 4 + 1 + 1 + 3 + 3 + 12
   EXPECT_EQ(total, 26u);
+}
+
+TEST(Manifest, NamespaceIsTheTreesRuleAndSglangWhenNotGiven) {
+  auto plain = Manifest::Parse(kMinimal, "k.toml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->kernel_namespace, "sglang");
+  auto team = Manifest::Parse(std::string("namespace = \"team::ops\"\n") + kMinimal, "k.toml");
+  ASSERT_TRUE(team.ok()) << team.status();
+  EXPECT_EQ(team->kernel_namespace, "team::ops");
+  for (const char* bad : {"\"\"", "\"team::\"", "\"1team\"", "\"te am\"", "\"__team\"", "\"::team\"", "3"}) {
+    auto parsed = Manifest::Parse(std::string("namespace = ") + bad + "\n" + kMinimal, "k.toml");
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(parsed.status().message().find("k.toml:1"), std::string_view::npos) << parsed.status();
+  }
 }
 
 TEST(Manifest, InstantiationsAreTheCartesianProductOfParamValues) {
