@@ -1,16 +1,26 @@
 // The namespace guard: proves, before any request is made, that every kernel
-// jitd ships lives in `namespace sglang` and that every registered
+// jitd ships lives in its tree's namespace (kernels.toml `namespace`,
+// "sglang" unless the tree says otherwise) and that every registered
 // instantiation compiles and resolves. The one public header of `jitd_guard`.
 //
-// Two checks, each producing one Finding per problem:
+// Three checks, each producing one Finding per problem:
 //  * CheckSources (textual, milliseconds; the daemon runs it at start): every
-//    .cu/.cuh/.h file of the kernels directory, registered in the manifest or
-//    not, holds at its top level nothing but `namespace sglang { ... }` (or
-//    `namespace sglang::x { ... }`), includes and macros aside; and every
-//    manifest name expression names something in sglang::. This catches the
-//    two classic misses: a top-level anonymous namespace, and a
-//    pseudo-namespace (`sglang_modulate_scale_shift`) never wrapped in
-//    `namespace sglang`.
+//    .cu/.cuh/.h/.hpp file of the kernels directory, registered in the
+//    manifest or not, holds at its top level nothing but `namespace NS
+//    { ... }` (or `namespace NS::x { ... }`; for a rule "team::ops" also
+//    `namespace team { namespace ops { ... } }`), includes and macros aside;
+//    and every manifest name expression starts with NS::. It names each way
+//    a namespace migration misses code:
+//      - a top-level anonymous namespace;
+//      - a pseudo-namespace (`sglang_modulate_scale_shift`) never wrapped in
+//        the namespace, or any other global declaration;
+//      - `extern "C"` at global scope (a C name, outside any namespace);
+//      - a top-level `using namespace NS;` (what follows is still global);
+//      - a #define that opens, closes or names a namespace, and its uses
+//        (the scan skips preprocessor lines, so it cannot see through one);
+//      - a primary class template at global scope that NS specialises.
+//  * CheckTreesShareNoHeaders (textual, for several trees served together):
+//    a header byte-identical in two trees and included by kernels of both.
 //  * CompileAll (NVRTC, minutes; `jitd lint`, warm-up, CI): every manifest
 //    instantiation for every arch compiles and each name expression lowers.
 #pragma once
@@ -19,6 +29,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,12 +47,28 @@ struct Finding {
   std::string ToString() const;
 };
 
-// Top-level constructs of one source that are not `namespace sglang...`.
-std::vector<Finding> CheckSource(std::string_view file, std::string_view source);
+// What of one source is not inside namespace `ns` (a qualified name:
+// "sglang", "team::ops"), sorted by line. A brace macro counts only where
+// this source defines it (CheckSources knows the whole tree's).
+std::vector<Finding> CheckSource(std::string_view file, std::string_view source, std::string_view ns = "sglang");
 
-// CheckSource over every source file of the tree, plus the manifest's name
-// expressions. Findings are sorted by file and line.
+// CheckSource over every source file of the tree against its manifest's
+// kernel_namespace, plus the manifest's name expressions. A brace macro
+// or class template one file defines counts in every file. Findings are
+// sorted by file and line.
 std::vector<Finding> CheckSources(const manifest::KernelTree& tree);
+
+// For trees served together, as (tree name, tree): each header (.cuh, .h,
+// .hpp) that a kernel of one tree includes (directly or transitively) and
+// whose bytes are those of a header a kernel of another tree includes; one
+// finding per header and pair of trees, its `file` "tree/path" (line 0).
+// Under two rules neither of which encloses the other, one text can satisfy
+// at most one of them. Under the same rule (or nested ones) it is still
+// reported: two copies of shared code drift apart, and the tree that has
+// it should be the one that serves the kernels needing it. Kernels whose
+// includes cannot be resolved are left to the resolver, which reports them.
+std::vector<Finding> CheckTreesShareNoHeaders(
+    const std::vector<std::pair<std::string, const manifest::KernelTree*>>& trees);
 
 using CompileFunction = std::function<absl::StatusOr<compiler::CompileResult>(const compiler::CompileJob&)>;
 // Called after each instantiation: (done, total, kernel, params, arch, ok).

@@ -1,126 +1,68 @@
-// The textual half of the guard. Not a C++ parser: comments, string and
-// character literals and preprocessor lines are blanked, the rest is split
-// into tokens with their line numbers, and the top level is walked construct
-// by construct (a construct ends at its ';' or at the '}' matching its
-// first '{').
+// The textual half of the guard. Not a C++ parser: comments, literals'
+// contents and preprocessor lines are blanked, the rest is split into
+// tokens with their line numbers (source_tokens.h), and the top level is
+// walked construct by construct against the tree's namespace rule
+// (namespace_scan.h; a construct ends at its ';' or at the '}' matching its
+// first '{'). Here the walks of a file or a tree are joined: what one file
+// defines (a brace macro, a class template) can be what another misuses.
 #include <algorithm>
-#include <cctype>
+#include <iterator>
+#include <tuple>
 
 #include "guard/namespace_guard.h"
+#include "guard/namespace_scan.h"
+#include "guard/source_tokens.h"
 #include "jitd/base/text.h"
 
 namespace jitd::guard {
 namespace {
 
+using detail::BraceMacros;
+using detail::FileScan;
 using text::Cat;
 
-struct Token {
-  std::string text;
-  int line;
-};
-
-// Comments, literals and preprocessor lines become spaces (newlines kept, so
-// line numbers survive).
-std::string BlankNonCode(std::string_view in) {
-  std::string out(in);
-  size_t i = 0;
-  bool line_start = true;
-  auto blank = [&](size_t from, size_t to) {
-    for (size_t k = from; k < to && k < out.size(); ++k) {
-      if (out[k] != '\n') out[k] = ' ';
-    }
-  };
-  while (i < out.size()) {
-    const char c = out[i];
-    if (line_start && c == '#') {  // a directive, with backslash continuations
-      size_t end = i;
-      while (end < out.size() && !(out[end] == '\n' && (end == 0 || out[end - 1] != '\\'))) ++end;
-      blank(i, end);
-      i = end;
-      continue;
-    }
-    if (c == '/' && i + 1 < out.size() && out[i + 1] == '/') {
-      size_t end = out.find('\n', i);
-      if (end == std::string::npos) end = out.size();
-      blank(i, end);
-      i = end;
-      continue;
-    }
-    if (c == '/' && i + 1 < out.size() && out[i + 1] == '*') {
-      size_t end = out.find("*/", i + 2);
-      end = end == std::string::npos ? out.size() : end + 2;
-      blank(i, end);
-      i = end;
-      continue;
-    }
-    if (c == '"' || c == '\'') {
-      size_t end = i + 1;
-      while (end < out.size() && out[end] != c && out[end] != '\n') end += out[end] == '\\' ? 2 : 1;
-      blank(i, end + 1);
-      i = end + 1;
-      continue;
-    }
-    if (c == '\n') {
-      line_start = true;
-    } else if (!std::isspace(static_cast<unsigned char>(c))) {
-      line_start = false;
-    }
-    ++i;
-  }
-  return out;
+bool IsSource(const std::string& rel) {
+  return rel.ends_with(".cu") || rel.ends_with(".cuh") || rel.ends_with(".h") || rel.ends_with(".hpp");
 }
 
-std::vector<Token> Tokenize(const std::string& code) {
-  std::vector<Token> out;
-  int line = 1;
-  size_t i = 0;
-  while (i < code.size()) {
-    const auto c = static_cast<unsigned char>(code[i]);
-    if (c == '\n') {
-      ++line;
-      ++i;
-    } else if (std::isspace(c)) {
-      ++i;
-    } else if (std::isalnum(c) || c == '_') {
-      size_t end = i;
-      while (end < code.size() && (std::isalnum(static_cast<unsigned char>(code[end])) || code[end] == '_')) ++end;
-      out.push_back({code.substr(i, end - i), line});
-      i = end;
-    } else if (c == ':' && i + 1 < code.size() && code[i + 1] == ':') {
-      out.push_back({"::", line});
-      i += 2;
-    } else {
-      out.push_back({std::string(1, code[i]), line});
-      ++i;
+// What the scans of a file or a tree say together: each brace macro's
+// definition (one naming `namespace` always; one that only opens or closes
+// a brace when something uses it, since until then it changes nothing the
+// scan reads), and the primary templates outside the rule that the rule's
+// namespace specialises, reworded to say so.
+std::vector<Finding> Join(std::vector<FileScan>& scans, const BraceMacros& macros, const std::string& ns) {
+  std::map<std::string, std::pair<std::string, int>> specialised;  // name -> (file, line)
+  std::set<std::string> used;
+  for (const FileScan& s : scans) {
+    for (const auto& [name, line] : s.specialised) {
+      specialised.emplace(name, std::make_pair(s.file, line));
     }
+    used.insert(s.macros_used.begin(), s.macros_used.end());
   }
-  return out;
-}
-
-size_t SkipConstruct(const std::vector<Token>& t, size_t i) {
-  for (; i < t.size(); ++i) {
-    if (t[i].text == ";") return i + 1;
-    if (t[i].text == "{") break;
-  }
-  int depth = 0;
-  for (; i < t.size(); ++i) {
-    if (t[i].text == "{") ++depth;
-    if (t[i].text == "}" && --depth == 0) {
-      // `struct X { ... };` ends at the ';' after the brace.
-      return i + 1 < t.size() && t[i + 1].text == ";" ? i + 2 : i + 1;
+  std::vector<Finding> out;
+  for (FileScan& s : scans) {
+    for (const auto& t : s.outside_templates) {
+      const auto it = specialised.find(t.name);
+      if (it == specialised.end()) continue;
+      const auto& [file, line] = it->second;
+      s.findings[t.finding].what =
+          Cat("primary template `", t.name, "` is ", t.where, " although specialised in namespace ", ns, " (",
+              file == s.file ? Cat("line ", line) : Cat(file, ":", line),
+              "): move the primary template into namespace ", ns, " (a specialisation must be in its namespace)");
     }
+    std::move(s.findings.begin(), s.findings.end(), std::back_inserter(out));
   }
-  return t.size();
-}
-
-std::string Snippet(const std::vector<Token>& t, size_t from, size_t to) {
-  std::string out;
-  for (size_t k = from; k < to && k < from + 10; ++k) {
-    if (t[k].text == "{") break;
-    bool glue = out.empty() || t[k].text == "::" || out.ends_with("::") || t[k].text == "," || t[k].text == ">" ||
-                out.ends_with("<") || t[k].text == "<" || t[k].text == "(" || t[k].text == ")";
-    text::Append(out, glue ? "" : " ", t[k].text);
+  for (const auto& [name, m] : macros) {
+    if (!m.names_namespace && !used.count(name)) continue;
+    out.push_back({m.file, m.line, "",
+                   Cat("`", m.definition, "` ", detail::MacroAction(m),
+                       " in a macro: the guard skips preprocessor lines, so it cannot see which namespace the "
+                       "code after a use is in (",
+                       detail::MacroRemedy(m), ")")});
   }
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    return std::tie(a.file, a.line) < std::tie(b.file, b.line);
+  });
   return out;
 }
 
@@ -130,60 +72,47 @@ std::string Finding::ToString() const {
   return Cat(file, line > 0 ? Cat(":", line) : "", ": ", kernel.empty() ? "" : Cat("[", kernel, "] "), what);
 }
 
-std::vector<Finding> CheckSource(std::string_view file, std::string_view source) {
-  const std::vector<Token> t = Tokenize(BlankNonCode(source));
-  std::vector<Finding> found;
-  size_t i = 0;
-  while (i < t.size()) {
-    if (t[i].text == ";") {
-      ++i;
-      continue;
-    }
-    const size_t end = SkipConstruct(t, i);
-    Finding f{std::string(file), t[i].line, "", ""};
-    if (t[i].text == "namespace" || (t[i].text == "inline" && i + 1 < t.size() && t[i + 1].text == "namespace")) {
-      size_t n = t[i].text == "inline" ? i + 2 : i + 1;
-      const bool anonymous = n < t.size() && t[n].text == "{";
-      const bool sglang = n + 1 < t.size() && t[n].text == "sglang" && (t[n + 1].text == "{" || t[n + 1].text == "::");
-      if (anonymous) {
-        f.what =
-            "top-level anonymous namespace: what it holds is not in namespace sglang (wrap it in namespace sglang)";
-        found.push_back(std::move(f));
-      } else if (!sglang) {
-        f.what = Cat("`", Snippet(t, i, end), "` is not inside namespace sglang (wrap it in namespace sglang)");
-        found.push_back(std::move(f));
-      }
-    } else {
-      f.what = Cat("`", Snippet(t, i, end), "` is at global scope, outside namespace sglang");
-      found.push_back(std::move(f));
-    }
-    i = end;
-  }
-  return found;
+std::vector<Finding> CheckSource(std::string_view file, std::string_view source, std::string_view ns) {
+  BraceMacros macros;
+  for (auto& m : detail::FindBraceMacros(file, source)) macros.emplace(m.name, std::move(m));
+  const detail::Rule rule = detail::ParseRule(ns);
+  std::vector<FileScan> scans;
+  scans.push_back(detail::ScanFile(file, detail::Tokenize(source), rule, macros));
+  return Join(scans, macros, rule.name);
 }
 
 std::vector<Finding> CheckSources(const manifest::KernelTree& tree) {
-  std::vector<Finding> out;
+  const manifest::Manifest& manifest = tree.manifest();
+  const detail::Rule rule = detail::ParseRule(manifest.kernel_namespace);
+  // A macro defined in one file is used in others (a header's BEGIN_NS):
+  // every file is scanned knowing every file's brace macros.
+  BraceMacros macros;
   for (const auto& [rel, content] : tree.files()) {
-    bool source = rel.ends_with(".cu") || rel.ends_with(".cuh") || rel.ends_with(".h") || rel.ends_with(".hpp");
-    if (!source) continue;
-    auto found = CheckSource(rel, content);
-    for (auto& f : found) {
-      for (const auto& k : tree.manifest().kernels) {
-        if (k.source == rel) f.kernel = k.name;
-      }
-      out.push_back(std::move(f));
+    if (!IsSource(rel)) continue;
+    for (auto& m : detail::FindBraceMacros(rel, content)) macros.emplace(m.name, std::move(m));
+  }
+  std::vector<FileScan> scans;
+  for (const auto& [rel, content] : tree.files()) {
+    if (IsSource(rel)) scans.push_back(detail::ScanFile(rel, detail::Tokenize(content), rule, macros));
+  }
+  std::vector<Finding> out = Join(scans, macros, rule.name);
+  for (auto& f : out) {
+    for (const auto& k : manifest.kernels) {
+      if (k.source == f.file) f.kernel = k.name;
     }
   }
-  for (const auto& k : tree.manifest().kernels) {
+  for (const auto& k : manifest.kernels) {
     for (const auto& e : k.name_expressions) {
-      if (e.rfind("sglang::", 0) != 0) {
-        out.push_back({"kernels.toml", k.line, k.name, Cat("name expression `", e, "` is not in namespace sglang")});
+      if (e.rfind(rule.name + "::", 0) != 0) {
+        out.push_back({"kernels.toml", k.line, k.name,
+                       Cat("name expression `", e, "` is not in namespace ", rule.name, " (it must start with ",
+                           rule.name, "::)")});
       }
     }
   }
-  std::sort(out.begin(), out.end(),
-            [](const Finding& a, const Finding& b) { return std::tie(a.file, a.line) < std::tie(b.file, b.line); });
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    return std::tie(a.file, a.line) < std::tie(b.file, b.line);
+  });
   return out;
 }
 
