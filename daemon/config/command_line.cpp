@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,8 +98,11 @@ struct OfflineFlags {
   std::vector<std::string> archs;
   bool all = false;
   std::string manifest;
+  std::string lock;
   uint32_t workers = 0;
   bool source_only = false;
+  std::string format = "text";
+  std::string write_lock;
   std::filesystem::path output;
   std::filesystem::path bundle_file;
   std::filesystem::path signing_key_file;
@@ -107,8 +111,10 @@ struct OfflineFlags {
   std::string fleet_config;
 };
 
-// What lint and warm compile with: kernels, toolkit, archs, workers.
-void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& arch_help) {
+// What lint and warm compile with: kernels, toolkit, archs, workers (lint
+// calls them --jobs, as make and ninja do, and keeps --workers, hidden, for
+// the scripts that used it).
+void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& arch_help, bool jobs = false) {
   sub.add_option("--kernels", flags.kernels_dir,
                  text::Cat("Kernel sources and manifest (default: ", DefaultKernelsDir().string(), ")"))
       ->type_name("DIR");
@@ -116,7 +122,39 @@ void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& ar
                  text::Cat("CUDA toolkit headers NVRTC compiles with (default: ", compiler::kDefaultCudaInclude, ")"))
       ->type_name("DIR");
   sub.add_option("--arch", flags.archs, arch_help)->type_name("ARCH");
+  if (jobs) {
+    sub.add_option("-j,--jobs", flags.workers, "Compiles at once (default: one per core)")->type_name("N");
+    sub.add_option("--workers", flags.workers, "The same as --jobs")->group("");
+    return;
+  }
   sub.add_option("--workers", flags.workers, "Compile workers (default: one per core)")->type_name("N");
+}
+
+constexpr char kLintFooter[] =
+    "Checks that every kernel file is in the tree's namespace (kernels.toml `namespace`, default sglang)\n"
+    "and that every instantiation compiles and resolves for every arch; one finding per problem.\n"
+    "Exit codes: 0 clean; 1 findings; 2 cannot run (bad flags, unreadable tree, no CUDA toolkit, a lock\n"
+    "file that cannot be written).\n"
+    "--format: text (people), json (one document), junit (JUnit XML for CI test reports), github\n"
+    "(GitHub Actions annotations); json and junit write only the document on stdout, progress on stderr.\n"
+    "Examples, in CI:\n"
+    "  jitd lint --kernels kernels --arch sm_90 --format github\n"
+    "  jitd lint --kernels kernels --arch sm_90 --arch sm_100a --format junit > lint.xml\n"
+    "  jitd lint --kernels kernels --arch sm_90 --write-lock kernels.lock   (then: jitd --lock kernels.lock)";
+
+void AddLintSubcommand(CLI::App& app, OfflineFlags& flags) {
+  CLI::App* lint =
+      app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
+  AddCompileOptions(*lint, flags, "Arch to check for (repeatable; default sm_90)", true);
+  lint->add_flag("--source-only", flags.source_only, "Only the textual check, no compiles (milliseconds)");
+  lint->add_option("--format", flags.format, "How findings are written: text, json, junit or github (default: text)")
+      ->check(CLI::IsMember({"text", "json", "junit", "github"}).description(""))
+      ->type_name("FORMAT");
+  lint->add_option("--write-lock", flags.write_lock,
+                   "After a clean lint, write every instantiation x arch and its content key to FILE (a lock "
+                   "`jitd --lock FILE` serves exactly); nothing is written when there are findings")
+      ->type_name("FILE");
+  lint->footer(kLintFooter);
 }
 
 constexpr char kFleetHelp[] =
@@ -148,25 +186,25 @@ absl::StatusOr<std::vector<std::string>> OfflineFleet(const OfflineFlags& flags)
 }
 
 void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
-  CLI::App* lint =
-      app.add_subcommand("lint", "Check kernel sources against the namespace guard, locally (no daemon needed)");
-  AddCompileOptions(*lint, flags, "Arch to check for (repeatable; default sm_90)");
-  lint->add_flag("--source-only", flags.source_only, "Only the textual check, no compiles (milliseconds)");
-  lint->footer(
-      "Exit 0 when every kernel file is in namespace sglang and every instantiation compiles and\n"
-      "resolves for every arch; 1 with one finding per problem otherwise.");
+  AddLintSubcommand(app, flags);
 
   CLI::App* warm = app.add_subcommand("warm", "Fill a cache directory without serving (image builds; no GPU needed)");
   warm->add_option("--cache-dir", flags.cache_dir, "Cache directory to fill")->required()->type_name("DIR");
-  warm->add_flag("--all", flags.all, "Every instantiation of the manifest (or --manifest)");
-  warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm (or --all)")
+  warm->add_flag("--all", flags.all, "Every instantiation of the manifest (or --manifest, --lock)");
+  warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm (or --all, --lock)")
+      ->check(ExistingFile())
+      ->type_name("FILE");
+  warm->add_option("--lock", flags.lock,
+                   "Exactly the instantiations of a lock `jitd lint --write-lock` wrote, each checked against its "
+                   "key (or --all, --manifest)")
       ->check(ExistingFile())
       ->type_name("FILE");
   AddCompileOptions(*warm, flags, "Arch to warm for (repeatable; default sm_90)");
   AddFleetOptions(*warm, flags);
   warm->footer(
-      "Safe while a daemon uses the same cache directory. Example:\n"
-      "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a");
+      "Safe while a daemon uses the same cache directory. Examples:\n"
+      "  jitd warm --cache-dir /var/cache/jitd --all --arch sm_90 --arch sm_100a\n"
+      "  jitd warm --cache-dir /var/cache/jitd --lock kernels.lock   (what jitd --lock kernels.lock serves)");
 
   CLI::App* bundle = app.add_subcommand("bundle", "Sealed seed bundles: one read-only file of verified entries");
   bundle->require_subcommand(1);
@@ -209,8 +247,15 @@ int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
   o.archs = flags.archs;
   o.all = flags.all;
   o.manifest = flags.manifest;
+  o.lock = flags.lock;
   o.workers = flags.workers;
   o.source_only = flags.source_only;
+  const std::map<std::string, LintFormat> formats = {{"text", LintFormat::kText},
+                                                     {"json", LintFormat::kJson},
+                                                     {"junit", LintFormat::kJunit},
+                                                     {"github", LintFormat::kGithub}};
+  o.format = formats.at(flags.format);  // CLI11 let only these through
+  o.write_lock = flags.write_lock;
   o.output = flags.output;
   o.bundle_file = flags.bundle_file;
   o.signing_key_file = flags.signing_key_file;
@@ -228,12 +273,19 @@ int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
   for (const std::string& arch : manifest::FleetTargets(*fleet)) {
     if (std::find(o.archs.begin(), o.archs.end(), arch) == o.archs.end()) o.archs.push_back(arch);
   }
-  if (command_line->command == CommandLine::Command::kWarm && !o.all && o.manifest.empty()) {
-    std::cerr << "jitd warm: say what to warm: --all (every instantiation) or --manifest FILE\n";
-    return kExitUsage;
+  if (command_line->command == CommandLine::Command::kWarm) {
+    const int sources = (o.all ? 1 : 0) + (o.manifest.empty() ? 0 : 1) + (o.lock.empty() ? 0 : 1);
+    if (sources == 0) {
+      std::cerr << "jitd warm: say what to warm: --all (every instantiation), --manifest FILE or --lock FILE\n";
+      return kExitUsage;
+    }
+    if (sources > 1) {
+      std::cerr << "jitd warm: --all, --manifest and --lock exclude each other: give one\n";
+      return kExitUsage;
+    }
   }
-  if (command_line->command == CommandLine::Command::kWarm && o.all && !o.manifest.empty()) {
-    std::cerr << "jitd warm: --all and --manifest exclude each other: give one\n";
+  if (command_line->command == CommandLine::Command::kLint && o.source_only && !o.write_lock.empty()) {
+    std::cerr << "jitd lint: --write-lock needs the compiles (the keys are of what compiled): drop --source-only\n";
     return kExitUsage;
   }
   if (command_line->command == CommandLine::Command::kBundleCreate) {

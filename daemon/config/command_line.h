@@ -12,6 +12,9 @@
 
 namespace jitd::daemon {
 
+// How `jitd lint` reports (--format): lint_report.h writes each.
+enum class LintFormat { kText, kJson, kJunit, kGithub };
+
 // What `jitd lint`, `jitd warm` and `jitd bundle` were given.
 struct OfflineOptions {
   std::filesystem::path kernels_dir;       // empty = DefaultKernelsDir()
@@ -20,8 +23,12 @@ struct OfflineOptions {
   std::vector<std::string> archs;          // empty = the default arch
   bool all = false;                        // warm: every instantiation
   std::filesystem::path manifest;          // warm: a file of [[spec]] tables
-  uint32_t workers = 0;                    // 0 = one per core
+  std::filesystem::path lock;              // warm: exactly the entries of this lock file
+  uint32_t workers = 0;                    // 0 = one per core (lint: --jobs)
   bool source_only = false;                // lint: skip the compile-all half
+  LintFormat format = LintFormat::kText;   // lint: how findings are written
+  std::filesystem::path write_lock;        // lint: the lock file a clean lint writes
+  std::string kernels_name;                // the tree's serving name ("" = unnamed): a lock's `tree`
   std::filesystem::path output;            // bundle create: the bundle to write
   std::filesystem::path bundle_file;       // bundle verify: the bundle to check
   std::filesystem::path signing_key_file;  // bundle: the fleet's key; empty = a digest seal

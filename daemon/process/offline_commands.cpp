@@ -2,101 +2,68 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
-#include <set>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include "config/config.h"
-#include "guard/namespace_guard.h"
 #include "jitd/base/kernel_params.h"
 #include "jitd/base/progress.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/spec_file.h"
+#include "manifest/lock.h"
 #include "process/compile_stack.h"
 #include "serving/kernel_service.h"
 #include "serving/warm_run.h"
 
 namespace jitd::daemon {
-namespace {
 
 namespace fs = std::filesystem;
+using offline::CannotRun;
+using offline::kExitFindings;
 using text::Cat;
 
-constexpr int kExitFindings = 1;
-constexpr int kExitCannotRun = 2;
-
-size_t WorkerCount(uint32_t requested) {
+size_t offline::WorkerCount(uint32_t requested) {
   return requested > 0 ? requested : std::max(1u, std::thread::hardware_concurrency());
 }
 
-std::vector<std::string> Archs(const OfflineOptions& o) {
+std::vector<std::string> offline::Archs(const OfflineOptions& o) {
   return o.archs.empty() ? std::vector<std::string>{std::string(kDefaultArch)} : o.archs;
 }
 
-int CannotRun(std::string_view what, const absl::Status& s) {
+int offline::CannotRun(std::string_view what, const absl::Status& s) {
   std::fprintf(stderr, "jitd %.*s: %s\n", static_cast<int>(what.size()), what.data(), std::string(s.message()).c_str());
   return kExitCannotRun;
 }
 
-}  // namespace
-
-int RunLint(const CommandLine& command_line) {
-  spdlog::set_level(spdlog::level::warn);
-  const OfflineOptions& o = command_line.offline;
-  fs::path kernels_dir = o.kernels_dir.empty() ? DefaultKernelsDir() : o.kernels_dir;
-  auto tree = manifest::KernelTree::Load(kernels_dir);
-  if (!tree.ok()) return CannotRun("lint", tree.status());
-  std::vector<guard::Finding> findings = guard::CheckSources(**tree);
-  std::set<std::string> skip;
-  for (const auto& f : findings) {
-    std::printf("%s\n", f.ToString().c_str());
-    if (!f.kernel.empty()) skip.insert(f.kernel);
-  }
-  size_t files = 0;
-  for (const auto& [rel, content] : (*tree)->files())
-    files += rel.ends_with(".cu") || rel.ends_with(".cuh") || rel.ends_with(".h");
-  std::printf("jitd lint: %zu source files in %s: %zu findings\n", files, kernels_dir.c_str(), findings.size());
-  if (o.source_only) return findings.empty() ? 0 : kExitFindings;
-
-  auto toolchain = DetectToolchain(o.cuda_include.empty() ? fs::path(compiler::kDefaultCudaInclude) : o.cuda_include);
-  if (!toolchain.ok()) return CannotRun("lint", toolchain.status());
-  const std::vector<std::string> archs = Archs(o);
-  auto resolver = manifest::Resolver::Create(*tree, *toolchain, archs.front());
-  if (!resolver.ok()) return CannotRun("lint", resolver.status());
-  std::shared_ptr<const manifest::Resolver> shared(std::move(*resolver));
-  const size_t workers = WorkerCount(o.workers);
-  auto stack = StartCompileStack(shared, workers);
-  if (!stack.ok()) return CannotRun("lint", stack.status());
-
-  size_t total = 0;
-  for (const auto& k : (*tree)->manifest().kernels) {
-    if (!skip.count(k.name)) total += manifest::Manifest::Instantiations(k).size() * archs.size();
-  }
-  Progress progress("compile-all", total);
-  auto compiled = guard::CompileAll(
-      *shared, archs,
-      [&](const compiler::CompileJob& job) { return stack->pool->Compile(job, compiler::Priority::kLive); }, workers,
-      [&](size_t, size_t, const std::string& kernel, const std::string& params, const std::string& arch, bool ok) {
-        progress.Done(ok ? "ok" : "failed", text::Instantiation(kernel, params, arch));
-      },
-      skip);
-  progress.Finish();
-  for (const auto& f : compiled) std::printf("%s\n", f.ToString().c_str());
-  std::printf("jitd lint: %zu instantiations compiled for %zu arch(s) with NVRTC %s in %.1f s: %zu findings%s\n", total,
-              archs.size(), toolchain->nvrtc_version.c_str(), progress.elapsed_s(), compiled.size(),
-              skip.empty() ? "" : Cat(" (", skip.size(), " kernels with source findings not compiled)").c_str());
-  return findings.empty() && compiled.empty() ? 0 : kExitFindings;
-}
-
 namespace {
 
-// What `jitd warm` warms: every instantiation of the manifest (--all) or
-// every spec of --manifest, for each of `archs` unless the spec names one.
+// "k=v,k=v" (a lock's canonical params) as a request's map.
+std::map<std::string, std::string> ParamsMap(std::string_view canonical) {
+  std::map<std::string, std::string> params;
+  for (std::string_view rest = canonical; !rest.empty();) {
+    const std::string_view pair = rest.substr(0, rest.find(','));
+    rest.remove_prefix(std::min(rest.size(), pair.size() + 1));
+    const size_t eq = pair.find('=');
+    params[std::string(pair.substr(0, eq))] = eq == std::string_view::npos ? "" : std::string(pair.substr(eq + 1));
+  }
+  return params;
+}
+
+// What `jitd warm` warms: every instantiation of the manifest (--all),
+// every entry of --lock (each for its own arch), or every spec of
+// --manifest, for each of `archs` unless the spec names one.
 absl::StatusOr<std::vector<manifest::KernelRequest>> WarmRequests(const OfflineOptions& o,
                                                                   const manifest::Resolver& resolver,
                                                                   const std::vector<std::string>& archs) {
   std::vector<manifest::KernelRequest> requests;
+  if (const manifest::KernelLock* lock = resolver.trees().front().lock.get(); lock != nullptr) {
+    for (const manifest::LockEntry& e : lock->entries) requests.push_back({e.kernel, ParamsMap(e.params), e.arch, {}});
+    return requests;
+  }
   if (o.all) {
     for (const auto& k : resolver.tree().manifest().kernels) {
       for (const auto& params : manifest::Manifest::Instantiations(k)) {
@@ -123,6 +90,27 @@ absl::StatusOr<std::vector<manifest::KernelRequest>> WarmRequests(const OfflineO
   return requests;
 }
 
+// The kernels to warm from; with --lock, the tree locked by it, so that
+// every entry is resolved against its locked key: a warm-up of sources or a
+// toolkit other than the linted ones fails those entries instead of filling
+// the cache with cubins the locked daemon would refuse.
+absl::StatusOr<std::shared_ptr<const manifest::Resolver>> WarmResolver(const OfflineOptions& o,
+                                                                       const fs::path& kernels_dir,
+                                                                       const manifest::Toolchain& toolchain,
+                                                                       const std::string& default_arch) {
+  if (o.lock.empty()) return LoadKernels(kernels_dir, toolchain, default_arch);
+  JITD_ASSIGN_OR_RETURN(manifest::KernelLock lock, manifest::KernelLock::Read(o.lock));
+  if (lock.tree != o.kernels_name) {
+    return absl::InvalidArgumentError(Cat("--lock ", o.lock.string(), " is the lock of kernel tree '", lock.tree,
+                                          "', not of the tree warmed here ('", o.kernels_name, "')"));
+  }
+  JITD_ASSIGN_OR_RETURN(auto tree, manifest::KernelTree::Load(kernels_dir));
+  std::vector<manifest::ServedTree> trees;
+  trees.push_back({o.kernels_name, std::move(tree), std::make_shared<const manifest::KernelLock>(std::move(lock))});
+  JITD_ASSIGN_OR_RETURN(auto resolver, manifest::Resolver::Create(std::move(trees), toolchain, default_arch));
+  return std::shared_ptr<const manifest::Resolver>(std::move(resolver));
+}
+
 }  // namespace
 
 int RunWarm(const CommandLine& command_line) {
@@ -131,7 +119,7 @@ int RunWarm(const CommandLine& command_line) {
   spdlog::set_level(spdlog::level::warn);
   const OfflineOptions& o = command_line.offline;
   fs::path kernels_dir = o.kernels_dir.empty() ? DefaultKernelsDir() : o.kernels_dir;
-  const std::vector<std::string> archs = Archs(o);
+  const std::vector<std::string> archs = offline::Archs(o);
   cache::CacheOptions cache_options;
   cache_options.dir = o.cache_dir;
   // A warm-up writer adds; the budget is the serving daemon's to enforce.
@@ -144,13 +132,13 @@ int RunWarm(const CommandLine& command_line) {
   if (!toolkit.ok()) return CannotRun("warm", toolkit.status());
   auto toolchain = manifest::Toolchain::FromIdentity((*toolkit)->identity());
   if (!toolchain.ok()) return CannotRun("warm", toolchain.status());
-  auto resolver = LoadKernels(kernels_dir, *toolchain, archs.front());
+  auto resolver = WarmResolver(o, kernels_dir, *toolchain, archs.front());
   if (!resolver.ok()) return CannotRun("warm", resolver.status());
 
   absl::StatusOr<std::vector<manifest::KernelRequest>> requests = WarmRequests(o, **resolver, archs);
   if (!requests.ok()) return CannotRun("warm", requests.status());
 
-  const size_t workers = WorkerCount(o.workers);
+  const size_t workers = offline::WorkerCount(o.workers);
   // A toolkit change during the warm-up fails the compiles that saw it
   // (UNAVAILABLE, reported as failures): a warm-up never stores old keys
   // with new bytes; run it again for the new toolkit's keys.

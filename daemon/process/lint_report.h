@@ -1,0 +1,75 @@
+// What `jitd lint` found, collected once and written in the format CI wants:
+// text (a person reading a terminal or a log), JSON (scripts), JUnit XML
+// (test-report tabs of CI systems) or GitHub Actions workflow commands
+// (annotations on the pull request's diff). Pure functions of the report, so
+// every format is unit-tested without compiling anything.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "guard/namespace_guard.h"
+
+namespace jitd::daemon {
+
+struct LintReport {
+  enum class Check { kSource, kCompile };
+  struct Finding {
+    Check check = Check::kSource;
+    guard::Finding finding;
+  };
+  // One instantiation x arch of the compile-all half.
+  struct Instantiation {
+    std::string kernel;
+    std::string params;  // canonical "k=v,k=v"
+    std::string arch;
+    bool ok = false;
+    // Not compiled: its kernel has source findings, which a compile would
+    // only repeat.
+    bool skipped = false;
+  };
+
+  std::string kernels_dir;  // as given on the command line (or the default)
+  std::string kernel_namespace;
+  std::vector<std::string> archs;
+  // Every .cu/.cuh/.h file the namespace guard read, relative to kernels_dir.
+  std::vector<std::string> source_files;
+  bool compiled = false;      // the compile-all half ran (not --source-only)
+  std::string nvrtc_version;  // when compiled
+  double compile_s = 0;
+  size_t parallelism = 0;
+  std::vector<Finding> findings;  // the source findings, then the compile ones
+  std::vector<Instantiation> instantiations;
+  std::set<std::string> skipped_kernels;
+
+  size_t CountFindings(Check check) const;
+  size_t CountInstantiations(bool ok, bool skipped) const;
+  // The compile findings of one instantiation (its kernel's, for its arch and
+  // params; a "cannot resolve" finding, which names no params, counts for
+  // every instantiation of its kernel and arch).
+  std::vector<const guard::Finding*> FindingsOf(const Instantiation& instantiation) const;
+  bool ok() const { return findings.empty(); }
+};
+
+// `jitd lint`'s text, as it always was, in two halves so that a person sees
+// the source findings before minutes of compiles: the source findings and
+// their summary line, then the compile findings and theirs.
+std::string LintTextSources(const LintReport& report);
+std::string LintTextCompile(const LintReport& report);
+// One JSON document (UTF-8; invalid bytes become U+FFFD).
+std::string LintJson(const LintReport& report);
+// JUnit XML: a "namespace guard" suite of one test per source file and a
+// "compile-all" suite of one test per instantiation x arch.
+std::string LintJunit(const LintReport& report);
+// GitHub Actions workflow commands: one ::error per finding, then a summary.
+std::string LintGithub(const LintReport& report);
+
+// Exposed for tests: the escapers the writers use.
+std::string JsonString(std::string_view s);      // with the quotes
+std::string XmlEscape(std::string_view s);       // text and attribute values
+std::string GithubData(std::string_view s);      // a workflow command's message
+std::string GithubProperty(std::string_view s);  // a workflow command's property value
+
+}  // namespace jitd::daemon
