@@ -233,7 +233,7 @@ TEST_F(JitctlCli, AllAndManifestTogetherAreRefusedSayingWhy) {
       {testing::JitdBinary(), "warm", "--cache-dir", (dir_ / "c").string(), "--all", "--manifest", spec.string()},
       dir_ / "warm.log", std::chrono::seconds(20));
   EXPECT_EQ(offline.exit_code, 2);
-  EXPECT_THAT(offline.output, HasSubstr("--all and --manifest exclude each other"));
+  EXPECT_THAT(offline.output, HasSubstr("--all, --manifest and --lock exclude each other"));
 }
 
 TEST(Help, EveryScreenIsFreeOfParserArtefactsAndServeHelpListsTheServeOptions) {
