@@ -42,6 +42,7 @@ bool IsKeyNeutralOption(std::string_view o) {
 std::string ContentKey(const KeyInputs& in) {
   FieldDigest h;
   h.Field("schema", std::to_string(kKeySchemaVersion));
+  if (!in.tree.empty()) h.Field("tree", in.tree);
   h.Field("nvrtc", in.nvrtc_version);
   h.Field("toolkit", in.toolkit_fingerprint);
   h.Field("nvrtc-library", in.nvrtc_library_fingerprint);

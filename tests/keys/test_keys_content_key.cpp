@@ -175,6 +175,9 @@ TEST(ContentKey, EveryInputMatters) {
   EXPECT_TRUE(differs([](KeyInputs& k) { k.name_expressions = {"sglang::k<double>"}; }));
   EXPECT_TRUE(differs([](KeyInputs& k) { k.sources[0].second += " "; }));
   EXPECT_TRUE(differs([](KeyInputs& k) { k.sources[0].first = "j.cu"; }));
+  // A named tree's entries are its own; the unnamed tree's keys are unchanged.
+  EXPECT_TRUE(differs([](KeyInputs& k) { k.tree = "team"; }));
+  EXPECT_FALSE(differs([](KeyInputs& k) { k.tree = ""; }));
   // Field boundaries are part of the hash.
   EXPECT_TRUE(differs([](KeyInputs& k) { k.options = {"-std=c++1", "7"}; }));
   // Neutral: include paths and precompiled-header options.

@@ -31,6 +31,10 @@ namespace jitd::keys {
 inline constexpr int kKeySchemaVersion = 3;
 
 struct KeyInputs {
+  // The name the kernel's tree is served under (`--kernels NAME=DIR`): two
+  // trees never share an entry, so every entry belongs to one tree. Empty
+  // for the unnamed tree of `--kernels DIR`, whose keys stay what they were.
+  std::string tree;
   std::string nvrtc_version;        // "13.0"
   std::string toolkit_fingerprint;  // TreeFingerprint() of the toolkit headers
   // FilesFingerprint() of the compiler library files the compiles run
