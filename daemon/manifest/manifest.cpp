@@ -210,8 +210,9 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
   if (root.get("namespace")) {
     JITD_ASSIGN_OR_RETURN(auto ns, String(root, "namespace", origin, "the manifest", true));
     if (!IsQualifiedName(ns)) {
-      return Bad(origin, root.get("namespace")->source(),
-                 Cat("namespace '", ns, "' is not a C++ namespace name (write it as in code: \"team\" or \"team::ops\")"));
+      return Bad(
+          origin, root.get("namespace")->source(),
+          Cat("namespace '", ns, "' is not a C++ namespace name (write it as in code: \"team\" or \"team::ops\")"));
     }
     m.kernel_namespace = ns;
   }

@@ -172,6 +172,7 @@ absl::StatusOr<std::vector<std::string>> CanonicalRequestOptions(const std::vect
 std::string AllowedOptionsSummary();
 
 struct KernelRequest {
+  // "kernel" (unambiguous among the served trees) or "tree/kernel".
   std::string kernel;
   std::map<std::string, std::string> params;
   std::string arch;  // empty = the resolver's default
@@ -179,7 +180,8 @@ struct KernelRequest {
 };
 
 struct ResolvedKernel {
-  std::string kernel;
+  std::string kernel;  // qualified (QualifiedName): "tree/kernel", or "kernel" in an unnamed tree
+  std::string tree;    // the tree's name ("" for an unnamed tree)
   std::string params;  // canonical "k=v,k=v", sorted by k, defaults filled in
   std::string arch;
   std::vector<std::string> request_options;  // canonical
@@ -187,37 +189,87 @@ struct ResolvedKernel {
   compiler::CompileJob job;
 };
 
+struct KernelLock;  // lock.h
+
+// One kernel tree as the daemon serves it.
+struct ServedTree {
+  // `--kernels NAME=DIR`: its kernels are "NAME/kernel" and NAME is part of
+  // their keys. "" for the one tree of `--kernels DIR`, served as before:
+  // bare names, the keys they always had.
+  std::string name;
+  std::shared_ptr<const KernelTree> tree;
+  // `--lock FILE`: only the instantiations it lists, with the keys it lists,
+  // are served; null when the tree is not locked.
+  std::shared_ptr<const KernelLock> lock;
+};
+
+// "tree/kernel", or `kernel` for the unnamed tree.
+std::string QualifiedName(std::string_view tree, std::string_view kernel);
+// A tree name: a letter, then letters, digits, '_', '-' or '.', at most 64.
+// INVALID_ARGUMENT saying how to write one.
+absl::Status ValidateTreeName(std::string_view name);
+
+// A kernel of one of the served trees.
+struct TreeKernel {
+  const ServedTree* tree = nullptr;
+  const KernelDef* def = nullptr;
+  std::string name;  // qualified
+};
+
 class Resolver {
  public:
-  // Computes every kernel's include closure once (the tree is immutable).
-  // INVALID_ARGUMENT for a default arch the toolchain does not support.
+  // Computes every kernel's include closure once (the trees are immutable).
+  // INVALID_ARGUMENT for a default arch the toolchain does not support, a
+  // bad or repeated tree name, or an unnamed tree beside others (several
+  // trees must each be named, or their bare names would change meaning
+  // when one is added).
+  static absl::StatusOr<std::unique_ptr<Resolver>> Create(std::vector<ServedTree> trees, Toolchain toolchain,
+                                                          std::string default_arch);
+  // One unnamed tree.
   static absl::StatusOr<std::unique_ptr<Resolver>> Create(std::shared_ptr<const KernelTree> tree, Toolchain toolchain,
                                                           std::string default_arch);
 
   // Thread-safe; successful resolutions are memoized.
+  // Besides Manifest's errors: NOT_FOUND naming the trees for a qualified
+  // name whose tree is not served; INVALID_ARGUMENT listing the candidates
+  // for a bare name several trees have; FAILED_PRECONDITION naming the lock
+  // for an instantiation a locked tree's lock does not list (or lists with
+  // another key: its sources or toolkit are not the ones locked).
   absl::StatusOr<ResolvedKernel> Resolve(const KernelRequest& request) const;
+
+  // The kernel `name` names ("tree/kernel", or a bare name one tree has).
+  absl::StatusOr<TreeKernel> FindKernel(std::string_view name) const;
+  // Every kernel of every tree, tree by tree in serving order.
+  std::vector<TreeKernel> Kernels() const;
 
   // The same kernels under another toolchain (after a toolkit change): new
   // keys for everything, an empty memo.
   absl::StatusOr<std::unique_ptr<Resolver>> WithToolchain(Toolchain toolchain) const;
+  // The same trees with `tree` in place of the one of its name (a reload
+  // of one tree): the others keep their bytes and keys.
+  absl::StatusOr<std::unique_ptr<Resolver>> WithTree(ServedTree tree) const;
 
-  const KernelTree& tree() const { return *tree_; }
+  const std::vector<ServedTree>& trees() const { return trees_; }
+  // The first tree (the only one for lint, warm and a daemon of one tree).
+  const KernelTree& tree() const { return *trees_.front().tree; }
   const Toolchain& toolchain() const { return toolchain_; }
   const std::string& default_arch() const { return default_arch_; }
 
  private:
   Resolver() = default;
-  std::shared_ptr<const KernelTree> tree_;
+  std::vector<ServedTree> trees_;
   Toolchain toolchain_;
   std::string default_arch_;
   absl::StatusOr<ResolvedKernel> ResolveUncached(const KernelRequest& request) const;
+  absl::Status CheckLock(const ServedTree& tree, const KernelDef& def, const ResolvedKernel& resolved) const;
 
-  // Per kernel source: every project header it can include, under every
-  // name an #include spells it by (keys::IncludeNames), with its content.
-  std::map<std::string, std::vector<compiler::CompileHeader>> headers_;
+  // Per tree (as trees_), per kernel source: every project header it can
+  // include, under every name an #include spells it by
+  // (keys::IncludeNames), with its content.
+  std::vector<std::map<std::string, std::vector<compiler::CompileHeader>>> headers_;
   // Requests resolved before, by their exact text: a repeated request (every
   // hit) costs a lookup instead of a SHA-256 over the include closure. The
-  // tree is immutable, so an entry never goes stale; a reload is a new
+  // trees are immutable, so an entry never goes stale; a reload is a new
   // Resolver with an empty memo.
   mutable std::mutex memo_mu_;
   mutable std::unordered_map<std::string, ResolvedKernel> memo_;

@@ -1,8 +1,13 @@
 // Request -> NVRTC program + content key.
+#include <algorithm>
+#include <cctype>
+#include <set>
+
 #include "jitd/base/kernel_params.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/keys/content_key.h"
+#include "manifest/lock.h"
 #include "manifest/manifest.h"
 
 namespace jitd::manifest {
@@ -38,34 +43,121 @@ std::string Printable(std::string_view s) {
 
 }  // namespace
 
+std::string QualifiedName(std::string_view tree, std::string_view kernel) {
+  return tree.empty() ? std::string(kernel) : Cat(tree, "/", kernel);
+}
+
+absl::Status ValidateTreeName(std::string_view name) {
+  auto ok = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; };
+  if (name.empty() || name.size() > 64 || !std::isalpha(static_cast<unsigned char>(name.front())) ||
+      !std::all_of(name.begin(), name.end(), ok)) {
+    return absl::InvalidArgumentError(Cat("tree name '", Printable(name),
+                                          "' is not one: a letter, then letters, digits, '_', '-' or '.' (at most "
+                                          "64), as in --kernels sglang=/usr/share/jitd/kernels"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Resolver>> Resolver::Create(std::shared_ptr<const KernelTree> tree, Toolchain toolchain,
+                                                           std::string default_arch) {
+  return Create(std::vector<ServedTree>{ServedTree{"", std::move(tree), nullptr}}, std::move(toolchain),
+                std::move(default_arch));
+}
+
+absl::StatusOr<std::unique_ptr<Resolver>> Resolver::Create(std::vector<ServedTree> trees, Toolchain toolchain,
                                                            std::string default_arch) {
   if (auto s = ValidateArch(default_arch, toolchain); !s.ok()) {
     return absl::InvalidArgumentError(Cat("default ", s.message()));
   }
-  std::unique_ptr<Resolver> r(new Resolver());
-  for (const auto& k : tree->manifest().kernels) {
-    if (r->headers_.count(k.source)) continue;
-    auto names = keys::IncludeNames(tree->files(), k.source);
-    if (!names.ok()) {
-      return absl::Status(names.status().code(),
-                          Cat("kernel ", k.name, " in ", tree->source_dir().string(), ": ", names.status().message()));
+  if (trees.empty()) return absl::InvalidArgumentError("no kernel tree to serve");
+  std::set<std::string> tree_names;
+  for (const ServedTree& t : trees) {
+    if (t.name.empty() && trees.size() > 1) {
+      return absl::InvalidArgumentError(
+          Cat("with ", trees.size(),
+              " kernel trees each needs a name (--kernels NAME=DIR): ", t.tree->source_dir().string(), " has none"));
     }
-    auto& headers = r->headers_[k.source];
-    for (const keys::IncludeName& name : *names) {
-      const std::string* content = tree->File(name.path);
-      if (!content) return absl::InternalError(Cat("include closure names ", name.path, ", not in the kernel tree"));
-      headers.push_back(compiler::CompileHeader{name.name, name.path, *content});
+    if (!t.name.empty()) JITD_RETURN_IF_ERROR(ValidateTreeName(t.name));
+    if (!tree_names.insert(t.name).second)
+      return absl::InvalidArgumentError(Cat("two kernel trees are named ", t.name));
+  }
+  std::unique_ptr<Resolver> r(new Resolver());
+  for (const ServedTree& t : trees) {
+    auto& by_source = r->headers_.emplace_back();
+    for (const auto& k : t.tree->manifest().kernels) {
+      if (by_source.count(k.source)) continue;
+      auto names = keys::IncludeNames(t.tree->files(), k.source);
+      if (!names.ok()) {
+        return absl::Status(names.status().code(), Cat("kernel ", QualifiedName(t.name, k.name), " in ",
+                                                       t.tree->source_dir().string(), ": ", names.status().message()));
+      }
+      auto& headers = by_source[k.source];
+      for (const keys::IncludeName& name : *names) {
+        const std::string* content = t.tree->File(name.path);
+        if (!content) return absl::InternalError(Cat("include closure names ", name.path, ", not in the kernel tree"));
+        headers.push_back(compiler::CompileHeader{name.name, name.path, *content});
+      }
     }
   }
-  r->tree_ = std::move(tree);
+  r->trees_ = std::move(trees);
   r->toolchain_ = std::move(toolchain);
   r->default_arch_ = std::move(default_arch);
   return r;
 }
 
 absl::StatusOr<std::unique_ptr<Resolver>> Resolver::WithToolchain(Toolchain toolchain) const {
-  return Create(tree_, std::move(toolchain), default_arch_);
+  return Create(trees_, std::move(toolchain), default_arch_);
+}
+
+absl::StatusOr<std::unique_ptr<Resolver>> Resolver::WithTree(ServedTree tree) const {
+  std::vector<ServedTree> trees = trees_;
+  auto same = std::find_if(trees.begin(), trees.end(), [&](const ServedTree& t) { return t.name == tree.name; });
+  if (same == trees.end()) return absl::NotFoundError(Cat("no kernel tree named '", tree.name, "' is served"));
+  *same = std::move(tree);
+  return Create(std::move(trees), toolchain_, default_arch_);
+}
+
+std::vector<TreeKernel> Resolver::Kernels() const {
+  std::vector<TreeKernel> out;
+  for (const ServedTree& t : trees_) {
+    for (const KernelDef& k : t.tree->manifest().kernels) out.push_back({&t, &k, QualifiedName(t.name, k.name)});
+  }
+  return out;
+}
+
+absl::StatusOr<TreeKernel> Resolver::FindKernel(std::string_view name) const {
+  const size_t slash = name.find('/');
+  std::vector<TreeKernel> found;
+  for (const ServedTree& t : trees_) {
+    std::string_view bare = name;
+    if (slash != std::string_view::npos) {
+      if (name.substr(0, slash) != t.name) continue;
+      bare = name.substr(slash + 1);
+    }
+    if (const KernelDef* k = t.tree->manifest().Find(bare)) found.push_back({&t, k, QualifiedName(t.name, k->name)});
+  }
+  if (found.size() == 1) return found.front();
+  if (found.size() > 1) {
+    std::vector<std::string> names;
+    for (const TreeKernel& k : found) names.push_back(k.name);
+    return absl::InvalidArgumentError(
+        Cat("kernel '", Printable(name), "' is in ", found.size(), " kernel trees: ask for ", Join(names, " or ")));
+  }
+  std::vector<std::string> every;
+  for (const TreeKernel& k : Kernels()) every.push_back(k.name);
+  auto close = text::CloseMatches(name, every, 3);
+  std::string tree_note;
+  if (slash != std::string_view::npos && std::none_of(trees_.begin(), trees_.end(), [&](const ServedTree& t) {
+        return t.name == name.substr(0, slash);
+      })) {
+    std::vector<std::string> trees;
+    for (const ServedTree& t : trees_) trees.push_back(t.name.empty() ? "(unnamed)" : t.name);
+    tree_note =
+        Cat(" (no kernel tree '", Printable(name.substr(0, slash)), "' is served; trees: ", Join(trees, ", "), ")");
+  }
+  return absl::NotFoundError(Cat("unknown kernel '", Printable(name), "'", tree_note,
+                                 close.empty() ? std::string("; `jitctl kernels` lists the kernels this daemon has")
+                                               : Cat("; did you mean ", Join(close, " or "), "?")));
 }
 
 absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const {
@@ -90,20 +182,19 @@ absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const
 }
 
 absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& req) const {
-  const Manifest& m = tree_->manifest();
   if (req.kernel.empty()) return absl::InvalidArgumentError("no kernel named: set the request's kernel field");
   if (req.kernel.size() > kMaxKernelName) {
     return absl::InvalidArgumentError(Cat("kernel name of ", req.kernel.size(), " characters is not a kernel name"));
   }
-  const KernelDef* def = m.Find(req.kernel);
-  if (!def) {
-    auto close = m.CloseMatches(req.kernel);
-    return absl::NotFoundError(Cat("unknown kernel '", Printable(req.kernel), "'",
-                                   close.empty() ? std::string("; `jitctl kernels` lists the kernels this daemon has")
-                                                 : Cat("; did you mean ", Join(close, " or "), "?")));
-  }
+  JITD_ASSIGN_OR_RETURN(const TreeKernel found, FindKernel(req.kernel));
+  const ServedTree& served = *found.tree;
+  const KernelTree& tree = *served.tree;
+  const Manifest& m = tree.manifest();
+  const KernelDef* def = found.def;
+  const size_t tree_index = static_cast<size_t>(&served - trees_.data());
   ResolvedKernel out;
-  out.kernel = def->name;
+  out.kernel = found.name;
+  out.tree = served.name;
   for (const auto& param : req.params) {
     const std::string& name = param.first;  // (clang 14 cannot capture a structured binding)
     bool known = std::any_of(def->params.begin(), def->params.end(), [&](const ParamDef& p) { return p.name == name; });
@@ -140,9 +231,9 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
 
   compiler::CompileJob& job = out.job;
   job.program_name = def->source;
-  job.source = *tree_->File(def->source);
-  job.headers = headers_.at(def->source);
-  job.log_root = tree_->source_dir().string();
+  job.source = *tree.File(def->source);
+  job.headers = headers_[tree_index].at(def->source);
+  job.log_root = tree.source_dir().string();
   job.toolkit_fingerprint = toolchain_.identity;
   job.use_pch = def->pch;
   for (const auto& tmpl : def->name_expressions) {
@@ -167,6 +258,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   job.options.push_back(Cat("-I", toolchain_.cuda_include.string()));
 
   keys::KeyInputs key;
+  key.tree = served.name;
   key.nvrtc_version = toolchain_.nvrtc_version;
   key.toolkit_fingerprint = toolchain_.fingerprint;
   key.nvrtc_library_fingerprint = toolchain_.nvrtc_library_fingerprint;
@@ -179,7 +271,32 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   for (const compiler::CompileHeader& header : job.headers) key.sources.emplace_back(header.name, header.content);
   out.key = keys::ContentKey(key);
   job.digest = compiler::JobDigest(job);
+  if (served.lock != nullptr) JITD_RETURN_IF_ERROR(CheckLock(served, *def, out));
   return out;
+}
+
+absl::Status Resolver::CheckLock(const ServedTree& served, const KernelDef& def, const ResolvedKernel& resolved) const {
+  const KernelLock& lock = *served.lock;
+  const std::string what =
+      text::Instantiation(resolved.kernel, resolved.params, resolved.arch, resolved.request_options);
+  const LockEntry* entry = lock.Find(def.name, resolved.params, resolved.arch);
+  if (entry == nullptr || !resolved.request_options.empty()) {
+    return absl::FailedPreconditionError(
+        Cat(what, " is not in ", lock.origin, ", the lock of kernel tree ",
+            served.name.empty() ? std::string("(unnamed)") : served.name,
+            ": only the instantiations `jitd lint --write-lock` wrote there are served (lint and lock again to add "
+            "it)"));
+  }
+  if (entry->key != resolved.key) {
+    return absl::FailedPreconditionError(Cat(what, " is locked with key ", entry->key.substr(0, 16), "… in ",
+                                             lock.origin,
+                                             ", but its sources and "
+                                             "toolkit here give ",
+                                             resolved.key.substr(0, 16),
+                                             "…: this is not what was linted (lint and lock again, "
+                                             "or serve the locked sources and toolkit)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace jitd::manifest
