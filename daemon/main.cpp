@@ -39,8 +39,12 @@ int Serve(const CommandLine& command_line) {
     file = *std::move(read);
   }
   const jitd::daemon::DaemonConfig config = jitd::daemon::ResolveConfig(file, command_line.flags);
+  std::vector<std::string> trees;
+  for (const jitd::daemon::KernelTreeSource& tree : config.kernels) {
+    trees.push_back(tree.name.empty() ? tree.dir.string() : tree.name + "=" + tree.dir.string());
+  }
   spdlog::info("jitd {} starting: listen {}, kernels {}, cache {}, budget {}, {} worker{}, arch {}", JITD_VERSION,
-               fmt::join(config.listen, " "), config.kernels_dir.string(), config.cache_dir.string(),
+               fmt::join(config.listen, " "), fmt::join(trees, " "), config.cache_dir.string(),
                config.max_cache_bytes == 0
                    ? std::string("unbounded")
                    : absl::StrFormat("%.1f GiB (%d bytes)", static_cast<double>(config.max_cache_bytes) / (1 << 30),

@@ -21,11 +21,20 @@
 
 namespace jitd::daemon {
 
+// A kernel tree to serve: `--kernels DIR` (unnamed: bare kernel names and
+// the keys they always had) or `--kernels NAME=DIR` (kernels "NAME/kernel").
+struct KernelTreeSource {
+  std::string name;
+  std::filesystem::path dir;
+  bool operator==(const KernelTreeSource&) const = default;
+};
+
 // What one source sets; unset fields fall through to the layer below.
 struct ConfigLayer {
   std::optional<std::vector<std::string>> listen;
   std::optional<std::filesystem::path> cache_dir;
-  std::optional<std::filesystem::path> kernels_dir;
+  std::optional<std::vector<KernelTreeSource>> kernels;
+  std::optional<std::vector<std::filesystem::path>> locks;
   std::optional<std::filesystem::path> cuda_include;
   std::optional<uint64_t> max_cache_bytes;
   std::optional<uint32_t> workers;
@@ -68,7 +77,12 @@ struct DaemonConfig {
   // Endpoints to serve on ("unix:PATH" or "HOST:PORT"); never empty.
   std::vector<std::string> listen;
   std::filesystem::path cache_dir;
-  std::filesystem::path kernels_dir;
+  // The kernel trees served, in order; never empty (the shipped tree,
+  // unnamed, by default). Several are each named.
+  std::vector<KernelTreeSource> kernels;
+  // `--lock FILE` (jitd lint --write-lock): each locks the tree it names;
+  // a locked tree serves exactly the instantiations and keys listed.
+  std::vector<std::filesystem::path> locks;
   // The CUDA toolkit headers NVRTC compiles with (cuda_fp16.h, cccl/, ...);
   // watched for changes while the daemon runs (toolkit_watch.h).
   std::filesystem::path cuda_include;

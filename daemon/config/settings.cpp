@@ -11,6 +11,7 @@
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/base/units.h"
+#include "manifest/manifest.h"
 
 namespace jitd::daemon {
 namespace {
@@ -143,6 +144,74 @@ absl::Status CheckNotNegative(int64_t seconds) {
   return absl::OkStatus();
 }
 
+// Paths, relative ones against `base`.
+absl::StatusOr<std::vector<fs::path>> ParsePaths(const Texts& texts, const fs::path& base) {
+  std::vector<fs::path> paths;
+  for (const std::string& text : texts) {
+    if (text.empty()) return absl::InvalidArgumentError("must not be empty");
+    paths.push_back(base.empty() ? fs::absolute(text) : base / text);
+  }
+  return paths;
+}
+
+// "[NAME=]DIR" each: a text whose part before the first '=' is a tree name
+// names the tree; otherwise the whole text is the directory.
+absl::StatusOr<std::vector<KernelTreeSource>> ParseKernelTrees(const Texts& texts, const fs::path& base) {
+  std::vector<KernelTreeSource> trees;
+  for (const std::string& text : texts) {
+    KernelTreeSource tree;
+    std::string dir = text;
+    if (size_t eq = text.find('='); eq != std::string::npos && manifest::ValidateTreeName(text.substr(0, eq)).ok()) {
+      tree.name = text.substr(0, eq);
+      dir = text.substr(eq + 1);
+    }
+    JITD_ASSIGN_OR_RETURN(std::vector<fs::path> paths, ParsePaths({dir}, base));
+    tree.dir = paths.front();
+    for (const KernelTreeSource& other : trees) {
+      if (other.name == tree.name) {
+        return absl::InvalidArgumentError(tree.name.empty() ? "several trees: name each, NAME=DIR"
+                                                            : text::Cat("two trees are named ", tree.name));
+      }
+    }
+    trees.push_back(std::move(tree));
+  }
+  if (trees.size() > 1 && std::any_of(trees.begin(), trees.end(), [](const auto& t) { return t.name.empty(); })) {
+    return absl::InvalidArgumentError("several trees: name each, NAME=DIR (its kernels are then NAME/kernel)");
+  }
+  return trees;
+}
+
+// The kernel trees and their locks.
+void AddKernelRows(std::vector<Setting>& rows) {
+  using S = Setting;
+  using K = SettingKind;
+  rows.push_back(Bind<std::vector<KernelTreeSource>, std::vector<KernelTreeSource>>(
+      S{.key = "kernels",
+        .flag = "--kernels",
+        .kind = K::kFiles,
+        .value_name = "[NAME=]DIR",
+        .help = text::Cat("Kernel tree (sources and kernels.toml); NAME=DIR names it and its kernels NAME/kernel; "
+                          "repeatable, each named (default: ",
+                          DefaultKernelsDir().string(), ")"),
+        .example = "sglang=/usr/share/jitd/kernels"},
+      &ConfigLayer::kernels, &DaemonConfig::kernels, ParseKernelTrees,
+      [](const std::optional<std::vector<KernelTreeSource>>& value) {
+        return value.has_value() && !value->empty() ? *value : std::vector<KernelTreeSource>{{"", DefaultKernelsDir()}};
+      }));
+  Setting lock_row{.key = "lock",
+                   .flag = "--lock",
+                   .kind = K::kFiles,
+                   .value_name = "FILE",
+                   .help =
+                       "Lock file (jitd lint --write-lock) of the tree it names: that tree serves exactly the "
+                       "instantiations and keys it lists, others are FAILED_PRECONDITION; repeatable (default: none)",
+                   .example = "/etc/jitd/sglang.lock",
+                   .existing_file = true};
+  rows.push_back(Bind<std::vector<fs::path>, std::vector<fs::path>>(
+      std::move(lock_row), &ConfigLayer::locks, &DaemonConfig::locks, ParsePaths,
+      Or<std::vector<fs::path>>(std::vector<fs::path>{})));
+}
+
 // Where the daemon listens, keeps its cache and finds its kernels, and what it compiles with.
 void AddWhereRows(std::vector<Setting>& rows) {
   using S = Setting;
@@ -178,14 +247,7 @@ void AddWhereRows(std::vector<Setting>& rows) {
                            .help = text::Cat("Cache directory (default: ", DefaultCacheDir().string(), ")"),
                            .example = "/var/cache/jitd"},
                          &ConfigLayer::cache_dir, &DaemonConfig::cache_dir, DefaultCacheDir));
-  rows.push_back(
-      PathRow(S{.key = "kernels",
-                .flag = "--kernels",
-                .kind = K::kPath,
-                .value_name = "DIR",
-                .help = text::Cat("Kernel sources and manifest (default: ", DefaultKernelsDir().string(), ")"),
-                .example = "/usr/share/jitd/kernels"},
-              &ConfigLayer::kernels_dir, &DaemonConfig::kernels_dir, DefaultKernelsDir));
+  AddKernelRows(rows);
   rows.push_back(PathRow(S{.key = "cuda_include",
                            .flag = "--cuda-include",
                            .kind = K::kPath,
@@ -353,15 +415,7 @@ void AddBundleRows(std::vector<Setting>& rows) {
                      .example = "/opt/jitd/seed.jitdbundle",
                      .existing_file = true};
   rows.push_back(Bind<std::vector<fs::path>, std::vector<fs::path>>(
-      std::move(bundle_row), &ConfigLayer::bundles, &DaemonConfig::bundles,
-      [](const Texts& texts, const fs::path& base) -> absl::StatusOr<std::vector<fs::path>> {
-        std::vector<fs::path> paths;
-        for (const std::string& text : texts) {
-          if (text.empty()) return absl::InvalidArgumentError("must not be empty");
-          paths.push_back(base.empty() ? fs::absolute(text) : base / text);
-        }
-        return paths;
-      },
+      std::move(bundle_row), &ConfigLayer::bundles, &DaemonConfig::bundles, ParsePaths,
       Or<std::vector<fs::path>>(std::vector<fs::path>{})));
 }
 

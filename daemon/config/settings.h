@@ -26,7 +26,7 @@ enum class SettingKind {
   kPath,          // a file or directory; relative to the config file's directory
   kText,          // a string, checked by the row
   kAddresses,     // one or more listen addresses (the flag repeats; TOML: a string or an array)
-  kFiles,         // one or more existing files (the flag repeats; TOML: a string or an array)
+  kFiles,         // one or more files or directories (the flag repeats; TOML: a string or an array)
   kBytes,         // bytes: an integer, or a size ("512M", "10G")
   kCount,         // an integer >= 0 (0 = no bound)
   kInteger,       // an integer, range-checked by the row

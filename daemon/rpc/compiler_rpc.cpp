@@ -9,8 +9,10 @@
 #include <optional>
 #include <vector>
 
+#include "jitd/base/kernel_params.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
+#include "manifest/lock.h"
 #include "manifest/manifest.h"
 #include "process/memory_trim.h"
 #include "rpc/grpc_status.h"
@@ -101,8 +103,15 @@ void FillResponse(const serving::KernelAnswer& answer, bool by_path, v1::GetKern
   response->set_nvrtc_version(entry.meta.nvrtc_version);
 }
 
+// Whether `lock` lists the instantiation for some arch.
+bool Locked(const manifest::KernelLock& lock, const std::string& kernel, const std::string& params) {
+  return std::any_of(lock.entries.begin(), lock.entries.end(),
+                     [&](const manifest::LockEntry& e) { return e.kernel == kernel && e.params == params; });
+}
+
 // What one Warm call compiles: every instantiation of the manifest, or the
 // given specs, each for every requested arch (a spec's own arch wins).
+
 // Expanded lazily (At): a request of a few hundred KB must not become 10^9
 // items in memory. Its size is capped before anything is expanded.
 class WarmPlan {
@@ -131,8 +140,12 @@ class WarmPlan {
     if (plan.archs_.empty()) plan.archs_.push_back(resolver.default_arch());
     const size_t archs = plan.archs_.size();
     if (request.all()) {
-      for (const manifest::KernelDef& kernel : resolver.tree().manifest().kernels) {
-        for (auto& params : manifest::Manifest::Instantiations(kernel)) {
+      for (const manifest::TreeKernel& kernel : resolver.Kernels()) {
+        for (auto& params : manifest::Manifest::Instantiations(*kernel.def)) {
+          // A locked tree's all is its lock: the rest would only be refused.
+          if (kernel.tree->lock != nullptr && !Locked(*kernel.tree->lock, kernel.def->name, CanonicalParams(params))) {
+            continue;
+          }
           plan.instantiations_.push_back({kernel.name, std::move(params), "", {}});
         }
       }
@@ -387,11 +400,16 @@ grpc::Status CompilerRpc::ListKernels(grpc::ServerContext*, const v1::ListKernel
                                       v1::ListKernelsResponse* response) {
   const InFlightCalls::Scope in_flight(calls_);
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
-  const manifest::Manifest& manifest = resolver->tree().manifest();
-  for (const manifest::KernelDef& kernel : manifest.kernels) {
-    if (!request->glob().empty() && fnmatch(request->glob().c_str(), kernel.name.c_str(), 0) != 0) continue;
+  for (const manifest::TreeKernel& listed : resolver->Kernels()) {
+    const manifest::KernelDef& kernel = *listed.def;
+    const manifest::Manifest& manifest = listed.tree->tree->manifest();
+    if (!request->glob().empty() && fnmatch(request->glob().c_str(), listed.name.c_str(), 0) != 0 &&
+        fnmatch(request->glob().c_str(), kernel.name.c_str(), 0) != 0) {
+      continue;
+    }
     v1::KernelInfo* info = response->add_kernels();
-    info->set_name(kernel.name);
+    info->set_name(listed.name);
+    info->set_tree(listed.tree->name);
     info->set_source(kernel.source);
     info->set_name_expression(NameExpressionTemplate(kernel));
     info->set_description(kernel.description);

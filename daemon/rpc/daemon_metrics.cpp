@@ -30,6 +30,23 @@ void EmitBundles(Emitter& e, const std::vector<const cache::Bundle*>& bundles, c
             static_cast<double>(k.bundle_corrupt));
 }
 
+// Each kernel tree: what it serves, whether it serves, refused reloads.
+void EmitTrees(Emitter& e, const KernelTrees& trees) {
+  for (const KernelTrees::State& t : trees.states()) {
+    const std::vector<std::pair<std::string, std::string>> labels{{"tree", t.source.name},
+                                                                  {"namespace", t.kernel_namespace}};
+    e.Gauge("jitd_kernel_tree_kernels", "Kernels a kernel tree serves (--kernels NAME=DIR); by tree.",
+            static_cast<double>(t.kernels), labels);
+    e.Gauge("jitd_kernel_tree_serving", "1 while a kernel tree is served, 0 when it was refused at start.",
+            t.serving ? 1 : 0, {{"tree", t.source.name}});
+    e.Gauge("jitd_kernel_tree_locked_instantiations", "Instantiations a tree's --lock file lists (0: not locked).",
+            static_cast<double>(t.locked), {{"tree", t.source.name}});
+    e.Counter("jitd_kernel_tree_refused_reloads_total",
+              "Reloads (SIGHUP) of a tree refused (guard findings, unreadable sources, a bad lock); by tree.",
+              static_cast<double>(t.refused_reloads), {{"tree", t.source.name}});
+  }
+}
+
 // Requests for archs outside the fleet set; nothing without a fleet set.
 void EmitArchMisses(Emitter& e, const serving::KernelService::Stats& k) {
   for (const auto& [arch, misses] : k.arch_misses) {
@@ -58,6 +75,7 @@ void DaemonMetrics::EmitBundlesFleetAndRewarm(Emitter& e, const Sources& s, cons
   EmitBundles(e, s.service->bundles(), k);
   EmitArchMisses(e, k);
   if (s.rewarmer != nullptr) EmitRewarm(e, s.rewarmer->progress());
+  if (s.trees != nullptr) EmitTrees(e, *s.trees);
 }
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create() {

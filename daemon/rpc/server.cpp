@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config
   JITD_RETURN_IF_ERROR(impl->OpenCache());
   JITD_RETURN_IF_ERROR(impl->StartServing());
   ServingStatsSources sources{impl->service.get(), impl->stack.pool.get(), config.max_queue,
-                              config.kernels_dir,  impl->remote.get(),     impl->rewarmer.get()};
+                              impl->trees.get(),   impl->remote.get(),     impl->rewarmer.get()};
   impl->admin = std::make_unique<CacheAdminRpc>(
       *impl->cache, impl->auth, impl->calls, started,
       [sources](v1::StatsResponse* response) { AddServingStats(sources, response); },
@@ -108,8 +108,7 @@ const std::vector<std::string>& Server::addresses() const { return impl_->addres
 std::string Server::DescribeKernels() const {
   if (impl_->service == nullptr) return "shut down";
   const std::shared_ptr<const manifest::Resolver> resolver = impl_->service->resolver();
-  return Cat(KernelCount(*resolver), " kernels from ", impl_->config.kernels_dir.string(), ", fingerprint ",
-             ShortFingerprint(*resolver));
+  return KernelTrees::Describe(*resolver);
 }
 
 absl::Status Server::ReloadKernels() {
@@ -119,22 +118,24 @@ absl::Status Server::ReloadKernels() {
   if (absl::StatusOr<compiler::ToolkitWatch::Observation> checked = impl_->toolkit->Check(); !checked.ok()) {
     spdlog::warn("SIGHUP: the toolkit cannot be checked: {}", checked.status().ToString());
   }
-  spdlog::info("SIGHUP: re-reading the kernels in {}", impl_->config.kernels_dir.string());
-  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> loaded =
-      impl_->LoadGuardedKernels(Cat("still serving the previous kernels (fingerprint ", ShortFingerprint(*old), ")"));
-  if (!loaded.ok()) return loaded.status();
-  impl_->service->SwapResolver(*loaded);
+  spdlog::info("SIGHUP: re-reading the kernels: {}", KernelTrees::Describe(*old));
+  JITD_ASSIGN_OR_RETURN(KernelTrees::Loaded loaded, impl_->trees->Load(impl_->CurrentToolchain(), old.get()));
+  impl_->service->SwapResolver(loaded.resolver);
   // A toolkit change noticed while the kernels were read swapped in the old
   // kernels under the new toolchain: these kernels get it too.
   for (int attempt = 0; attempt < 3; ++attempt) {
     const manifest::Toolchain now = impl_->CurrentToolchain();
-    if ((*loaded)->toolchain().identity == now.identity) break;
-    JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, (*loaded)->WithToolchain(now));
-    *loaded = std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
-    impl_->service->SwapResolver(*loaded);
+    if (loaded.resolver->toolchain().identity == now.identity) break;
+    JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, loaded.resolver->WithToolchain(now));
+    loaded.resolver = std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
+    impl_->service->SwapResolver(loaded.resolver);
   }
-  spdlog::info("reloaded kernels: {} kernels, fingerprint {} (was {})", KernelCount(**loaded),
-               ShortFingerprint(**loaded), ShortFingerprint(*old));
+  if (!loaded.refused.empty()) {
+    return absl::FailedPreconditionError(
+        Cat(loaded.refused.size(), " kernel tree(s) refused: ", text::Join(loaded.refused, "; ")));
+  }
+  spdlog::info("reloaded kernels: {} (was {})", KernelTrees::Summary(*loaded.resolver),
+               KernelTrees::Fingerprints(*old));
   return absl::OkStatus();
 }
 

@@ -38,6 +38,7 @@
 #include "rpc/daemon_metrics.h"
 #include "rpc/health_rpc.h"
 #include "rpc/in_flight_calls.h"
+#include "rpc/kernel_trees.h"
 #include "rpc/local_server.h"
 #include "rpc/server.h"
 #include "security/admin_auth.h"
@@ -50,12 +51,6 @@
 #include "serving/rewarm.h"
 
 namespace jitd::daemon {
-
-// How the kernels being served are named in log lines.
-inline std::string ShortFingerprint(const manifest::Resolver& resolver) {
-  return resolver.tree().fingerprint().substr(0, 12);
-}
-inline size_t KernelCount(const manifest::Resolver& resolver) { return resolver.tree().manifest().kernels.size(); }
 
 // Members are destroyed in reverse order: the gRPC server first (no call
 // runs after that), then the socket claims (the files go once nobody
@@ -70,6 +65,8 @@ class Server::Impl {
   std::unique_ptr<CacheDirLock> dir_lock;  // before the cache: released after it closes
   std::unique_ptr<cache::Cache> cache;
   AdminAuth auth;
+  // The kernel trees, read and guarded tree by tree (at start and SIGHUP).
+  std::unique_ptr<KernelTrees> trees;
   // The CUDA headers and NVRTC libraries compiles run with, watched: the
   // pool checks every job against it, and a change it notices gives the
   // request path a resolver with the new toolchain (OnToolkitChanged).
@@ -143,10 +140,6 @@ class Server::Impl {
   // --admin-token-file's token, or one made now (Listen writes it beside
   // the Unix sockets).
   absl::Status LoadAdminToken();
-
-  // The kernels directory, checked by the namespace guard. Findings are
-  // logged one per line; they are an error unless allow_guard_findings.
-  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadGuardedKernels(std::string_view refusal);
 
   // The toolkit watch, the guarded kernels, the compile workers, the remote
   // tier, the request path and the Compiler service over it, then metrics.

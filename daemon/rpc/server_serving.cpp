@@ -54,32 +54,6 @@ absl::Status Server::Impl::LoadAdminToken() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const manifest::Resolver>> Server::Impl::LoadGuardedKernels(std::string_view refusal) {
-  absl::StatusOr<CheckedKernels> checked = LoadCheckedKernels(config.kernels_dir, CurrentToolchain(), config.arch);
-  if (!checked.ok()) {
-    return absl::Status(checked.status().code(), Cat("cannot load the kernels in ", config.kernels_dir.string(), ": ",
-                                                     checked.status().message()));
-  }
-  if (!checked->findings.empty()) {
-    for (const guard::Finding& finding : checked->findings) {
-      if (config.allow_guard_findings) {
-        spdlog::warn("namespace guard: {}", finding.ToString());
-      } else {
-        spdlog::error("namespace guard: {}", finding.ToString());
-      }
-    }
-    if (!config.allow_guard_findings) {
-      return absl::FailedPreconditionError(
-          Cat("the kernels in ", config.kernels_dir.string(), " fail the namespace guard's source check with ",
-              checked->findings.size(), " finding(s), logged above (`jitd lint --kernels ", config.kernels_dir.string(),
-              "` lists them too); ", refusal));
-    }
-    spdlog::warn("serving kernels with {} namespace guard finding(s) (--allow-guard-findings)",
-                 checked->findings.size());
-  }
-  return checked->resolver;
-}
-
 absl::Status Server::Impl::MountBundles() {
   std::string key;
   if (!config.bundles.empty() && !config.remote_signing_key_file.empty()) {
@@ -120,12 +94,13 @@ absl::Status Server::Impl::StartServing() {
   toolchain = std::move(detected);
   spdlog::info("toolkit: NVRTC {}, {} (identity {})", toolchain.nvrtc_version, toolkit->identity().Describe(),
                toolchain.identity.substr(0, 12));
-  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver = LoadGuardedKernels(
-      "fix the sources, or start with --allow-guard-findings (allow_guard_findings = true in the config file) to "
-      "serve them anyway");
-  if (!resolver.ok()) return resolver.status();
-  spdlog::info("kernels: {} from {}, fingerprint {}; NVRTC {}", KernelCount(**resolver), config.kernels_dir.string(),
-               ShortFingerprint(**resolver), toolchain.nvrtc_version);
+  trees = std::make_unique<KernelTrees>(KernelTrees::Options{.sources = config.kernels,
+                                                             .locks = config.locks,
+                                                             .allow_guard_findings = config.allow_guard_findings,
+                                                             .default_arch = config.arch});
+  JITD_ASSIGN_OR_RETURN(KernelTrees::Loaded loaded, trees->Load(toolchain, nullptr));
+  const std::shared_ptr<const manifest::Resolver>* resolver = &loaded.resolver;
+  spdlog::info("kernels: {}; NVRTC {}", KernelTrees::Describe(**resolver), toolchain.nvrtc_version);
 
   absl::StatusOr<CompileStack> started = StartCompileStack(*resolver, config.workers, config.max_queue, toolkit);
   if (!started.ok()) {
@@ -190,6 +165,7 @@ absl::Status Server::Impl::StartMetrics() {
                     .pool = stack.pool.get(),
                     .remote = remote.get(),
                     .rewarmer = rewarmer.get(),
+                    .trees = trees.get(),
                     .version = JITD_VERSION,
                     .nvrtc_version = toolchain.nvrtc_version});
   metrics::MetricsHttpServer::Options options;

@@ -34,6 +34,23 @@ void AddFleetAndRewarm(const ServingStatsSources& sources, const serving::Kernel
   }
 }
 
+// Every configured tree, served or refused.
+void AddTrees(const KernelTrees& trees, v1::StatsResponse* response) {
+  for (const KernelTrees::State& state : trees.states()) {
+    v1::KernelTreeInfo* info = response->add_trees();
+    info->set_name(state.source.name);
+    info->set_dir(state.source.dir.string());
+    info->set_serving(state.serving);
+    info->set_error(state.error);
+    info->set_kernels(static_cast<uint32_t>(state.kernels));
+    info->set_fingerprint(state.fingerprint);
+    info->set_kernel_namespace(state.kernel_namespace);
+    info->set_lock(state.lock);
+    info->set_locked_instantiations(state.locked);
+    info->set_refused_reloads(state.refused_reloads);
+  }
+}
+
 }  // namespace
 
 void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* response) {
@@ -68,7 +85,8 @@ void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* resp
   response->set_nvrtc_version(resolver->toolchain().nvrtc_version);
   response->set_kernels_fingerprint(resolver->tree().fingerprint());
   response->set_kernels(static_cast<uint32_t>(resolver->tree().manifest().kernels.size()));
-  response->set_kernels_dir(sources.kernels_dir.string());
+  response->set_kernels_dir(resolver->tree().source_dir().string());
+  if (sources.trees != nullptr) AddTrees(*sources.trees, response);
 
   response->set_prefetches_refused(s.prefetches_refused);
   response->set_peer_compiles_refused(s.peer_compiles_refused);

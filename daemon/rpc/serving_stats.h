@@ -8,6 +8,7 @@
 
 #include "compiler/worker_pool.h"
 #include "jitd/v1/cache_admin.pb.h"
+#include "rpc/kernel_trees.h"
 #include "serving/kernel_service.h"
 #include "serving/rewarm.h"
 
@@ -17,7 +18,7 @@ struct ServingStatsSources {
   const serving::KernelService* service = nullptr;
   const compiler::WorkerPool* pool = nullptr;
   uint64_t max_queue = 0;
-  std::filesystem::path kernels_dir;
+  const KernelTrees* trees = nullptr;
   const cache::RemoteTier* remote = nullptr;    // null: no remote tier
   const serving::Rewarmer* rewarmer = nullptr;  // null: --rewarm-count 0
 };

@@ -39,7 +39,7 @@ admin_token_file = "/etc/jitd/token"
   ASSERT_TRUE(layer.ok()) << layer.status();
   EXPECT_EQ(*layer->listen, (std::vector<std::string>{"unix:/run/jitd.sock", "127.0.0.1:7070"}));
   EXPECT_EQ(*layer->cache_dir, std::filesystem::path("/var/cache/jitd"));
-  EXPECT_EQ(*layer->kernels_dir, std::filesystem::path("/usr/share/jitd/kernels"));
+  EXPECT_EQ(*layer->kernels, (std::vector<KernelTreeSource>{{"", "/usr/share/jitd/kernels"}}));
   EXPECT_EQ(*layer->max_cache_bytes, 512u << 20);
   EXPECT_EQ(*layer->workers, 6u);
   EXPECT_EQ(*layer->arch, "sm_90a");

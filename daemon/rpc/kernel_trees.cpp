@@ -1,0 +1,183 @@
+#include "rpc/kernel_trees.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "guard/namespace_guard.h"
+#include "jitd/base/status.h"
+#include "jitd/base/text.h"
+#include "manifest/lock.h"
+
+namespace jitd::daemon {
+namespace {
+
+using text::Cat;
+
+std::string Label(const KernelTreeSource& source) {
+  return source.name.empty() ? Cat("kernel tree ", source.dir.string())
+                             : Cat("kernel tree ", source.name, " (", source.dir.string(), ")");
+}
+
+const manifest::ServedTree* FindTree(const manifest::Resolver* resolver, const std::string& name) {
+  if (resolver == nullptr) return nullptr;
+  for (const manifest::ServedTree& t : resolver->trees()) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+KernelTrees::KernelTrees(Options options) : options_(std::move(options)) {
+  for (const KernelTreeSource& source : options_.sources) {
+    State state;
+    state.source = source;
+    states_.push_back(std::move(state));
+  }
+}
+
+absl::StatusOr<manifest::ServedTree> KernelTrees::LoadOne(
+    const KernelTreeSource& source, const std::vector<std::shared_ptr<const manifest::KernelLock>>& locks) const {
+  absl::StatusOr<std::shared_ptr<const manifest::KernelTree>> tree = manifest::KernelTree::Load(source.dir);
+  if (!tree.ok()) {
+    return absl::Status(tree.status().code(),
+                        Cat("cannot load the kernels in ", source.dir.string(), ": ", tree.status().message()));
+  }
+  const std::vector<guard::Finding> findings = guard::CheckSources(**tree);
+  const std::string where = source.name.empty() ? "" : Cat("[tree ", source.name, "] ");
+  for (const guard::Finding& finding : findings) {
+    if (options_.allow_guard_findings) {
+      spdlog::warn("namespace guard: {}{}", where, finding.ToString());
+    } else {
+      spdlog::error("namespace guard: {}{}", where, finding.ToString());
+    }
+  }
+  if (!findings.empty() && !options_.allow_guard_findings) {
+    return absl::FailedPreconditionError(
+        Cat("the kernels in ", source.dir.string(), " fail the namespace guard's source check with ", findings.size(),
+            " finding(s) (namespace ", (*tree)->manifest().kernel_namespace, "), logged above (`jitd lint --kernels ", source.dir.string(),
+            "` lists them too); fix the sources, or start with --allow-guard-findings (allow_guard_findings = true "
+            "in the config file) to serve them anyway"));
+  }
+  if (!findings.empty()) {
+    spdlog::warn("serving kernels with {} namespace guard finding(s) (--allow-guard-findings)", findings.size());
+  }
+  manifest::ServedTree served{source.name, *std::move(tree), nullptr};
+  for (const auto& lock : locks) {
+    if (lock->tree == source.name) served.lock = lock;
+  }
+  return served;
+}
+
+absl::StatusOr<KernelTrees::Loaded> KernelTrees::Load(const manifest::Toolchain& toolchain,
+                                                      const manifest::Resolver* previous) {
+  std::vector<std::shared_ptr<const manifest::KernelLock>> locks;
+  for (const std::filesystem::path& file : options_.locks) {
+    absl::StatusOr<manifest::KernelLock> lock = manifest::KernelLock::Read(file);
+    if (!lock.ok())
+      return absl::Status(lock.status().code(), Cat("--lock ", file.string(), ": ", lock.status().message()));
+    const bool known = std::any_of(options_.sources.begin(), options_.sources.end(),
+                                   [&](const KernelTreeSource& s) { return s.name == lock->tree; });
+    if (!known) {
+      return absl::InvalidArgumentError(
+          Cat("--lock ", file.string(), " is the lock of kernel tree '", lock->tree,
+              "', which is not served (serve it with --kernels ", lock->tree.empty() ? "DIR" : Cat(lock->tree, "=DIR"),
+              ", or lint it under the name it is served by: jitd lint --kernels NAME=DIR --write-lock FILE)"));
+    }
+    locks.push_back(std::make_shared<const manifest::KernelLock>(*std::move(lock)));
+  }
+  std::vector<manifest::ServedTree> trees;
+  std::vector<State> states;
+  Loaded loaded;
+  absl::Status last_error;
+  {
+    std::lock_guard lock(mu_);
+    states = states_;
+  }
+  for (size_t i = 0; i < options_.sources.size(); ++i) {
+    const KernelTreeSource& source = options_.sources[i];
+    State& state = states[i];
+    absl::StatusOr<manifest::ServedTree> tree = LoadOne(source, locks);
+    if (tree.ok()) {
+      state.error.clear();
+      trees.push_back(*std::move(tree));
+      continue;
+    }
+    std::string why = Cat(Label(source), ": ", tree.status().message());
+    state.error = std::string(tree.status().message());
+    last_error = tree.status();
+    if (previous != nullptr) ++state.refused_reloads;
+    if (const manifest::ServedTree* before = FindTree(previous, source.name)) {
+      text::Append(why, "; still serving the previous kernels (fingerprint ", before->tree->fingerprint().substr(0, 12),
+                   ")");
+      trees.push_back(*before);
+    }
+    // At a start that goes on without it, the log is where this is said;
+    // otherwise the caller's error says it.
+    if (previous == nullptr && options_.sources.size() > 1) spdlog::error("{}", why);
+    loaded.refused.push_back(std::move(why));
+  }
+  if (trees.empty()) {
+    if (options_.sources.size() == 1) return last_error;
+    return absl::FailedPreconditionError(Cat("no kernel tree can be served: ", text::Join(loaded.refused, "; ")));
+  }
+  // Shared headers are findings of two trees at once: said, not refused
+  // (where the trees' rules differ, one of them has a namespace finding on
+  // that header and is refused by it already).
+  std::vector<std::pair<std::string, const manifest::KernelTree*>> named;
+  for (const manifest::ServedTree& t : trees) named.emplace_back(t.name, t.tree.get());
+  for (const guard::Finding& finding : guard::CheckTreesShareNoHeaders(named)) {
+    spdlog::warn("namespace guard: {}", finding.ToString());
+  }
+  JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> resolver,
+                        manifest::Resolver::Create(trees, toolchain, options_.default_arch));
+  loaded.resolver = std::move(resolver);
+  for (State& state : states) {
+    const manifest::ServedTree* served = FindTree(loaded.resolver.get(), state.source.name);
+    state.serving = served != nullptr;
+    if (served == nullptr) continue;
+    state.kernels = served->tree->manifest().kernels.size();
+    state.fingerprint = served->tree->fingerprint();
+    state.kernel_namespace = served->tree->manifest().kernel_namespace;
+    state.lock = served->lock != nullptr ? served->lock->origin : "";
+    state.locked = served->lock != nullptr ? served->lock->entries.size() : 0;
+  }
+  std::lock_guard lock(mu_);
+  states_ = std::move(states);
+  return loaded;
+}
+
+std::vector<KernelTrees::State> KernelTrees::states() const {
+  std::lock_guard lock(mu_);
+  return states_;
+}
+
+std::string KernelTrees::Summary(const manifest::Resolver& resolver) {
+  std::vector<std::string> parts;
+  for (const manifest::ServedTree& t : resolver.trees()) {
+    parts.push_back(Cat(t.name.empty() ? "" : Cat(t.name, ": "), t.tree->manifest().kernels.size(),
+                        " kernels, fingerprint ", t.tree->fingerprint().substr(0, 12)));
+  }
+  return text::Join(parts, "; ");
+}
+
+std::string KernelTrees::Fingerprints(const manifest::Resolver& resolver) {
+  std::vector<std::string> parts;
+  for (const manifest::ServedTree& t : resolver.trees()) {
+    parts.push_back(Cat(t.name.empty() ? "" : Cat(t.name, " "), t.tree->fingerprint().substr(0, 12)));
+  }
+  return text::Join(parts, ", ");
+}
+
+std::string KernelTrees::Describe(const manifest::Resolver& resolver) {
+  std::vector<std::string> parts;
+  for (const manifest::ServedTree& t : resolver.trees()) {
+    parts.push_back(Cat(t.name.empty() ? "" : Cat(t.name, ": "), t.tree->manifest().kernels.size(), " kernels from ",
+                        t.tree->source_dir().string(), ", fingerprint ", t.tree->fingerprint().substr(0, 12),
+                        t.lock != nullptr ? Cat(", locked by ", t.lock->origin) : ""));
+  }
+  return text::Join(parts, "; ");
+}
+
+}  // namespace jitd::daemon

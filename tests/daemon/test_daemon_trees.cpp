@@ -1,0 +1,230 @@
+// Several kernel trees in one daemon (`--kernels NAME=DIR`, repeatable):
+// names qualified by tree, bare names while unambiguous, keys that include
+// the tree, each tree guarded under its own namespace rule, refused and
+// reloaded on its own, and locked on its own (`--lock FILE`).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "kernel_fixtures.h"
+#include "poll_until.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::KernelRequest;
+using testing::kProcessTimeout;
+using testing::PollUntil;
+using testing::TempDir;
+using testing::TestDaemon;
+using testing::WriteFile;
+
+std::filesystem::path TeamKernelsDir() { return testing::SmallKernelsDir().parent_path() / "kernels_team"; }
+
+std::string ReadFile(const std::filesystem::path& file) {
+  std::ifstream stream(file);
+  std::stringstream content;
+  content << stream.rdbuf();
+  return content.str();
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+const v1::KernelTreeInfo* Tree(const v1::StatsResponse& stats, const std::string& name) {
+  for (const v1::KernelTreeInfo& tree : stats.trees()) {
+    if (tree.name() == name) return &tree;
+  }
+  return nullptr;
+}
+
+// A daemon serving private copies of two trees: "small" (namespace sglang)
+// and "team" (namespace team), which a test may edit or break first.
+class TreesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::CopyTree(testing::SmallKernelsDir(), small_);
+    testing::CopyTree(TeamKernelsDir(), team_);
+  }
+
+  void Start(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--kernels", "small=" + small_.string(), "--kernels", "team=" + team_.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    daemon_ = std::make_unique<TestDaemon>(dir_, args);
+    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
+    client_ = daemon_->Connect("", std::chrono::seconds(120));
+  }
+
+  absl::StatusOr<v1::GetKernelResponse> Get(const std::string& kernel,
+                                            const std::map<std::string, std::string>& params = {}) {
+    return client_->GetKernel(KernelRequest(kernel, params));
+  }
+
+  // SIGHUP, then waits for `expected` to have been logged `occurrence` times.
+  void Reload(const std::string& expected, size_t occurrence = 1) {
+    daemon_->process().Signal(SIGHUP);
+    ASSERT_TRUE(PollUntil([&] { return Count(daemon_->process().Output(), expected) >= occurrence; }, kProcessTimeout))
+        << daemon_->process().Output();
+  }
+
+  TempDir dir_;
+  const std::filesystem::path small_ = dir_ / "small";
+  const std::filesystem::path team_ = dir_ / "team";
+  std::unique_ptr<TestDaemon> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(TreesTest, TwoTreesAreServedAtOnceUnderQualifiedNamesWithKeysOfTheirOwn) {
+  Start();
+  absl::StatusOr<v1::GetKernelResponse> ours = Get("small/small.scale");
+  absl::StatusOr<v1::GetKernelResponse> theirs = Get("team/small.scale");
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_NE(ours->key(), theirs->key());
+  ASSERT_EQ(theirs->symbols_size(), 1);
+  EXPECT_EQ(theirs->symbols(0).name_expression(), "team::scale_kernel");
+
+  // A bare name one tree has works; one both trees have names both.
+  absl::StatusOr<v1::GetKernelResponse> axpy = Get("team.axpy", {{"dtype", "fp32"}});
+  ASSERT_TRUE(axpy.ok()) << axpy.status();
+  EXPECT_EQ(Get("team/team.axpy", {{"dtype", "fp32"}})->key(), axpy->key());
+  absl::StatusOr<v1::GetKernelResponse> ambiguous = Get("small.scale");
+  EXPECT_EQ(ambiguous.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ambiguous.status().message()), HasSubstr("small/small.scale or team/small.scale"));
+  absl::StatusOr<v1::GetKernelResponse> unknown_tree = Get("other/small.scale");
+  EXPECT_EQ(unknown_tree.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(unknown_tree.status().message()), HasSubstr("no kernel tree 'other' is served"));
+
+  // Listed, stored and counted by tree.
+  absl::StatusOr<v1::ListKernelsResponse> listed = client_->ListKernels({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::map<std::string, std::string> tree_of;
+  for (const v1::KernelInfo& kernel : listed->kernels()) tree_of[kernel.name()] = kernel.tree();
+  EXPECT_EQ(tree_of["small/small.fill"], "small");
+  EXPECT_EQ(tree_of["team/team.axpy"], "team");
+  EXPECT_EQ(tree_of.size(), 6u);
+  absl::StatusOr<v1::ListEntriesResponse> entries = client_->ListEntries({});
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  std::set<std::string> kernels;
+  for (const v1::EntryInfo& entry : entries->entries()) kernels.insert(entry.kernel());
+  EXPECT_EQ(kernels, (std::set<std::string>{"small/small.scale", "team/small.scale", "team/team.axpy"}));
+  const v1::StatsResponse stats = daemon_->Stats();
+  ASSERT_EQ(stats.trees_size(), 2);
+  EXPECT_TRUE(Tree(stats, "team")->serving());
+  EXPECT_EQ(Tree(stats, "team")->kernel_namespace(), "team");
+  EXPECT_EQ(Tree(stats, "small")->kernel_namespace(), "sglang");
+  EXPECT_EQ(Tree(stats, "team")->kernels(), 2u);
+
+}
+
+TEST_F(TreesTest, ATreeThatFailsItsNamespaceRuleIsRefusedAloneAtStart) {
+  // team's kernel written in sglang: right for the small tree, wrong for team.
+  std::string source = ReadFile(team_ / "scale.cu");
+  source.replace(source.find("namespace team {"), 16, "namespace sglang {");
+  WriteFile(team_ / "scale.cu", source);
+  Start();
+  EXPECT_THAT(daemon_->process().Output(), HasSubstr("namespace guard: [tree team] scale.cu:1:"));
+  EXPECT_TRUE(Get("small/small.scale").ok());
+  EXPECT_TRUE(Get("small.scale").ok()) << "the only tree served that has it";
+  absl::StatusOr<v1::GetKernelResponse> refused = Get("team/team.axpy", {{"dtype", "fp32"}});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  const v1::StatsResponse stats = daemon_->Stats();
+  ASSERT_NE(Tree(stats, "team"), nullptr);
+  EXPECT_FALSE(Tree(stats, "team")->serving());
+  EXPECT_THAT(Tree(stats, "team")->error(), HasSubstr("namespace team"));
+  EXPECT_TRUE(Tree(stats, "small")->serving());
+}
+
+TEST_F(TreesTest, EachTreeReloadsOnItsOwnAndABrokenOneKeepsItsOldKernels) {
+  Start();
+  absl::StatusOr<v1::GetKernelResponse> small_before = Get("small/small.scale");
+  absl::StatusOr<v1::GetKernelResponse> team_before = Get("team/small.scale");
+  ASSERT_TRUE(small_before.ok() && team_before.ok()) << small_before.status() << team_before.status();
+
+  // An edit of team's kernel: team's key changes, small's does not.
+  WriteFile(team_ / "scale.cu", ReadFile(team_ / "scale.cu") + "// edited\n");
+  Reload("reloaded kernels: small: 4 kernels");
+  EXPECT_NE(Get("team/small.scale")->key(), team_before->key());
+  absl::StatusOr<v1::GetKernelResponse> small_same = Get("small/small.scale");
+  ASSERT_TRUE(small_same.ok()) << small_same.status();
+  EXPECT_EQ(small_same->key(), small_before->key());
+  EXPECT_EQ(small_same->source(), v1::GetKernelResponse::MEMORY);
+
+  // small breaks while team changes again: team's change is taken, small
+  // keeps serving what it served.
+  WriteFile(small_ / "scale.cu", "namespace {\n__global__ void helper() {}\n}\n" + ReadFile(small_ / "scale.cu"));
+  WriteFile(team_ / "axpy.cu", ReadFile(team_ / "axpy.cu") + "// edited too\n");
+  absl::StatusOr<v1::GetKernelResponse> axpy_before = Get("team/team.axpy", {{"dtype", "fp32"}});
+  ASSERT_TRUE(axpy_before.ok()) << axpy_before.status();
+  Reload("kernel reload failed: 1 kernel tree(s) refused");
+  EXPECT_THAT(daemon_->process().Output(), HasSubstr("still serving the previous kernels"));
+  EXPECT_EQ(Get("small/small.scale")->key(), small_before->key());
+  EXPECT_NE(Get("team/team.axpy", {{"dtype", "fp32"}})->key(), axpy_before->key());
+  const v1::StatsResponse stats = daemon_->Stats();
+  EXPECT_TRUE(Tree(stats, "small")->serving());
+  EXPECT_EQ(Tree(stats, "small")->refused_reloads(), 1u);
+  EXPECT_THAT(Tree(stats, "small")->error(), HasSubstr("namespace guard"));
+  EXPECT_EQ(Tree(stats, "team")->error(), "");
+}
+
+TEST_F(TreesTest, ALockedTreeServesExactlyItsLockAndTheOtherTreesEverything) {
+  Start();
+  absl::StatusOr<v1::GetKernelResponse> locked = Get("team/team.axpy", {{"dtype", "fp32"}});
+  ASSERT_TRUE(locked.ok()) << locked.status();
+  daemon_.reset();
+  const std::filesystem::path lock = dir_ / "team.lock";
+  WriteFile(lock,
+            "schema = 1\ntree = \"team\"\n[[instantiation]]\nkernel = \"team.axpy\"\nparams = \"dtype=fp32\"\n"
+            "arch = \"sm_90\"\nkey = \"" +
+                locked->key() + "\"\n");
+  Start({"--lock", lock.string()});
+
+  EXPECT_TRUE(Get("team/team.axpy", {{"dtype", "fp32"}}).ok());
+  absl::StatusOr<v1::GetKernelResponse> outside = Get("team/team.axpy", {{"dtype", "fp64"}});
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(outside.status().message()), HasSubstr("is not in " + lock.string()));
+  EXPECT_EQ(Get("team/small.scale").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Get("small/small.scale").ok()) << "the small tree is not locked";
+  const v1::StatsResponse stats = daemon_->Stats();
+  EXPECT_EQ(Tree(stats, "team")->lock(), lock.string());
+  EXPECT_EQ(Tree(stats, "team")->locked_instantiations(), 1u);
+
+  // The sources change under the lock: the locked instantiation's key is
+  // not the locked one any more, and it is refused, not served.
+  WriteFile(team_ / "axpy.cu", ReadFile(team_ / "axpy.cu") + "// not what was locked\n");
+  Reload("reloaded kernels");
+  absl::StatusOr<v1::GetKernelResponse> changed = Get("team/team.axpy", {{"dtype", "fp32"}});
+  EXPECT_EQ(changed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(changed.status().message()), HasSubstr("is locked with key"));
+}
+
+TEST_F(TreesTest, ALockForATreeNotServedStopsTheStartSayingSo) {
+  const std::filesystem::path lock = dir_ / "other.lock";
+  WriteFile(lock, "schema = 1\ntree = \"other\"\n");
+  std::vector<std::string> args = TestDaemon::DefaultArgs(dir_);
+  args.insert(args.end(), {"--kernels", "small=" + small_.string(), "--lock", lock.string()});
+  const auto result = testing::RunProcess(args, dir_ / "refused.log", kProcessTimeout);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("is the lock of kernel tree 'other', which is not served"));
+}
+
+TEST_F(TreesTest, SeveralTreesMustEachBeNamed) {
+  std::vector<std::string> args = TestDaemon::DefaultArgs(dir_);
+  args.insert(args.end(), {"--kernels", small_.string(), "--kernels", "team=" + team_.string()});
+  const auto result = testing::RunProcess(args, dir_ / "refused.log", kProcessTimeout);
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("name each, NAME=DIR"));
+}
+
+}  // namespace
+}  // namespace jitd
