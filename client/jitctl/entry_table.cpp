@@ -43,4 +43,9 @@ void PrintEntryTable(std::ostream& out, const google::protobuf::RepeatedPtrField
   table.Print(out);
 }
 
+std::string KernelGlob(const std::string& tree, const std::string& glob) {
+  if (tree.empty()) return glob;
+  return tree + "/" + (glob.empty() ? std::string("*") : glob);
+}
+
 }  // namespace jitd::jitctl

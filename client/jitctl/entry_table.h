@@ -13,4 +13,9 @@ namespace jitd::jitctl {
 // SIZE, HITS, LAST USED and CREATED as ages, and PINNED.
 void PrintEntryTable(std::ostream& out, const google::protobuf::RepeatedPtrField<v1::EntryInfo>& entries);
 
+// The kernel glob of `--tree NAME` and `--kernel GLOB`: entries of a named
+// tree are stored as "NAME/kernel", so --tree is the glob "NAME/GLOB" (GLOB
+// "*" when not given); `glob` alone without a tree.
+std::string KernelGlob(const std::string& tree, const std::string& glob);
+
 }  // namespace jitd::jitctl

@@ -19,6 +19,9 @@ class EvictVerb final : public Verb {
                     "Evict least recently used matches until the cache holds at most this (10G)")
         ->type_name("SIZE");
     sub->add_option("--kernel", kernel_glob_, "Kernels matching this glob (\"moe.*\")")->type_name("GLOB");
+    sub->add_option("--tree", tree_,
+                    "The kernels of this kernel tree (--kernels NAME=DIR); with --kernel, its glob within it")
+        ->type_name("NAME");
     sub->add_option("--older-than", older_than_, "Entries unused for this long (30s, 15m, 2h, 7d)")
         ->type_name("DURATION");
     sub->add_option("--key", keys_, "This content key (repeatable)")->type_name("KEY");
@@ -33,9 +36,10 @@ class EvictVerb final : public Verb {
   }
 
   absl::Status Validate() override {
-    if (max_bytes_.empty() && kernel_glob_.empty() && older_than_.empty() && keys_.empty() && arch_.empty()) {
+    if (max_bytes_.empty() && kernel_glob_.empty() && tree_.empty() && older_than_.empty() && keys_.empty() &&
+        arch_.empty()) {
       return absl::InvalidArgumentError(
-          "evict needs at least one of --max-bytes, --kernel, --older-than, --key, --arch");
+          "evict needs at least one of --max-bytes, --kernel, --tree, --older-than, --key, --arch");
     }
     if (!max_bytes_.empty()) {
       absl::StatusOr<uint64_t> bytes = ParseByteSize(max_bytes_);
@@ -47,7 +51,7 @@ class EvictVerb final : public Verb {
       if (!age.ok()) return absl::InvalidArgumentError(text::Cat("--older-than: ", age.status().message()));
       request_.set_older_than_s(static_cast<uint64_t>(age->count()));
     }
-    request_.set_kernel_glob(kernel_glob_);
+    request_.set_kernel_glob(KernelGlob(tree_, kernel_glob_));
     request_.set_arch(arch_);
     for (const std::string& key : keys_) request_.add_keys(key);
     request_.set_dry_run(dry_run_);
@@ -73,6 +77,7 @@ class EvictVerb final : public Verb {
  private:
   std::string max_bytes_;
   std::string kernel_glob_;
+  std::string tree_;
   std::string older_than_;
   std::vector<std::string> keys_;
   std::string arch_;

@@ -23,6 +23,21 @@ std::string DescribeParams(const v1::KernelInfo& kernel) {
   return absl::StrJoin(parts, " ");
 }
 
+// "6 kernels", and "6 kernels (small 4, team 2)" when they come from named trees.
+std::string Count(const v1::ListKernelsResponse& response) {
+  std::vector<std::pair<std::string, int>> trees;
+  for (const v1::KernelInfo& kernel : response.kernels()) {
+    if (kernel.tree().empty()) continue;
+    if (trees.empty() || trees.back().first != kernel.tree()) trees.emplace_back(kernel.tree(), 0);
+    ++trees.back().second;
+  }
+  std::string text = text::Cat(response.kernels_size(), response.kernels_size() == 1 ? " kernel" : " kernels");
+  if (trees.empty()) return text;
+  std::vector<std::string> parts;
+  for (const auto& [tree, count] : trees) parts.push_back(text::Cat(tree, " ", count));
+  return text::Cat(text, " (", absl::StrJoin(parts, ", "), ")");
+}
+
 bool HasDefault(const v1::KernelInfo& kernel) {
   for (const v1::KernelParam& param : kernel.params()) {
     if (!param.default_value().empty()) return true;
@@ -64,8 +79,7 @@ class KernelsVerb final : public Verb {
         Table::PrintRecord(output.out, fields);
         output.out << '\n';
       }
-      output.out << response.kernels_size() << (response.kernels_size() == 1 ? " kernel" : " kernels")
-                 << "; default arch " << response.default_arch()
+      output.out << Count(response) << "; default arch " << response.default_arch()
                  << "; supported: " << absl::StrJoin(response.supported_archs(), " ") << '\n';
       return 0;
     }
@@ -74,8 +88,7 @@ class KernelsVerb final : public Verb {
       table.AddRow({kernel.name(), DescribeParams(kernel), text::Cat(kernel.instantiations()), kernel.description()});
     }
     table.Print(output.out);
-    output.out << response.kernels_size() << (response.kernels_size() == 1 ? " kernel" : " kernels")
-               << "; default arch " << response.default_arch()
+    output.out << Count(response) << "; default arch " << response.default_arch()
                << "; supported: " << absl::StrJoin(response.supported_archs(), " ") << '\n'
                << "Signatures and launch rules: jitctl kernels -l [GLOB]\n";
     return 0;

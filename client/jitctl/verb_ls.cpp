@@ -13,6 +13,9 @@ class LsVerb final : public Verb {
   CLI::App* Register(CLI::App& app) override {
     CLI::App* sub = app.add_subcommand("ls", "List cache entries, most recently used first");
     sub->add_option("--kernel", kernel_glob_, "Only kernels matching this glob (\"moe.*\")")->type_name("GLOB");
+    sub->add_option("--tree", tree_,
+                    "Only kernels of this kernel tree (--kernels NAME=DIR); with --kernel, its glob within it")
+        ->type_name("NAME");
     sub->add_option("--arch", arch_, "Only entries for this arch (\"sm_90\")")->type_name("ARCH");
     sub->add_option("--limit", limit_, "At most this many entries (0 = all)")->type_name("N");
     return sub;
@@ -20,7 +23,7 @@ class LsVerb final : public Verb {
 
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
     v1::ListEntriesRequest request;
-    request.set_kernel_glob(kernel_glob_);
+    request.set_kernel_glob(KernelGlob(tree_, kernel_glob_));
     request.set_arch(arch_);
     request.set_limit(limit_);
     JITD_ASSIGN_OR_RETURN(v1::ListEntriesResponse response, client.ListEntries(request));
@@ -38,6 +41,7 @@ class LsVerb final : public Verb {
 
  private:
   std::string kernel_glob_;
+  std::string tree_;
   std::string arch_;
   uint32_t limit_ = 0;
 };

@@ -33,6 +33,27 @@ std::string Kernels(const v1::StatsResponse& stats) {
                          stats.kernels_fingerprint().substr(0, 12), stats.nvrtc_version());
 }
 
+// One line per kernel tree when the daemon serves named trees.
+std::vector<std::pair<std::string, std::string>> Trees(const v1::StatsResponse& stats) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  if (stats.trees_size() == 1 && stats.trees(0).name().empty()) return rows;
+  for (const v1::KernelTreeInfo& tree : stats.trees()) {
+    std::string line;
+    if (tree.serving()) {
+      line = absl::StrFormat("%d from %s (namespace %s, fingerprint %s", tree.kernels(), tree.dir(),
+                             tree.kernel_namespace(), tree.fingerprint().substr(0, 12));
+      if (!tree.lock().empty())
+        text::Append(line, ", locked by ", tree.lock(), ": ", tree.locked_instantiations(), " instantiations");
+      text::Append(line, ")");
+      if (!tree.error().empty()) text::Append(line, "; last reload refused: ", tree.error());
+    } else {
+      line = text::Cat("REFUSED (", tree.dir(), "): ", tree.error());
+    }
+    rows.emplace_back(text::Cat("  tree ", tree.name().empty() ? "(unnamed)" : tree.name()), std::move(line));
+  }
+  return rows;
+}
+
 std::string Requests(const v1::StatsResponse& stats) {
   return absl::StrFormat("%d (%d from memory, %d from disk, %d joined a compile, %d cached-only misses, %d gave up)",
                          stats.requests(), stats.memory_hits(), stats.disk_hits(), stats.joined(),
@@ -117,27 +138,29 @@ class StatsVerb final : public Verb {
       output.out << ToJson(stats);
       return 0;
     }
-    Table::PrintRecord(
-        output.out,
-        {{"cache dir", stats.cache_dir()},
-         {"entries", absl::StrFormat("%d (%d pinned)", stats.entries(), stats.pinned_entries())},
-         {"size", absl::StrFormat("%s (%s pinned)", FormatBytes(stats.bytes()), FormatBytes(stats.pinned_bytes()))},
-         {"budget", Budget(stats)},
-         {"hits / misses", HitRate(stats)},
-         {"evictions", text::Cat(stats.evictions())},
-         {"corrupt", text::Cat(stats.corrupt())},
-         {"publishes", absl::StrFormat("%d (%d failed)", stats.publishes(), stats.publish_failures())},
-         {"uptime", FormatSeconds(stats.uptime_s())},
-         {"kernels", Kernels(stats)},
-         {"requests", Requests(stats)},
-         {"hot cache", HotCache(stats)},
-         {"compiles", Compiles(stats)},
-         {"negative hits", absl::StrFormat("%d (compile failures answered from memory)", stats.negative_hits())},
-         {"workers", Workers(stats)},
-         {"remote tier", stats.remote().empty() ? std::string("none") : Remote(stats)},
-         {"bundles", Bundles(stats)},
-         {"fleet", Fleet(stats)},
-         {"hot set", HotSet(stats)}});
+    std::vector<std::pair<std::string, std::string>> rows{
+        {"cache dir", stats.cache_dir()},
+        {"entries", absl::StrFormat("%d (%d pinned)", stats.entries(), stats.pinned_entries())},
+        {"size", absl::StrFormat("%s (%s pinned)", FormatBytes(stats.bytes()), FormatBytes(stats.pinned_bytes()))},
+        {"budget", Budget(stats)},
+        {"hits / misses", HitRate(stats)},
+        {"evictions", text::Cat(stats.evictions())},
+        {"corrupt", text::Cat(stats.corrupt())},
+        {"publishes", absl::StrFormat("%d (%d failed)", stats.publishes(), stats.publish_failures())},
+        {"uptime", FormatSeconds(stats.uptime_s())},
+        {"kernels", Kernels(stats)}};
+    for (auto& row : Trees(stats)) rows.push_back(std::move(row));
+    rows.insert(rows.end(), {{"requests", Requests(stats)},
+                             {"hot cache", HotCache(stats)},
+                             {"compiles", Compiles(stats)},
+                             {"negative hits",
+                              absl::StrFormat("%d (compile failures answered from memory)", stats.negative_hits())},
+                             {"workers", Workers(stats)},
+                             {"remote tier", stats.remote().empty() ? std::string("none") : Remote(stats)},
+                             {"bundles", Bundles(stats)},
+                             {"fleet", Fleet(stats)},
+                             {"hot set", HotSet(stats)}});
+    Table::PrintRecord(output.out, rows);
     return 0;
   }
 };

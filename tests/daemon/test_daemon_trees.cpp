@@ -125,6 +125,16 @@ TEST_F(TreesTest, TwoTreesAreServedAtOnceUnderQualifiedNamesWithKeysOfTheirOwn) 
   EXPECT_EQ(Tree(stats, "small")->kernel_namespace(), "sglang");
   EXPECT_EQ(Tree(stats, "team")->kernels(), 2u);
 
+  // jitctl says it by tree too.
+  const auto ls = daemon_->Jitctl({"ls", "--tree", "team"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.output;
+  EXPECT_THAT(ls.output, HasSubstr("team/small.scale"));
+  EXPECT_THAT(ls.output, ::testing::Not(HasSubstr("small/small.scale")));
+  EXPECT_THAT(ls.output, HasSubstr("2 of 2 entries"));
+  const auto kernels_listed = daemon_->Jitctl({"kernels"});
+  EXPECT_THAT(kernels_listed.output, HasSubstr("6 kernels (small 4, team 2)"));
+  const auto stats_shown = daemon_->Jitctl({"stats"});
+  EXPECT_THAT(stats_shown.output, ::testing::ContainsRegex("tree team +2 from .*team \\(namespace team, fingerprint"));
 }
 
 TEST_F(TreesTest, ATreeThatFailsItsNamespaceRuleIsRefusedAloneAtStart) {
