@@ -126,6 +126,15 @@ std::string HotSet(const v1::StatsResponse& stats) {
       r.state(), r.trigger(), r.unpinned());
 }
 
+// The cache's entries under the kernels and toolkit served now, and older.
+std::string Generations(const v1::StatsResponse& stats) {
+  const v1::RewarmProgress& r = stats.rewarm();
+  if (r.state().empty()) return "not counted (--rewarm-count 0)";
+  return absl::StrFormat("%d in the cache: %d entries (%s) current, %d entries (%s) of older toolkits or kernels",
+                         r.generations(), r.current_entries(), FormatBytes(r.current_bytes()), r.older_entries(),
+                         FormatBytes(r.older_bytes()));
+}
+
 class StatsVerb final : public Verb {
  public:
   CLI::App* Register(CLI::App& app) override {
@@ -159,7 +168,8 @@ class StatsVerb final : public Verb {
                              {"remote tier", stats.remote().empty() ? std::string("none") : Remote(stats)},
                              {"bundles", Bundles(stats)},
                              {"fleet", Fleet(stats)},
-                             {"hot set", HotSet(stats)}});
+                             {"hot set", HotSet(stats)},
+                             {"generations", Generations(stats)}});
     Table::PrintRecord(output.out, rows);
     return 0;
   }

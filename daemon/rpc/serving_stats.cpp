@@ -23,6 +23,12 @@ void AddFleetAndRewarm(const ServingStatsSources& sources, const serving::Kernel
     out->set_unpinned(r.unpinned);
     out->set_started_unix_ms(r.started_unix_ms);
     out->set_finished_unix_ms(r.finished_unix_ms);
+    const serving::Rewarmer::Generations g = sources.rewarmer->generations();
+    out->set_generations(g.generations);
+    out->set_current_entries(g.current_entries);
+    out->set_current_bytes(g.current_bytes);
+    out->set_older_entries(g.older_entries);
+    out->set_older_bytes(g.older_bytes);
   }
   for (const cache::Bundle* bundle : sources.service->bundles()) {
     v1::MountedBundle* mounted = response->add_bundles();

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -35,18 +38,29 @@ std::optional<std::map<std::string, std::string>> ParamsOf(const std::string& te
   return params;
 }
 
+// What tells one instantiation's entries (of every generation) together.
+using InstantiationId = std::tuple<std::string, std::string, std::string, std::vector<std::string>>;
+
+InstantiationId IdOf(const cache::EntryInfo& e) { return {e.kernel, e.params, e.arch, e.options}; }
+
+// The request that asks for `e`'s instantiation; nullopt when its params
+// do not read back.
+std::optional<manifest::KernelRequest> RequestOf(const cache::EntryInfo& e) {
+  std::optional<std::map<std::string, std::string>> params = ParamsOf(e.params);
+  if (!params.has_value()) return std::nullopt;
+  return manifest::KernelRequest{
+      .kernel = e.kernel, .params = *std::move(params), .arch = e.arch, .options = e.options};
+}
+
 // Every instantiation of `entries`, most used first.
 std::vector<Rewarmer::Hot> Rank(const std::vector<cache::EntryInfo>& entries) {
   using Hot = Rewarmer::Hot;
-  std::map<std::tuple<std::string, std::string, std::string, std::vector<std::string>>, Hot> by_instantiation;
+  std::map<InstantiationId, Hot> by_instantiation;
   for (const cache::EntryInfo& e : entries) {
-    std::optional<std::map<std::string, std::string>> params = ParamsOf(e.params);
-    if (!params.has_value()) continue;
-    Hot& hot = by_instantiation[{e.kernel, e.params, e.arch, e.options}];
-    hot.request.kernel = e.kernel;
-    hot.request.params = *std::move(params);
-    hot.request.arch = e.arch;
-    hot.request.options = e.options;
+    std::optional<manifest::KernelRequest> request = RequestOf(e);
+    if (!request.has_value()) continue;
+    Hot& hot = by_instantiation[IdOf(e)];
+    hot.request = *std::move(request);
     hot.hits += e.hits;
     hot.last_used_unix_ms = std::max(hot.last_used_unix_ms, e.last_used_unix_ms);
     if (e.pinned) hot.pinned_keys.push_back(e.key);
@@ -60,7 +74,58 @@ std::vector<Rewarmer::Hot> Rank(const std::vector<cache::EntryInfo>& entries) {
   return ranked;
 }
 
+// Each entry of `entries` current (its instantiation resolves to its key
+// under `service`'s kernels and toolkit) or older.
+Rewarmer::Generations CountGenerations(const KernelService& service, const std::vector<cache::EntryInfo>& entries) {
+  std::map<InstantiationId, std::vector<const cache::EntryInfo*>> by_instantiation;
+  for (const cache::EntryInfo& e : entries) by_instantiation[IdOf(e)].push_back(&e);
+  Rewarmer::Generations g;
+  for (const auto& [id, group] : by_instantiation) {
+    std::string current;
+    if (std::optional<manifest::KernelRequest> request = RequestOf(*group.front()); request.has_value()) {
+      absl::StatusOr<manifest::ResolvedKernel> resolved = service.Resolve(*request);
+      if (resolved.ok()) current = resolved->key;
+    }
+    g.generations = std::max(g.generations, static_cast<uint32_t>(group.size()));
+    for (const cache::EntryInfo* e : group) {
+      if (e->key == current) {
+        ++g.current_entries;
+        g.current_bytes += e->size_bytes;
+      } else {
+        ++g.older_entries;
+        g.older_bytes += e->size_bytes;
+      }
+    }
+  }
+  if (g.current_entries > 0 && g.older_entries > 0) g.generations = std::max<uint32_t>(g.generations, 2);
+  return g;
+}
+
 }  // namespace
+
+Rewarmer::Generations Rewarmer::generations() const {
+  std::lock_guard lock(generations_mu_);
+  const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
+  absl::StatusOr<cache::CacheStats> stats = cache_.Stats();
+  if (!stats.ok()) return generations_.value;
+  GenerationsMemo& memo = generations_;
+  const bool same_resolver =
+      !memo.resolver.owner_before(resolver) && !resolver.owner_before(memo.resolver) && !memo.resolver.expired();
+  if (memo.valid && same_resolver && memo.entries == stats->entries && memo.bytes == stats->bytes &&
+      memo.publishes == stats->publishes && memo.evictions == stats->evictions) {
+    return memo.value;
+  }
+  absl::StatusOr<std::vector<cache::EntryInfo>> entries = cache_.List({});
+  if (!entries.ok()) return memo.value;
+  memo = GenerationsMemo{.valid = true,
+                         .resolver = resolver,
+                         .entries = stats->entries,
+                         .bytes = stats->bytes,
+                         .publishes = stats->publishes,
+                         .evictions = stats->evictions,
+                         .value = CountGenerations(service_, *entries)};
+  return memo.value;
+}
 
 std::vector<size_t> Rewarmer::Survey(const std::vector<Hot>& ranked, std::vector<std::string>& keys) {
   // Ready already, or to compile; what no longer resolves has failed.

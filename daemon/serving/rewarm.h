@@ -19,7 +19,8 @@
 // A run starts when the daemon starts on another toolkit than the one its
 // cache was last served with (an upgrade while it was stopped), and after a
 // toolkit change it noticed; one that is asked for while another runs
-// starts when that one ends. Progress is kept for Stats and /metrics.
+// starts when that one ends. Progress is kept for Stats and /metrics, with
+// the cache's generations (generations()).
 //
 // Thread safety: every method from any thread.
 #pragma once
@@ -28,6 +29,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -67,6 +69,23 @@ class Rewarmer {
   Rewarmer(const Rewarmer&) = delete;
   Rewarmer& operator=(const Rewarmer&) = delete;
 
+  // The cache's entries by generation, from its index. Entries record
+  // NVRTC's version but not the whole toolkit identity (its libraries'
+  // and headers' fingerprints), so an entry is told apart by its key: it is
+  // current when its instantiation resolves to it under the kernels and
+  // toolkit served now, older otherwise (an older toolkit, an older edit of
+  // its kernel, or a kernel no longer served).
+  struct Generations {
+    std::uint32_t generations = 0;  // at least this many: the most keys one instantiation has
+    std::uint64_t current_entries = 0;
+    std::uint64_t current_bytes = 0;
+    std::uint64_t older_entries = 0;
+    std::uint64_t older_bytes = 0;
+  };
+  // Lists the index and resolves each instantiation in it once, when the
+  // index or the resolver changed since the last call; else remembered.
+  Generations generations() const;
+
   // Asks for a run, saying why; returns at once.
   void Trigger(std::string why);
   Progress progress() const;
@@ -89,9 +108,19 @@ class Rewarmer {
   // Unpins the older generations of each instantiation ready under its key.
   std::uint32_t UnpinOlder(const std::vector<Hot>& ranked, const std::vector<std::string>& keys);
 
+  // What generations() counted, and what it counted from.
+  struct GenerationsMemo {
+    bool valid = false;
+    std::weak_ptr<const manifest::Resolver> resolver;
+    std::uint64_t entries = 0, bytes = 0, publishes = 0, evictions = 0;
+    Generations value;
+  };
+
   KernelService& service_;
   cache::Cache& cache_;
   const Options options_;
+  mutable std::mutex generations_mu_;
+  mutable GenerationsMemo generations_;  // guarded by generations_mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string pending_;    // the reason of a run asked for and not started; guarded by mu_

@@ -14,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "jitd/cache.h"
 #include "kernel_fixtures.h"
@@ -238,6 +239,9 @@ TEST_F(ToolkitChange, AfterAChangeTheMostUsedInstantiationsCompileBeforeAnyoneAs
   EXPECT_EQ(rewarm.unpinned(), 1u) << "the old fill fp32 entry was pinned by the warm-up";
   const v1::StatsResponse after = served.daemon->Stats();
   EXPECT_EQ(after.compiles(), before.compiles() + 2);
+  EXPECT_EQ(after.rewarm().generations(), 2u);
+  EXPECT_EQ(after.rewarm().current_entries(), 2u);
+  EXPECT_EQ(after.rewarm().older_entries(), 3u);
 
   // The two come from the cache; the third was left for its request.
   for (const char* dtype : {"fp32", "fp64"}) {
@@ -252,37 +256,84 @@ TEST_F(ToolkitChange, AfterAChangeTheMostUsedInstantiationsCompileBeforeAnyoneAs
   EXPECT_THAT(served.daemon->Jitctl({"stats"}).output, HasSubstr("2 most used: 2 ready under this toolkit"));
 }
 
-// An upgrade while the daemon was stopped: the next start compiles the hot
-// set of the cache it finds before its first request.
+// An upgrade while the daemon was stopped, with two toolkit header trees on
+// one cache, chosen by --cuda-include across a restart: copy B is copy A
+// with a comment appended to a header fill.cu includes (another toolkit
+// identity, so every key changes). The start on B compiles the top N of
+// the cache's instantiations before any request; they are then hits, not
+// compiles; the less used one waits for its request.
 TEST_F(ToolkitChange, ADaemonStartedOnANewToolkitCompilesTheHotSetFirst) {
-  std::string old_key;
+  const fs::path include_b = dir_ / "cuda-include-b";
+  fs::copy(include_, include_b, fs::copy_options::recursive);
+  WriteFile(include_b / "jitd_probe.h", ReadFile(include_ / "jitd_probe.h") + "// toolkit B\n");
+  struct Use {
+    std::string kernel;
+    std::map<std::string, std::string> params;
+    int times;
+    std::string key_a;
+  };
+  // The least used last, so that hits (not recency) leave it out of the top 2.
+  std::vector<Use> uses{{"small.fill", {{"dtype", "fp32"}}, 3, ""},
+                        {"small.fill", {{"dtype", "fp64"}}, 2, ""},
+                        {"small.scale", {{"clamp", "on"}}, 1, ""}};
   {
-    Served served(dir_, kernels_, {"--cuda-include", include_.string(), "--rewarm-count", "0"});
-    ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
-    for (int i = 0; i < 2; ++i) {
-      auto got = served.Get("small.fill", {{"dtype", "fp32"}});
-      ASSERT_TRUE(got.ok()) << got.status();
-      old_key = got->key();
+    Served a(dir_, kernels_, {"--cuda-include", include_.string(), "--rewarm-count", "0"});
+    ASSERT_TRUE(a.ready.ok()) << a.daemon->process().Output();
+    for (Use& use : uses) {
+      for (int i = 0; i < use.times; ++i) {
+        auto got = a.Get(use.kernel, use.params);
+        ASSERT_TRUE(got.ok()) << got.status();
+        use.key_a = got->key();
+      }
     }
   }
-  WriteFile(include_ / "jitd_probe.h", "#pragma once\n#define JITD_PROBE 9\n");
-  Served served(dir_, kernels_, {"--cuda-include", include_.string(), "--rewarm-count", "8"});
-  ASSERT_TRUE(served.ready.ok()) << served.daemon->process().Output();
-  v1::RewarmProgress rewarm;
+
+  Served b(dir_, kernels_, {"--cuda-include", include_b.string(), "--rewarm-count", "2"});
+  ASSERT_TRUE(b.ready.ok()) << b.daemon->process().Output();
+  v1::StatsResponse stats;
   ASSERT_TRUE(PollUntil(
       [&] {
-        rewarm = served.daemon->Stats().rewarm();
-        return rewarm.trigger() == "start on a new toolkit" && rewarm.state() == "done";
+        stats = b.daemon->Stats();
+        return stats.rewarm().trigger() == "start on a new toolkit" && stats.rewarm().state() == "done";
       },
       std::chrono::seconds(60)))
-      << rewarm.DebugString() << served.daemon->process().Output();
-  EXPECT_EQ(rewarm.hot_set(), 1u);
-  EXPECT_EQ(rewarm.compiled(), 1u);
-  auto got = served.Get("small.fill", {{"dtype", "fp32"}});
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_NE(got->key(), old_key);
-  EXPECT_NE(got->source(), v1::GetKernelResponse::COMPILED) << "compiled before it was asked for";
-  EXPECT_EQ(served.daemon->Stats().compiles(), 1u) << "the rewarm's compile, and no other";
+      << stats.rewarm().DebugString() << b.daemon->process().Output();
+  const v1::RewarmProgress& rewarm = stats.rewarm();
+  EXPECT_EQ(rewarm.hot_set(), 2u);
+  EXPECT_EQ(rewarm.ready(), 2u);
+  EXPECT_EQ(rewarm.compiled(), 2u);
+  EXPECT_EQ(rewarm.failed(), 0u);
+  EXPECT_EQ(rewarm.skipped(), 0u);
+  EXPECT_EQ(stats.compiles(), 2u) << "the rewarm's two compiles, before any request";
+  EXPECT_EQ(rewarm.generations(), 2u);
+  EXPECT_EQ(rewarm.current_entries(), 2u) << "the top 2 under B's keys, and not the third";
+  EXPECT_EQ(rewarm.older_entries(), 3u) << "A's three";
+  EXPECT_GT(rewarm.older_bytes(), 0u);
+
+  // The top 2: hits under B's keys, no compile.
+  for (size_t i = 0; i < 2; ++i) {
+    auto got = b.Get(uses[i].kernel, uses[i].params);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_NE(got->key(), uses[i].key_a) << uses[i].kernel;
+    EXPECT_THAT(got->source(), ::testing::AnyOf(v1::GetKernelResponse::DISK, v1::GetKernelResponse::MEMORY))
+        << uses[i].kernel;
+  }
+  EXPECT_EQ(b.daemon->Stats().compiles(), 2u) << "their first requests compiled nothing";
+  // The third was left for its request.
+  auto scale = b.Get(uses[2].kernel, uses[2].params);
+  ASSERT_TRUE(scale.ok()) << scale.status();
+  EXPECT_NE(scale->key(), uses[2].key_a);
+  EXPECT_EQ(scale->source(), v1::GetKernelResponse::COMPILED);
+  stats = b.daemon->Stats();
+  EXPECT_EQ(stats.compiles(), 3u);
+  EXPECT_EQ(stats.rewarm().current_entries(), 3u);
+  EXPECT_EQ(stats.rewarm().older_entries(), 3u);
+
+  const std::string shown = b.daemon->Jitctl({"stats"}).output;
+  EXPECT_THAT(shown, HasSubstr("2 most used: 2 ready under this toolkit (2 compiled by the last run, 0 failed"));
+  EXPECT_THAT(shown, ::testing::ContainsRegex("generations +2 in the cache: 3 entries \\([^)]+\\) current, 3 "
+                                              "entries \\([^)]+\\) of older toolkits or kernels"))
+      << shown;
 }
 
 }  // namespace
