@@ -116,8 +116,10 @@ struct OfflineFlags {
 // the scripts that used it).
 void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& arch_help, bool jobs = false) {
   sub.add_option("--kernels", flags.kernels_dir,
-                 text::Cat("Kernel sources and manifest (default: ", DefaultKernelsDir().string(), ")"))
-      ->type_name("DIR");
+                 text::Cat("Kernel tree (sources and kernels.toml); NAME=DIR names it as the daemon serves it, "
+                           "which its keys and lock include (default: ",
+                           DefaultKernelsDir().string(), ")"))
+      ->type_name("[NAME=]DIR");
   sub.add_option("--cuda-include", flags.cuda_include,
                  text::Cat("CUDA toolkit headers NVRTC compiles with (default: ", compiler::kDefaultCudaInclude, ")"))
       ->type_name("DIR");
@@ -241,7 +243,14 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
 // checked: 0, or kExitUsage after a usage error (printed).
 int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
   OfflineOptions& o = command_line->offline;
+  // [NAME=]DIR, as the daemon's --kernels: the name is part of every key
+  // (and of a lock), so lint and warm a tree under the name it is served by.
   o.kernels_dir = flags.kernels_dir;
+  if (size_t eq = flags.kernels_dir.find('=');
+      eq != std::string::npos && manifest::ValidateTreeName(flags.kernels_dir.substr(0, eq)).ok()) {
+    o.kernels_name = flags.kernels_dir.substr(0, eq);
+    o.kernels_dir = flags.kernels_dir.substr(eq + 1);
+  }
   if (!flags.cuda_include.empty()) o.cuda_include = std::filesystem::absolute(flags.cuda_include);
   o.cache_dir = flags.cache_dir;
   o.archs = flags.archs;

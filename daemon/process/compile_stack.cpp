@@ -10,6 +10,7 @@
 
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
+#include "manifest/lock.h"
 #include "spdlog/spdlog.h"
 
 namespace jitd::daemon {
@@ -90,20 +91,23 @@ absl::StatusOr<manifest::Toolchain> DetectToolchain(const fs::path& cuda_include
 }
 
 absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const fs::path& kernels_dir,
+                                                                      const std::string& name, const fs::path& lock,
                                                                       const manifest::Toolchain& toolchain,
                                                                       const std::string& default_arch) {
-  JITD_ASSIGN_OR_RETURN(auto tree, manifest::KernelTree::Load(kernels_dir));
-  JITD_ASSIGN_OR_RETURN(auto resolver, manifest::Resolver::Create(tree, toolchain, default_arch));
+  manifest::ServedTree served{name, nullptr, nullptr};
+  if (!lock.empty()) {
+    JITD_ASSIGN_OR_RETURN(manifest::KernelLock read, manifest::KernelLock::Read(lock));
+    if (read.tree != name) {
+      return absl::InvalidArgumentError(text::Cat("--lock ", lock.string(), " is the lock of kernel tree '", read.tree,
+                                                  "', not of the tree given here ('", name,
+                                                  "'): name the tree as the lock does, --kernels NAME=DIR"));
+    }
+    served.lock = std::make_shared<const manifest::KernelLock>(std::move(read));
+  }
+  JITD_ASSIGN_OR_RETURN(served.tree, manifest::KernelTree::Load(kernels_dir));
+  JITD_ASSIGN_OR_RETURN(auto resolver, manifest::Resolver::Create(std::vector<manifest::ServedTree>{std::move(served)},
+                                                                  toolchain, default_arch));
   return std::shared_ptr<const manifest::Resolver>(std::move(resolver));
-}
-
-absl::StatusOr<CheckedKernels> LoadCheckedKernels(const fs::path& kernels_dir, const manifest::Toolchain& toolchain,
-                                                  const std::string& default_arch) {
-  JITD_ASSIGN_OR_RETURN(auto resolver, LoadKernels(kernels_dir, toolchain, default_arch));
-  CheckedKernels checked;
-  checked.findings = guard::CheckSources(resolver->tree());
-  checked.resolver = std::move(resolver);
-  return checked;
 }
 
 absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers,

@@ -47,26 +47,15 @@ struct CompileStack {
   std::unique_ptr<compiler::WorkerPool> pool;  // declared last: stopped first
 };
 
-// Reads the kernels directory into memory and builds a resolver with
-// `default_arch`. Compiles never read the directory again.
+// Reads one kernel tree into memory and builds a resolver with
+// `default_arch`, the tree served as `name` ("" = unnamed: bare kernel
+// names) and locked by `lock` (empty = not locked; the lock must name the
+// same tree). Compiles never read the directory again.
 absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const std::filesystem::path& kernels_dir,
+                                                                      const std::string& name,
+                                                                      const std::filesystem::path& lock,
                                                                       const manifest::Toolchain& toolchain,
                                                                       const std::string& default_arch);
-
-// A kernels directory loaded for serving, and what the namespace guard's
-// source check found in it (empty when clean). The caller decides whether
-// findings stop it: the daemon refuses to start on them, and a reload
-// keeps the kernels it serves.
-struct CheckedKernels {
-  std::shared_ptr<const manifest::Resolver> resolver;
-  std::vector<guard::Finding> findings;
-};
-
-// LoadKernels, then guard::CheckSources over the tree it read (the same
-// bytes the keys and compiles use, not a second read of the directory).
-absl::StatusOr<CheckedKernels> LoadCheckedKernels(const std::filesystem::path& kernels_dir,
-                                                  const manifest::Toolchain& toolchain,
-                                                  const std::string& default_arch);
 
 // The directory under a cache directory where jitd before hermetic compiles
 // kept copies of the kernels tree; nothing reads it any more.

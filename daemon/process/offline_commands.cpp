@@ -90,27 +90,6 @@ absl::StatusOr<std::vector<manifest::KernelRequest>> WarmRequests(const OfflineO
   return requests;
 }
 
-// The kernels to warm from; with --lock, the tree locked by it, so that
-// every entry is resolved against its locked key: a warm-up of sources or a
-// toolkit other than the linted ones fails those entries instead of filling
-// the cache with cubins the locked daemon would refuse.
-absl::StatusOr<std::shared_ptr<const manifest::Resolver>> WarmResolver(const OfflineOptions& o,
-                                                                       const fs::path& kernels_dir,
-                                                                       const manifest::Toolchain& toolchain,
-                                                                       const std::string& default_arch) {
-  if (o.lock.empty()) return LoadKernels(kernels_dir, toolchain, default_arch);
-  JITD_ASSIGN_OR_RETURN(manifest::KernelLock lock, manifest::KernelLock::Read(o.lock));
-  if (lock.tree != o.kernels_name) {
-    return absl::InvalidArgumentError(Cat("--lock ", o.lock.string(), " is the lock of kernel tree '", lock.tree,
-                                          "', not of the tree warmed here ('", o.kernels_name, "')"));
-  }
-  JITD_ASSIGN_OR_RETURN(auto tree, manifest::KernelTree::Load(kernels_dir));
-  std::vector<manifest::ServedTree> trees;
-  trees.push_back({o.kernels_name, std::move(tree), std::make_shared<const manifest::KernelLock>(std::move(lock))});
-  JITD_ASSIGN_OR_RETURN(auto resolver, manifest::Resolver::Create(std::move(trees), toolchain, default_arch));
-  return std::shared_ptr<const manifest::Resolver>(std::move(resolver));
-}
-
 }  // namespace
 
 int RunWarm(const CommandLine& command_line) {
@@ -132,7 +111,11 @@ int RunWarm(const CommandLine& command_line) {
   if (!toolkit.ok()) return CannotRun("warm", toolkit.status());
   auto toolchain = manifest::Toolchain::FromIdentity((*toolkit)->identity());
   if (!toolchain.ok()) return CannotRun("warm", toolchain.status());
-  auto resolver = WarmResolver(o, kernels_dir, *toolchain, archs.front());
+  // With --lock, the tree locked by it: every entry is resolved against its
+  // locked key, so a warm-up of sources or a toolkit other than the linted
+  // ones fails those entries instead of filling the cache with cubins the
+  // locked daemon would refuse.
+  auto resolver = LoadKernels(kernels_dir, o.kernels_name, o.lock, *toolchain, archs.front());
   if (!resolver.ok()) return CannotRun("warm", resolver.status());
 
   absl::StatusOr<std::vector<manifest::KernelRequest>> requests = WarmRequests(o, **resolver, archs);
