@@ -92,6 +92,26 @@ absl::StatusOr<std::string> BuildFatbin(const std::vector<std::string>& targets,
 
 }  // namespace
 
+std::shared_ptr<const std::string> CompilerRpc::BuiltFatbins::Find(const std::string& digest) {
+  std::lock_guard lock(mu);
+  auto it = by_digest.find(digest);
+  return it == by_digest.end() ? nullptr : it->second;
+}
+
+void CompilerRpc::BuiltFatbins::Add(const std::string& digest, std::shared_ptr<const std::string> fatbin) {
+  if (fatbin->size() > kMaxBytes / 4) return;  // a few large ones would only push out everything else
+  std::lock_guard lock(mu);
+  if (!by_digest.emplace(digest, fatbin).second) return;
+  order.push_back(digest);
+  bytes += fatbin->size();
+  while (bytes > kMaxBytes) {
+    auto oldest = by_digest.find(order.front());
+    bytes -= oldest->second->size();
+    by_digest.erase(oldest);
+    order.pop_front();
+  }
+}
+
 Answers CompilerRpc::GetParts(const manifest::KernelRequest& base, const std::vector<std::string>& targets,
                               serving::Mode mode, const serving::CallContext& call) {
   Answers answers;
@@ -114,9 +134,19 @@ Answers CompilerRpc::GetParts(const manifest::KernelRequest& base, const std::ve
   };
   auto waiting = std::make_shared<Waiting>();
   waiting->done.resize(targets.size());
-  waiting->left = targets.size();
+  // Parts in memory, on disk or in a bundle are taken as they are (counted
+  // and recorded as any hit): a fatbin of cached parts costs lookups, not a
+  // flight and a wait per part. Only the missing ones are submitted.
+  for (size_t i = 0; i < targets.size(); ++i) {
+    manifest::KernelRequest part = base;
+    part.arch = targets[i];
+    if (std::optional<serving::KernelAnswer> hit = service_.Find(part)) waiting->done[i] = *std::move(hit);
+  }
+  waiting->left = static_cast<size_t>(
+      std::count_if(waiting->done.begin(), waiting->done.end(), [](const auto& done) { return !done.has_value(); }));
   std::vector<std::shared_ptr<serving::Flight>> flights(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
+    if (waiting->done[i].has_value()) continue;
     manifest::KernelRequest part = base;
     part.arch = targets[i];
     flights[i] = service_.Submit(part, call, [waiting, i](absl::StatusOr<serving::KernelAnswer> answer) {
@@ -168,9 +198,14 @@ grpc::Status CompilerRpc::GetFatbin(const v1::GetKernelRequest& request, serving
   *origin = Weakest(parts);
   response->set_source(SourceOf(*origin));
   if (*origin == serving::Origin::kNone) return grpc::Status::OK;  // PREFETCH queued what was missing
-  absl::StatusOr<std::string> fatbin = BuildFatbin(*targets, parts);
-  if (!fatbin.ok())
-    return ToGrpcStatus(absl::InternalError(Cat("cannot build the fatbin: ", fatbin.status().message())));
+  std::shared_ptr<const std::string> fatbin = built_fatbins_.Find(response->key());
+  if (fatbin == nullptr) {
+    absl::StatusOr<std::string> built = BuildFatbin(*targets, parts);
+    if (!built.ok())
+      return ToGrpcStatus(absl::InternalError(Cat("cannot build the fatbin: ", built.status().message())));
+    fatbin = std::make_shared<const std::string>(*std::move(built));
+    built_fatbins_.Add(response->key(), fatbin);
+  }
   const cache::EntryMeta& first = parts.front()->entry->meta;
   for (const cache::Symbol& symbol : first.symbols) {
     v1::Symbol* out = response->add_symbols();
@@ -188,7 +223,7 @@ grpc::Status CompilerRpc::GetFatbin(const v1::GetKernelRequest& request, serving
   response->set_log(log);
   response->set_nvrtc_version(first.nvrtc_version);
   response->set_cubin_size(fatbin->size());
-  response->set_cubin(*std::move(fatbin));
+  response->set_cubin(*fatbin);
   return grpc::Status::OK;
 }
 
