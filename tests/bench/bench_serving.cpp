@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -144,6 +145,58 @@ absl::Status WaitForEcho(jitd::bench::Echo::Stub& stub) {
   return s;
 }
 
+using Latency = std::function<void(const std::string&, const Call&, const Call&, int, double, bool)>;
+
+// Issue 19's tiers on the hit path: the same warm hits with a sealed bundle
+// mounted and a fleet set configured; a fleet fatbin's warm hit; and hits
+// the bundle itself answers (no hot cache, an empty disk cache).
+void TierFigures(const Options& options, const jitd::testing::TempDir& dir, const std::string& kernel,
+                 size_t cubin_size, jitd::bench::Echo::Stub& echo, const Latency& latency) {
+  const fs::path bundle = dir / "seed.jitdbundle";
+  const jitd::testing::ProcessResult made = jitd::testing::RunProcess(
+      {jitd::testing::JitdBinary(), "bundle", "create", "--cache-dir", (dir / "cache").string(), "-o", bundle.string()},
+      dir / "bundle.log", jitd::testing::kProcessTimeout);
+  if (made.exit_code != 0) throw std::runtime_error("jitd bundle create failed:\n" + made.output);
+  const std::vector<std::string> tiers{
+      "--kernels", (dir / "kernels").string(), "--bundle", bundle.string(), "--fleet-archs", "sm_90,sm_100"};
+  // Each in a directory of its own: an empty disk cache beside the bundle.
+  jitd::testing::TempDir tiers_dir, bundle_only_dir;
+  auto start = [&](const jitd::testing::TempDir& where, std::vector<std::string> extra) {
+    extra.insert(extra.begin(), tiers.begin(), tiers.end());
+    auto daemon = std::make_unique<jitd::testing::TestDaemon>(where, extra);
+    OrDie(daemon->WaitUntilServing(), "jitd start with a bundle and a fleet set");
+    return daemon;
+  };
+  {
+    auto daemon = start(tiers_dir, {});
+    std::unique_ptr<jitd::Client> client = daemon->Connect("", std::chrono::seconds(300));
+    GetKernelResponse first = OrDie(client->GetKernel(Request(kernel, GetKernelRequest::BYTES)), "bundle hit");
+    if (first.source() != GetKernelResponse::BUNDLE) throw std::runtime_error("the first hit was not the bundle's");
+    latency("warm hit 16K bytes, bundle + fleet set", JitdBytesCall(*client, kernel, cubin_size),
+            EchoCall(echo, cubin_size), options.calls, 1.25, false);
+    GetKernelRequest fleet = Request(kernel, GetKernelRequest::BYTES);
+    fleet.set_fleet(true);
+    const size_t fatbin = OrDie(client->GetKernel(fleet), "fleet fatbin compile").cubin().size();
+    std::fprintf(stderr, "%s: %zu-byte fleet fatbin\n", kernel.c_str(), fatbin);
+    Call fatbin_call = [&client, fleet, fatbin] {
+      absl::StatusOr<GetKernelResponse> r = client->GetKernel(fleet);
+      if (!r.ok()) return r.status();
+      return CheckSize("fleet fatbin", r->cubin().size(), fatbin);
+    };
+    latency("warm fleet fatbin hit", fatbin_call, EchoCall(echo, fatbin), options.calls, 1.25, false);
+  }
+  auto daemon = start(bundle_only_dir, {"--hot-cache-bytes", "0"});
+  std::unique_ptr<jitd::Client> client = daemon->Connect("", std::chrono::seconds(60));
+  for (int i = 0; i < 2; ++i) {
+    if (OrDie(client->GetKernel(Request(kernel, GetKernelRequest::BYTES)), "bundle hit").source() !=
+        GetKernelResponse::BUNDLE) {
+      throw std::runtime_error("with no hot cache and an empty disk a hit was not the bundle's");
+    }
+  }
+  latency("bundle hit 16K bytes", JitdBytesCall(*client, kernel, cubin_size), EchoCall(echo, cubin_size), options.calls,
+          1.5, false);
+}
+
 int Bench(const Options& options) {
   jitd::testing::TempDir dir;
   WriteKernelsTree(dir / "kernels");
@@ -247,6 +300,10 @@ int Bench(const Options& options) {
           options.calls, 1.5, false);
   latency("disk hit 1M path+read", JitdPathCall(*client, kernels[1], sizes[1]), EchoCall(*echo_stub, sizes[1]),
           options.large_calls, 1.5, false);
+
+  client.reset();
+  daemon.reset();
+  TierFigures(options, dir, kernels[0], sizes[0], *echo_stub, latency);
 
   report.PrintAndWrite(options.json);
   echo.Signal(SIGTERM);
