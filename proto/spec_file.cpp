@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd {
@@ -73,9 +74,8 @@ absl::StatusOr<std::vector<v1::KernelSpec>> LoadSpecFile(const std::filesystem::
     for (size_t i = 0; i < array->size(); ++i) {
       const auto* table = (*array)[i].as_table();
       if (table == nullptr) return Invalid(path, (*array)[i], "spec entries must be tables");
-      absl::StatusOr<v1::KernelSpec> spec = ParseSpec(path, *table, i);
-      if (!spec.ok()) return spec.status();
-      specs.push_back(*std::move(spec));
+      JITD_ASSIGN_OR_RETURN(v1::KernelSpec spec, ParseSpec(path, *table, i));
+      specs.push_back(std::move(spec));
     }
   }
   if (specs.empty()) {

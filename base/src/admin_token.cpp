@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd {
@@ -103,7 +104,7 @@ absl::StatusOr<std::string> ReadSocketAdminToken(const std::filesystem::path& so
     content.resize(got < 0 ? 0 : static_cast<size_t>(got));
   }
   ::close(fd);
-  if (!refused.ok()) return refused;
+  JITD_RETURN_IF_ERROR(refused);
   return ParseToken(content, path);
 }
 

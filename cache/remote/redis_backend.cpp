@@ -77,9 +77,8 @@ class RedisBackend final : public RemoteBackend {
   }
 
   absl::Status Delete(const std::string& key) override {
-    auto reply = Run({"DEL", key});
-    if (!reply.ok()) return reply.status();
-    if (reply->type != RedisReply::Type::kInteger) return Unexpected("DEL", *reply);
+    JITD_ASSIGN_OR_RETURN(auto reply, Run({"DEL", key}));
+    if (reply.type != RedisReply::Type::kInteger) return Unexpected("DEL", reply);
     return absl::OkStatus();
   }
 

@@ -134,7 +134,7 @@ struct RedisConnection::Impl {
       fd = -1;
     }
     ::freeaddrinfo(found);
-    if (!last.ok()) return last;
+    JITD_RETURN_IF_ERROR(last);
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return absl::OkStatus();
@@ -197,9 +197,8 @@ struct RedisConnection::Impl {
       if (rc == 1) return absl::OkStatus();
       int err = SSL_get_error(ssl, rc);
       if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-        absl::Status ready =
-            WaitFor(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, Cat(name, ": TLS handshake"));
-        if (!ready.ok()) return ready;
+        JITD_RETURN_IF_ERROR(
+            WaitFor(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, Cat(name, ": TLS handshake")));
         continue;
       }
       long verify = SSL_get_verify_result(ssl);
@@ -225,10 +224,7 @@ struct RedisConnection::Impl {
         if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
           return absl::UnavailableError(Cat(name, ": TLS write: ", OpenSslError()));
         }
-        if (absl::Status ready = WaitFor(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, name);
-            !ready.ok()) {
-          return ready;
-        }
+        JITD_RETURN_IF_ERROR(WaitFor(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, name));
         continue;
       }
       ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
@@ -257,10 +253,7 @@ struct RedisConnection::Impl {
         if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
           return absl::UnavailableError(Cat(name, ": TLS read: ", OpenSslError()));
         }
-        if (absl::Status ready = WaitFor(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, name);
-            !ready.ok()) {
-          return ready;
-        }
+        JITD_RETURN_IF_ERROR(WaitFor(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, name));
         continue;
       }
       ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
@@ -319,10 +312,9 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(const Rem
   }
   if (url.db != 0) {
     std::string db = std::to_string(url.db);
-    auto reply = conn->Command({"SELECT", db}, deadline);
-    if (!reply.ok()) return reply.status();
-    if (reply->type == RedisReply::Type::kError) {
-      std::string what = reply->str;
+    JITD_ASSIGN_OR_RETURN(auto reply, conn->Command({"SELECT", db}, deadline));
+    if (reply.type == RedisReply::Type::kError) {
+      std::string what = reply.str;
       if (what.starts_with("NOAUTH")) {
         return absl::UnauthenticatedError(
             Cat(url.Redacted(), ": the server requires a password (--remote-password-file)"));

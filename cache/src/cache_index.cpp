@@ -252,11 +252,8 @@ absl::Status CacheIndex::Migrate() {
       }
     }
     if (version != kSchemaVersion) {
-      if (auto s =
-              db.Exec(Cat("DELETE FROM schema_version; INSERT INTO schema_version VALUES (", kSchemaVersion, ");"));
-          !s.ok()) {
-        return s;
-      }
+      JITD_RETURN_IF_ERROR(
+          db.Exec(Cat("DELETE FROM schema_version; INSERT INTO schema_version VALUES (", kSchemaVersion, ");")));
     }
     return absl::OkStatus();
   });
@@ -316,15 +313,15 @@ absl::StatusOr<std::string> CacheIndex::InsertIfAbsent(const IndexRow& r, const 
       }
       if (!still_valid()) return absl::OkStatus();
     }
-    auto ins = db.Prepare(
-        Cat("INSERT INTO entries (", kColumns, ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING"));
-    if (!ins.ok()) return ins.status();
-    ins->Bind(1, std::string_view(r.key)).Bind(2, std::string_view(r.checksum)).Bind(3, std::string_view(r.kernel));
-    ins->Bind(4, std::string_view(r.params)).Bind(5, std::string_view(r.arch)).Bind(6, static_cast<int64_t>(r.size));
-    ins->Bind(7, std::string_view(r.nvrtc_version)).Bind(8, r.compile_ms).Bind(9, r.created_ms);
-    ins->Bind(10, r.last_used_ms).Bind(11, static_cast<int64_t>(r.hits)).Bind(12, static_cast<int64_t>(r.pinned));
-    ins->Bind(13, std::string_view(r.options));
-    JITD_RETURN_IF_ERROR(ins->Run());
+    JITD_ASSIGN_OR_RETURN(auto ins,
+                          db.Prepare(Cat("INSERT INTO entries (", kColumns,
+                                         ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO NOTHING")));
+    ins.Bind(1, std::string_view(r.key)).Bind(2, std::string_view(r.checksum)).Bind(3, std::string_view(r.kernel));
+    ins.Bind(4, std::string_view(r.params)).Bind(5, std::string_view(r.arch)).Bind(6, static_cast<int64_t>(r.size));
+    ins.Bind(7, std::string_view(r.nvrtc_version)).Bind(8, r.compile_ms).Bind(9, r.created_ms);
+    ins.Bind(10, r.last_used_ms).Bind(11, static_cast<int64_t>(r.hits)).Bind(12, static_cast<int64_t>(r.pinned));
+    ins.Bind(13, std::string_view(r.options));
+    JITD_RETURN_IF_ERROR(ins.Run());
     if (db.Changes() == 1) {
       stored = r.checksum;
       return absl::OkStatus();
@@ -403,7 +400,7 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
     }
   }
   ReleaseReader(std::move(reader));
-  if (!status.ok()) return status;
+  JITD_RETURN_IF_ERROR(status);
   return out;
 }
 
@@ -440,14 +437,12 @@ absl::Status CacheIndex::Apply(const std::vector<RecencyUpdate>& updates,
       up.Reset().Bind(1, u.last_used_ms).Bind(2, static_cast<int64_t>(u.hits)).Bind(3, std::string_view(u.key));
       JITD_RETURN_IF_ERROR(up.Run());
     }
-    auto add = db.Prepare(
-        "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + "
-        "excluded.value");
-    if (!add.ok()) return add.status();
+    JITD_ASSIGN_OR_RETURN(auto add, db.Prepare("INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO "
+                                               "UPDATE SET value = value + excluded.value"));
     for (const auto& [name, delta] : counters) {
       if (delta == 0) continue;
-      add->Reset().Bind(1, std::string_view(name)).Bind(2, static_cast<int64_t>(delta));
-      JITD_RETURN_IF_ERROR(add->Run());
+      add.Reset().Bind(1, std::string_view(name)).Bind(2, static_cast<int64_t>(delta));
+      JITD_RETURN_IF_ERROR(add.Run());
     }
     return absl::OkStatus();
   });
@@ -508,11 +503,10 @@ absl::StatusOr<std::map<std::string, uint64_t>> CacheIndex::Counters() {
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> CacheIndex::AllKeys() {
-  auto rows = Select(RowFilter{}, false, 0);
-  if (!rows.ok()) return rows.status();
+  JITD_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, Select(RowFilter{}, false, 0));
   std::vector<std::pair<std::string, std::string>> out;
-  out.reserve(rows->size());
-  for (auto& r : *rows) out.emplace_back(std::move(r.key), std::move(r.checksum));
+  out.reserve(rows.size());
+  for (auto& r : rows) out.emplace_back(std::move(r.key), std::move(r.checksum));
   return out;
 }
 

@@ -105,12 +105,12 @@ absl::StatusOr<std::vector<IndexRow>> Cache::Impl::RemoveRows(const std::vector<
     // Files are deleted inside the transaction (see CacheIndex::Remove):
     // a reconcile in another process never re-indexes them, and a reader
     // never counts them as missing.
-    auto done = index_->Remove(
-        batch, [&](size_t i) { blobs_.Remove(blobs_.PathFor(rows[start + i].key, rows[start + i].checksum)); });
-    if (!done.ok()) return done.status();
+    JITD_ASSIGN_OR_RETURN(std::vector<bool> done, index_->Remove(batch, [&](size_t i) {
+      blobs_.Remove(blobs_.PathFor(rows[start + i].key, rows[start + i].checksum));
+    }));
     std::vector<std::string> keys;
     for (size_t i = start; i < end; ++i) {
-      if (!(*done)[i - start]) continue;  // changed or removed by another process
+      if (!done[i - start]) continue;  // changed or removed by another process
       removed.push_back(rows[i]);
       keys.push_back(rows[i].key);
     }

@@ -13,9 +13,8 @@ absl::StatusOr<VerifyReport> Cache::Impl::Verify(bool repair) {
   VerifyReport report;
   auto integrity = index_->IntegrityCheck();
   report.index_integrity = integrity.ok() ? *integrity : integrity.status().ToString();
-  auto rows = index_->Select(RowFilter{}, false, 0);
-  if (!rows.ok()) return rows.status();
-  for (const auto& r : *rows) {
+  JITD_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, index_->Select(RowFilter{}, false, 0));
+  for (const auto& r : rows) {
     ++report.checked;
     fs::path path = blobs_.PathFor(r.key, r.checksum);
     auto bytes = blobs_.Read(path);

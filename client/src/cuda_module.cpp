@@ -21,21 +21,17 @@ absl::StatusOr<std::string> CurrentDeviceArch() {
   client_detail::CUdevice device = 0;
   if (context != nullptr) {
     JITD_RETURN_IF_ERROR(d.Check("cuCtxGetDevice", d.cuCtxGetDevice(&device)));
-  } else if (absl::Status s = d.Check("cuDeviceGet(0)", d.cuDeviceGet(&device, 0)); !s.ok()) {
-    return s;
+  } else {
+    JITD_RETURN_IF_ERROR(d.Check("cuDeviceGet(0)", d.cuDeviceGet(&device, 0)));
   }
   int major = 0;
   int minor = 0;
-  if (absl::Status s = d.Check("cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)",
-                               d.cuDeviceGetAttribute(&major, client_detail::kAttributeComputeCapabilityMajor, device));
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = d.Check("cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)",
-                               d.cuDeviceGetAttribute(&minor, client_detail::kAttributeComputeCapabilityMinor, device));
-      !s.ok()) {
-    return s;
-  }
+  JITD_RETURN_IF_ERROR(
+      d.Check("cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)",
+              d.cuDeviceGetAttribute(&major, client_detail::kAttributeComputeCapabilityMajor, device)));
+  JITD_RETURN_IF_ERROR(
+      d.Check("cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)",
+              d.cuDeviceGetAttribute(&minor, client_detail::kAttributeComputeCapabilityMinor, device)));
   return Cat("sm_", major, minor);
 }
 
@@ -58,9 +54,7 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(std::string_view cubin, std
     image = terminated.c_str();
   }
   cuda::CUmodule module = nullptr;
-  if (absl::Status s = d.Check(Cat("cuModuleLoadData(", what, ")"), d.cuModuleLoadData(&module, image)); !s.ok()) {
-    return s;
-  }
+  JITD_RETURN_IF_ERROR(d.Check(Cat("cuModuleLoadData(", what, ")"), d.cuModuleLoadData(&module, image)));
   std::vector<cuda::CUfunction> functions;
   functions.reserve(symbols.size());
   for (const KernelSymbol& symbol : symbols) {

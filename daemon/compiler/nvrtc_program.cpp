@@ -10,6 +10,7 @@
 
 #include "absl/strings/cord.h"
 #include "compiler/ptx_link.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "spdlog/spdlog.h"
 
@@ -289,9 +290,7 @@ absl::StatusOr<CompileResult> CompileInProcess(const CompileJob& job, PchState* 
   if (cubin_size == 0 && TargetsVirtualArch(job)) {
     // -arch=compute_XX: the answer is the PTX, which the driver compiles
     // for the GPU it is loaded on (cuModuleLoadData takes it as it is).
-    absl::StatusOr<std::string> ptx = VirtualArchPtx(program.get(), job, log);
-    if (!ptx.ok()) return ptx.status();
-    result.cubin = *std::move(ptx);
+    JITD_ASSIGN_OR_RETURN(result.cubin, VirtualArchPtx(program.get(), job, log));
   } else if (cubin_size == 0) {
     return WithNvrtcLog(absl::FailedPreconditionError(text::Cat("NVRTC produced no cubin for ", job.program_name)),
                         log);

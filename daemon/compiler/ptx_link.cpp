@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "jitd/base/files.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd::compiler {
@@ -158,8 +159,7 @@ absl::StatusOr<std::string> AssemblePtx(std::string_view ptx, const std::vector<
   const fs::path input = dir / "program.ptx";
   const fs::path output = dir / "program.cubin";
   const fs::path log = dir / "ptxas.log";
-  if (absl::Status s = files::WriteFileAtomically(input, ptx, {.temp = {}, .mode = 0600, .sync = false}); !s.ok())
-    return s;
+  JITD_RETURN_IF_ERROR(files::WriteFileAtomically(input, ptx, {.temp = {}, .mode = 0600, .sync = false}));
 
   std::vector<std::string> args = {ptxas.string()};
   args.insert(args.end(), options.begin(), options.end());

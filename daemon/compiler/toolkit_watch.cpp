@@ -85,17 +85,13 @@ absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include
         text::Cat("CUDA toolkit headers not found under ", include_dir.string(),
                   " (NVRTC needs cuda_fp16.h and cccl/; --cuda-include chooses the directory)"));
   }
-  absl::StatusOr<std::string> headers =
-      memo_dir.empty() ? keys::TreeFingerprint(include_dir)
-                       : keys::MemoizedTreeFingerprint(include_dir, memo_dir / kToolkitHeadersMemo);
-  if (!headers.ok()) return headers.status();
-  id.headers_fingerprint = *headers;
+  JITD_ASSIGN_OR_RETURN(id.headers_fingerprint,
+                        memo_dir.empty() ? keys::TreeFingerprint(include_dir)
+                                         : keys::MemoizedTreeFingerprint(include_dir, memo_dir / kToolkitHeadersMemo));
   JITD_ASSIGN_OR_RETURN(std::vector<fs::path> libraries, NvrtcLibraryFiles());
-  absl::StatusOr<std::string> nvrtc = memo_dir.empty()
-                                          ? keys::FilesFingerprint(libraries)
-                                          : keys::MemoizedFilesFingerprint(libraries, memo_dir / kNvrtcLibrariesMemo);
-  if (!nvrtc.ok()) return nvrtc.status();
-  id.nvrtc_library_fingerprint = *nvrtc;
+  JITD_ASSIGN_OR_RETURN(id.nvrtc_library_fingerprint,
+                        memo_dir.empty() ? keys::FilesFingerprint(libraries)
+                                         : keys::MemoizedFilesFingerprint(libraries, memo_dir / kNvrtcLibrariesMemo));
   for (const fs::path& p : libraries) id.nvrtc_libraries.push_back(fs::weakly_canonical(p, ec));
   id.fingerprint = Sha256Hex(
       text::Cat("jitd-toolkit 1\nheaders ", id.headers_fingerprint, "\nnvrtc ", id.nvrtc_library_fingerprint, "\n"));
@@ -253,13 +249,12 @@ bool ToolkitWatch::PassNeeded() {
 
 absl::StatusOr<std::string> ToolkitWatch::Metadata(bool* recent) const {
   bool headers_recent = false, libraries_recent = false;
-  absl::StatusOr<std::string> headers =
-      keys::TreeMetadataDigest(options_.include_dir, options_.settle, &headers_recent);
-  if (!headers.ok()) return headers.status();
+  JITD_ASSIGN_OR_RETURN(std::string headers,
+                        keys::TreeMetadataDigest(options_.include_dir, options_.settle, &headers_recent));
   JITD_ASSIGN_OR_RETURN(std::vector<fs::path> libraries, NvrtcLibraryFiles());
   JITD_ASSIGN_OR_RETURN(std::string nvrtc, keys::FilesMetadataDigest(libraries, options_.settle, &libraries_recent));
   if (recent != nullptr) *recent = headers_recent || libraries_recent;
-  return text::Cat(*headers, ":", nvrtc);
+  return text::Cat(headers, ":", nvrtc);
 }
 
 absl::Status ToolkitWatch::Fingerprint() {

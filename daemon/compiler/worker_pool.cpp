@@ -13,6 +13,7 @@
 #include "compiler/detail/worker_pool_parts.h"
 #include "compiler/detail/worker_process.h"
 #include "compiler/detail/worker_protocol.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "spdlog/spdlog.h"
 
@@ -118,7 +119,7 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(Options options) {
     for (std::thread& starter : starters) starter.join();
   }
   for (const absl::Status& status : started) {
-    if (!status.ok()) return status;  // the destructor stops the ones that started
+    JITD_RETURN_IF_ERROR(status);  // the destructor stops the ones that started
   }
   for (auto& slot : pool->slots_) {
     Slot* raw = slot.get();

@@ -249,9 +249,8 @@ absl::StatusOr<std::string> Memoized(
     const fs::path& memo_file, std::chrono::nanoseconds racy_window) {
   bool racy = false;
   const int64_t racy_ns = racy_window.count();
-  auto files = list();
-  if (!files.ok()) return files.status();
-  JITD_ASSIGN_OR_RETURN(std::string stats, MetadataDigest(*files, racy_ns, &racy, !tree));
+  JITD_ASSIGN_OR_RETURN(auto files, list());
+  JITD_ASSIGN_OR_RETURN(std::string stats, MetadataDigest(files, racy_ns, &racy, !tree));
   {
     std::ifstream in(memo_file);
     std::string header, digest, fingerprint;
@@ -260,7 +259,7 @@ absl::StatusOr<std::string> Memoized(
       return fingerprint;
     }
   }
-  absl::StatusOr<std::string> fingerprint = ContentDigest(*files, tree);
+  absl::StatusOr<std::string> fingerprint = ContentDigest(files, tree);
   if (!fingerprint.ok() || racy) return fingerprint;
   // Re-stat: a file written while it was being hashed must not be
   // remembered under the digest taken before.

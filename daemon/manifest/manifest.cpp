@@ -102,12 +102,9 @@ absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& ori
 }
 
 absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& origin) {
-  if (auto s = CheckKeys(
-          t, {"name", "source", "description", "name_expressions", "options", "params", "pch", "signature", "launch"},
-          origin, "a [[kernel]]");
-      !s.ok()) {
-    return s;
-  }
+  JITD_RETURN_IF_ERROR(CheckKeys(
+      t, {"name", "source", "description", "name_expressions", "options", "params", "pch", "signature", "launch"},
+      origin, "a [[kernel]]"));
   KernelDef k;
   k.line = static_cast<int>(t.source().begin.line);
   JITD_ASSIGN_OR_RETURN(auto name, String(t, "name", origin, "a [[kernel]]", true));

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "jitd/base/endpoint.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "metrics/http_request.h"
 
@@ -164,14 +165,13 @@ MetricsHttpServer::~MetricsHttpServer() { Stop(); }
 absl::Status MetricsHttpServer::Start() {
   if (started_) return absl::FailedPreconditionError("metrics: the HTTP server was started before");
   if (!options_.render) return absl::FailedPreconditionError("metrics: the HTTP server has no render callback");
-  absl::StatusOr<ResolvedAddress> addr = ParseAddress(options_.address);
-  if (!addr.ok()) return addr.status();
+  JITD_ASSIGN_OR_RETURN(ResolvedAddress addr, ParseAddress(options_.address));
 
-  const int fd = socket(addr->ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = socket(addr.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return ListenError("open a socket for", options_.address, errno);
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // restarts need not wait out TIME_WAIT
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr->addr), addr->len) != 0) {
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) != 0) {
     const int err = errno;
     close(fd);
     return ListenError("listen on", options_.address, err);
@@ -188,9 +188,9 @@ absl::Status MetricsHttpServer::Start() {
     close(fd);
     return ListenError("read the port of", options_.address, err);
   }
-  port_ = ntohs(addr->ipv6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
-                           : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-  bound_address_ = addr->ipv6 ? jitd::text::Cat("[", addr->host, "]:", port_) : jitd::text::Cat(addr->host, ":", port_);
+  port_ = ntohs(addr.ipv6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
+                          : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  bound_address_ = addr.ipv6 ? jitd::text::Cat("[", addr.host, "]:", port_) : jitd::text::Cat(addr.host, ":", port_);
 
   const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake < 0) {

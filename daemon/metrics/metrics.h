@@ -7,10 +7,11 @@
 // WithLabels() and kept by the family for the registry's lifetime:
 //
 //   Registry registry;
-//   auto requests = registry.AddCounter("jitd_requests_total", "Kernel requests served.", {"outcome", "source"});
-//   if (!requests.ok()) return requests.status();
-//   Counter& ok_memory = (*requests)->WithLabels({"ok", "memory"});  // once: takes the family's mutex
-//   ok_memory.Increment();                                             // per request: one relaxed atomic add
+//   JITD_ASSIGN_OR_RETURN(
+//       CounterFamily* requests,
+//       registry.AddCounter("jitd_requests_total", "Kernel requests served.", {"outcome", "source"}));
+//   Counter& ok_memory = requests->WithLabels({"ok", "memory"});  // once: takes the family's mutex
+//   ok_memory.Increment();                                          // per request: one relaxed atomic add
 //
 // Values read only when scraped (cache bytes, queue depth) come from
 // collectors, functions the registry calls during Render() with an Emitter,

@@ -4,6 +4,8 @@
 
 #include <cctype>
 
+#include "jitd/base/status.h"
+
 namespace jitd::daemon {
 namespace {
 
@@ -80,38 +82,35 @@ void DaemonMetrics::EmitBundlesFleetAndRewarm(Emitter& e, const Sources& s, cons
 
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create() {
   std::unique_ptr<DaemonMetrics> m(new DaemonMetrics());
-  auto requests = m->registry_.AddCounter(
-      "jitd_requests_total",
-      "GetKernel calls answered, by outcome (ok or the gRPC status code) and source (memory, disk, remote, "
-      "compiled; none for errors and PREFETCH).",
-      {"outcome", "source"});
-  if (!requests.ok()) return requests.status();
-  m->requests_ = *requests;
+  JITD_ASSIGN_OR_RETURN(
+      m->requests_,
+      m->registry_.AddCounter(
+          "jitd_requests_total",
+          "GetKernel calls answered, by outcome (ok or the gRPC status code) and source (memory, disk, remote, "
+          "compiled; none for errors and PREFETCH).",
+          {"outcome", "source"}));
   // 50 us .. ~52 s, doubling: a memory hit (~0.2 ms) to a long compile.
-  auto request_seconds = m->registry_.AddHistogram("jitd_request_duration_seconds",
-                                                   "Time the daemon took to answer a GetKernel call, by source.",
-                                                   {"source"}, metrics::ExponentialBuckets(0.00005, 2, 21));
-  if (!request_seconds.ok()) return request_seconds.status();
-  m->request_seconds_ = *request_seconds;
-  auto compiles = m->registry_.AddCounter(
-      "jitd_compiles_total",
-      "Compiles run by the workers: ok, failed (NVRTC rejected the program) or error (crash, timeout, cancelled).",
-      {"result"});
-  if (!compiles.ok()) return compiles.status();
-  m->compiles_ = *compiles;
+  JITD_ASSIGN_OR_RETURN(m->request_seconds_,
+                        m->registry_.AddHistogram("jitd_request_duration_seconds",
+                                                  "Time the daemon took to answer a GetKernel call, by source.",
+                                                  {"source"}, metrics::ExponentialBuckets(0.00005, 2, 21)));
+  JITD_ASSIGN_OR_RETURN(
+      m->compiles_,
+      m->registry_.AddCounter(
+          "jitd_compiles_total",
+          "Compiles run by the workers: ok, failed (NVRTC rejected the program) or error (crash, timeout, cancelled).",
+          {"result"}));
   // 10 ms .. ~328 s, doubling: a trivial kernel to the compile timeout.
-  auto compile_seconds =
-      m->registry_.AddHistogram("jitd_compile_duration_seconds", "Wall time of each compile, queueing included.", {},
-                                metrics::ExponentialBuckets(0.01, 2, 16));
-  if (!compile_seconds.ok()) return compile_seconds.status();
-  m->compile_seconds_ = *compile_seconds;
-  auto local = m->registry_.AddCounter(
-      "jitd_local_requests_total",
-      "Requests of the local path (a same-host client without gRPC), by outcome: ok, not_found (a miss, which the "
-      "client asks again over gRPC) or another gRPC code. Its answers also count in jitd_requests_total.",
-      {"outcome"});
-  if (!local.ok()) return local.status();
-  m->local_ = *local;
+  JITD_ASSIGN_OR_RETURN(m->compile_seconds_, m->registry_.AddHistogram("jitd_compile_duration_seconds",
+                                                                       "Wall time of each compile, queueing included.",
+                                                                       {}, metrics::ExponentialBuckets(0.01, 2, 16)));
+  JITD_ASSIGN_OR_RETURN(
+      m->local_,
+      m->registry_.AddCounter(
+          "jitd_local_requests_total",
+          "Requests of the local path (a same-host client without gRPC), by outcome: ok, not_found (a miss, which the "
+          "client asks again over gRPC) or another gRPC code. Its answers also count in jitd_requests_total.",
+          {"outcome"}));
   return m;
 }
 

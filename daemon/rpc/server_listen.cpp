@@ -163,12 +163,8 @@ absl::Status Server::Impl::StartAcceptor() {
   } else {
     spdlog::info("local path: off (--no-local-path): the Unix sockets serve gRPC only");
   }
-  if (absl::Status started =
-          acceptor->Start([server = grpc_server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); },
-                          std::move(local_hand_off));
-      !started.ok()) {
-    return started;
-  }
+  JITD_RETURN_IF_ERROR(acceptor->Start(
+      [server = grpc_server.get()](int fd) { grpc::AddInsecureChannelFromFd(server, fd); }, std::move(local_hand_off)));
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/keys/content_key.h"
 
@@ -326,9 +327,8 @@ absl::StatusOr<KernelAnswer> KernelService::Wait(Flight& flight, KernelAnswer an
             " was compiling (key ", Short(answer.key), "); ",
             waited.still_wanted ? "the compile goes on for other callers" : "the compile was cancelled"));
   }
-  if (!waited.result->entry.ok()) return waited.result->entry.status();
+  JITD_ASSIGN_OR_RETURN(answer.entry, waited.result->entry);
   answer.origin = waited.result->origin;
-  answer.entry = *waited.result->entry;
   return answer;
 }
 

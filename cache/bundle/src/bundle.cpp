@@ -127,9 +127,8 @@ absl::Status WriteBundle(const std::filesystem::path& path, const std::vector<st
   coding::PutFixed64(&out, index_offset);
   Sealer sealer(signing_key);
   sealer.Update(out);
-  absl::StatusOr<std::string> seal = sealer.Final();
-  if (!seal.ok()) return seal.status();
-  out.append(*seal);
+  JITD_ASSIGN_OR_RETURN(std::string seal, sealer.Final());
+  out.append(seal);
   out.append(kEndMagic);
   files::AtomicWrite how;
   how.mode = 0444;

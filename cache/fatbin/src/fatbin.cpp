@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "jitd/base/coding.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 
 namespace jitd::fatbin {
@@ -174,9 +175,9 @@ absl::Status ScanSections(std::string_view elf, CudaElf* out) {
 // tables and sections lie within it. INVALID_ARGUMENT says what is wrong.
 absl::StatusOr<CudaElf> InspectCudaElf(std::string_view elf) {
   CudaElf out;
-  if (absl::Status s = ReadElfHeader(elf, &out); !s.ok()) return s;
-  if (absl::Status s = ScanSegments(elf, &out); !s.ok()) return s;
-  if (absl::Status s = ScanSections(elf, &out); !s.ok()) return s;
+  JITD_RETURN_IF_ERROR(ReadElfHeader(elf, &out));
+  JITD_RETURN_IF_ERROR(ScanSegments(elf, &out));
+  JITD_RETURN_IF_ERROR(ScanSections(elf, &out));
   return out;
 }
 
@@ -420,10 +421,9 @@ absl::StatusOr<std::string> WriteFatbin(const std::vector<Image>& images) {
     if (!targets.emplace(image.kind, image.arch, image.variant).second) {
       return absl::InvalidArgumentError(Cat("fatbin: ", ImageLabel(i, image), ": a second image for its target"));
     }
-    absl::StatusOr<Entry> entry = PlanEntry(i, image);
-    if (!entry.ok()) return entry.status();
-    total += kOptionsTextOffset + entry->options_text.size() + entry->payload.size() + 16;  // with padding
-    entries.push_back(*std::move(entry));
+    JITD_ASSIGN_OR_RETURN(Entry entry, PlanEntry(i, image));
+    total += kOptionsTextOffset + entry.options_text.size() + entry.payload.size() + 16;  // with padding
+    entries.push_back(std::move(entry));
   }
   std::string out;
   out.reserve(total);
@@ -458,7 +458,7 @@ absl::StatusOr<std::vector<Image>> ReadFatbin(std::string_view bytes) {
   for (size_t pos = header; pos < bytes.size();) {
     Image image;
     size_t next = 0;
-    if (absl::Status s = ReadEntry(bytes, pos, &image, &next); !s.ok()) return s;
+    JITD_RETURN_IF_ERROR(ReadEntry(bytes, pos, &image, &next));
     images.push_back(std::move(image));
     pos = next;
   }

@@ -148,16 +148,16 @@ class FallbackCache final : public KernelFallback {
     // none of either. Never a cubin that a request built with extra options.
     const char* params_column = schema_version_ >= 2 ? "params" : "''";
     const char* options_column = schema_version_ >= 3 ? "options" : "''";
-    absl::StatusOr<Statement> query =
+    JITD_ASSIGN_OR_RETURN(
+        Statement query,
         db->Prepare(Cat("SELECT key, checksum, arch, created_ms FROM entries WHERE kernel = ?1 AND ", params_column,
-                        " = ?2 AND ", options_column, " = '' AND (?3 = '' OR arch = ?3)"));
-    if (!query.ok()) return query.status();
-    query->Bind(1, std::string_view(kernel)).Bind(2, std::string_view(params)).Bind(3, std::string_view(arch));
+                        " = ?2 AND ", options_column, " = '' AND (?3 = '' OR arch = ?3)")));
+    query.Bind(1, std::string_view(kernel)).Bind(2, std::string_view(params)).Bind(3, std::string_view(arch));
     std::vector<Row> rows;
     while (true) {
-      JITD_ASSIGN_OR_RETURN(bool more, query->Step());
+      JITD_ASSIGN_OR_RETURN(bool more, query.Step());
       if (!more) break;
-      rows.push_back({query->Text(0), query->Text(1), query->Text(2), query->Int(3)});
+      rows.push_back({query.Text(0), query.Text(1), query.Text(2), query.Int(3)});
     }
     return rows;
   }
