@@ -24,12 +24,12 @@
 #include <tuple>
 #include <utility>
 
-#include "client_impl.h"
-#include "grpc_status.h"
-#include "health_check.h"
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
+#include "src/client_impl.h"
+#include "src/grpc_status.h"
+#include "src/health_check.h"
 
 namespace jitd {
 

@@ -13,12 +13,12 @@
 #include <mutex>
 #include <string>
 
-#include "grpc_status.h"
 #include "jitd/client.h"
 #include "jitd/v1/cache_admin.grpc.pb.h"
 #include "jitd/v1/compiler.grpc.pb.h"
-#include "local_channel.h"
-#include "single_flight_memo.h"
+#include "src/grpc_status.h"
+#include "src/local_channel.h"
+#include "src/single_flight_memo.h"
 
 namespace jitd {
 

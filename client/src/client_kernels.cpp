@@ -5,12 +5,12 @@
 #include <cstring>
 #include <optional>
 
-#include "client_impl.h"
-#include "cuda_driver.h"
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/blob.h"
+#include "src/client_impl.h"
+#include "src/cuda_driver.h"
 
 namespace jitd {
 

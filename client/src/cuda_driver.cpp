@@ -1,4 +1,4 @@
-#include "cuda_driver.h"
+#include "src/cuda_driver.h"
 
 #include <dlfcn.h>
 

@@ -1,9 +1,9 @@
 // jitd::Module: a cubin loaded with cuModuleLoadData, its symbols resolved.
 #include "jitd/cuda_module.h"
 
-#include "cuda_driver.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
+#include "src/cuda_driver.h"
 
 namespace jitd {
 

@@ -1,4 +1,4 @@
-#include "grpc_status.h"
+#include "src/grpc_status.h"
 
 #include <string>
 

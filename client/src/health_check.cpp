@@ -1,4 +1,4 @@
-#include "health_check.h"
+#include "src/health_check.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "grpc_status.h"
 #include "jitd/base/status.h"
+#include "src/grpc_status.h"
 
 namespace jitd::client_detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "local_channel.h"
+#include "src/local_channel.h"
 
 #include <fcntl.h>
 #include <poll.h>
