@@ -263,8 +263,8 @@ TEST(Help, EveryScreenIsFreeOfParserArtefactsAndServeHelpListsTheServeOptions) {
   EXPECT_THAT(serve.output, HasSubstr("--max-cache-bytes N"));
   const ProcessResult warm =
       testing::RunProcess({testing::JitdBinary(), "warm", "--help"}, dir / "help.log", std::chrono::seconds(20));
-  EXPECT_THAT(warm.output, HasSubstr("--kernels DIR"));
-  EXPECT_THAT(warm.output, ::testing::ContainsRegex("Kernel sources and manifest \\(default: /"));
+  EXPECT_THAT(warm.output, HasSubstr("--kernels [NAME=]DIR"));
+  EXPECT_THAT(warm.output, ::testing::ContainsRegex("Kernel tree \\(sources and kernels.toml\\).*\\(default: /"));
 }
 
 }  // namespace
