@@ -69,6 +69,7 @@ def test_stats_count_requests_hits_and_compiles(make_daemon):
     before = client.stats()
     assert before.entries == 0 and before.workers == 2 and before.kernels == 4
     assert before.nvrtc_version and len(before.kernels_fingerprint) == 64 and before.cache_dir.endswith("cache")
+    assert [(t["name"], t["serving"], t["kernels"]) for t in before.trees] == [("", True, 4)]
     client.get_kernel("small.fill", dtype="fp32")
     client.clear_memo()
     client.get_kernel("small.fill", dtype="fp32")

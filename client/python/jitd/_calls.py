@@ -323,6 +323,7 @@ def stats(response: Any) -> Stats:
     fields["fleet_targets"] = tuple(response.fleet_targets)
     fields["arch_misses"] = dict(response.arch_misses)
     fields["rewarm"] = {f.name: getattr(response.rewarm, f.name) for f in response.rewarm.DESCRIPTOR.fields}
+    fields["trees"] = tuple({f.name: getattr(t, f.name) for f in t.DESCRIPTOR.fields} for t in response.trees)
     return Stats(**fields)
 
 

@@ -702,6 +702,10 @@ class Stats:
     #: The last recompile of the hot set after a toolkit change or at start
     #: (RewarmProgress's fields: state, trigger, hot_set, ready, ...).
     rewarm: dict[str, Any]
+    #: Every kernel tree configured (``--kernels [NAME=]DIR``), served or
+    #: refused, each as KernelTreeInfo's fields (name, dir, serving, error,
+    #: kernels, fingerprint, kernel_namespace, lock, ...).
+    trees: tuple[dict[str, Any], ...]
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
