@@ -164,10 +164,21 @@ absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const
   // Bounds the memo; far above the instantiations a manifest has times a
   // few archs and option sets.
   constexpr size_t kMaxMemo = 4096;
-  std::string id = Cat(req.kernel, '\x1f', req.arch);
-  for (const auto& [name, value] : req.params) text::Append(id, '\x1f', name, '=', value);
-  id += '\x1e';
-  for (const auto& o : req.options) text::Append(id, '\x1f', o);
+  // Every field length-prefixed, and each list by its count: no field's
+  // bytes can pass for a separator, so two different requests never share
+  // a memo entry (an arch spelling "sm_90<sep>dtype=fp32" must be refused,
+  // not answered with what a valid request resolved to).
+  std::string id;
+  const auto field = [&id](std::string_view f) { text::Append(id, f.size(), ':', f); };
+  field(req.kernel);
+  field(req.arch);
+  text::Append(id, req.params.size(), '#');
+  for (const auto& [name, value] : req.params) {
+    field(name);
+    field(value);
+  }
+  text::Append(id, req.options.size(), '#');
+  for (const auto& o : req.options) field(o);
   {
     std::lock_guard lock(memo_mu_);
     if (auto it = memo_.find(id); it != memo_.end()) return it->second;

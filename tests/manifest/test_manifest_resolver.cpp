@@ -121,6 +121,32 @@ TEST(Resolver, EquivalentRequestsShareAKey) {
   EXPECT_EQ(d->params, "dtype=bf16,threads=256");
 }
 
+// The memo of resolved requests is keyed by the request's fields; a field
+// whose bytes spell the separators of another request's key must not be
+// answered with that request's resolution.
+TEST(Resolver, ARequestThatSpellsAnotherRequestsMemoKeyIsStillRefused) {
+  auto resolver = Make(JITD_KERNELS_DIR);
+  auto valid = resolver->Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {}});
+  ASSERT_TRUE(valid.ok()) << valid.status();
+  const std::vector<KernelRequest> forged = {
+      {"moe.topk_sum", {}, "sm_90\x1f" "dtype=fp32", {}},
+      {"moe.topk_sum\x1fsm_90", {{"dtype", "fp32"}}, "", {}},
+      {"moe.topk_sum", {{"dtype", "fp32\x1e"}}, "sm_90", {}},
+      {"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90\x1e", {}},
+  };
+  for (const KernelRequest& request : forged) {
+    for (int again = 0; again < 2; ++again) {  // neither alone nor after itself
+      auto r = resolver->Resolve(request);
+      EXPECT_FALSE(r.ok()) << "arch '" << request.arch << "' kernel '" << request.kernel << "' answered with key "
+                           << (r.ok() ? r->key : "");
+    }
+  }
+  // The valid request is still answered, from memory, with the same key.
+  auto again = resolver->Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->key, valid->key);
+}
+
 struct BadRequest {
   const char* name;
   KernelRequest request;
