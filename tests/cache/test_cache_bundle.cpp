@@ -203,6 +203,56 @@ TEST_F(BundleTest, AnEntryChangedAfterOpenIsNeverServed) {
   EXPECT_TRUE((*bundle)->Find(testing::KeyFor(1)).ok());
 }
 
+// Planted bytes under the right key: an entry rewritten in place after
+// mount with other cubin bytes and a recomputed blob checksum decodes
+// cleanly, so only the digest taken under the seal at mount can refuse it.
+// Digest-sealed and signed bundles alike.
+TEST_F(BundleTest, AnEntryRewrittenInPlaceWithAValidChecksumIsNeverServed) {
+  for (const std::string& key : {std::string(), std::string("fleet key of sixteen bytes or more")}) {
+    SCOPED_TRACE(key.empty() ? "digest seal" : "signed");
+    std::filesystem::remove(path_);
+    ASSERT_TRUE(WriteBundle(path_, Blobs(2), key).ok());
+    absl::StatusOr<std::unique_ptr<Bundle>> bundle = Bundle::Open(path_, key);
+    ASSERT_TRUE(bundle.ok()) << bundle.status();
+    std::string planted_cubin = CubinFor(0);
+    planted_cubin[0] = 'C';  // same length, other bytes
+    const std::string original = EncodeBlob(MetaFor(0), CubinFor(0));
+    const std::string planted = EncodeBlob(MetaFor(0), planted_cubin);
+    ASSERT_EQ(original.size(), planted.size());
+    EntryMeta meta;
+    std::string cubin;
+    ASSERT_TRUE(DecodeBlob(planted, &meta, &cubin).ok());  // a valid blob of the right key
+    std::string bytes = ReadAll(path_);
+    const size_t at = bytes.find(original);
+    ASSERT_NE(at, std::string::npos);
+    bytes.replace(at, original.size(), planted);
+    Overwrite(path_, bytes);
+    absl::StatusOr<Entry> found = (*bundle)->Find(testing::KeyFor(0));
+    ASSERT_EQ(found.status().code(), absl::StatusCode::kDataLoss) << "planted bytes were served";
+    EXPECT_THAT(found.status().message(), HasSubstr("changed after the bundle was mounted"));
+    EXPECT_TRUE((*bundle)->Find(testing::KeyFor(1)).ok());
+    // The file as it now is does not open: its seal no longer matches.
+    EXPECT_EQ(Bundle::Open(path_, key).status().code(), absl::StatusCode::kDataLoss);
+  }
+}
+
+TEST_F(BundleTest, EntriesThatOverlapAreRefusedAtOpen) {
+  // Two index rows pointing into one blob: the index is rewritten so that
+  // entry 1 starts inside entry 0.
+  ASSERT_TRUE(WriteBundle(path_, Blobs(2), "").ok());
+  std::string bytes = ReadAll(path_);
+  const uint64_t index_offset = coding::DecodeFixed64(bytes.data() + bytes.size() - 8 - 32 - 8);
+  const size_t key_len = testing::KeyFor(0).size();
+  const size_t second_offset_at = index_offset + 8 + (2 + key_len + 16) + 2 + key_len;
+  const uint64_t first_offset = coding::DecodeFixed64(bytes.data() + index_offset + 8 + 2 + key_len);
+  std::string patched;
+  coding::PutFixed64(&patched, first_offset + 1);
+  bytes.replace(second_offset_at, 8, patched);
+  Overwrite(path_, bytes);
+  absl::Status opened = Bundle::Open(path_).status();
+  EXPECT_EQ(opened.code(), absl::StatusCode::kDataLoss);
+}
+
 TEST_F(BundleTest, WritingRefusesRepeatedKeysAndMalformedBlobsAndWritesNothing) {
   std::vector<std::string> repeated = Blobs(2);
   repeated.push_back(repeated[0]);

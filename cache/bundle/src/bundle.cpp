@@ -94,6 +94,13 @@ absl::Status Corrupt(const std::filesystem::path& path, std::string_view why) {
   return absl::DataLossError(Cat("bundle ", path.string(), ": ", why));
 }
 
+// SHA-256 of one entry's stored bytes, taken at mount and at every read.
+absl::StatusOr<std::string> EntryDigest(std::string_view blob) {
+  Sealer sha256({});
+  sha256.Update(blob);
+  return sha256.Final();
+}
+
 }  // namespace
 
 absl::Status WriteBundle(const std::filesystem::path& path, const std::vector<std::string>& blobs,
@@ -192,12 +199,12 @@ absl::StatusOr<std::unique_ptr<Bundle>> Bundle::Open(const std::filesystem::path
   if (index_offset < kHeaderBytes || index_offset > size - kTrailerBytes - 8) {  // no sum to overflow
     return Corrupt(path, Cat("index offset ", index_offset, " is outside the file"));
   }
-  JITD_RETURN_IF_ERROR(bundle->ReadIndex(index_offset));
-  JITD_RETURN_IF_ERROR(bundle->CheckSeal(signing_key, trailer.substr(8, kSealBytes)));
+  JITD_ASSIGN_OR_RETURN(std::string index, bundle->ReadIndex(index_offset));
+  JITD_RETURN_IF_ERROR(bundle->CheckSeal(signing_key, header, index, trailer));
   return bundle;
 }
 
-absl::Status Bundle::ReadIndex(uint64_t index_offset) {
+absl::StatusOr<std::string> Bundle::ReadIndex(uint64_t index_offset) {
   const std::filesystem::path& path = path_;
   const uint64_t size = file_bytes_;
   if (size - kTrailerBytes - index_offset > kMaxIndexBytes) {
@@ -222,33 +229,64 @@ absl::Status Bundle::ReadIndex(uint64_t index_offset) {
       return Corrupt(path,
                      Cat("entry ", i, " (key ", key, ") is ", length, " bytes, over the bound of ", kMaxEntryBytes));
     }
-    // Each entry is read and verified: its blob's checksum, and the key the
-    // blob names against the key the index files it under.
-    JITD_ASSIGN_OR_RETURN(std::string blob, ReadAt(offset, length));
-    EntryMeta meta;
-    std::string cubin;
-    if (absl::Status decoded = DecodeBlob(blob, &meta, &cubin); !decoded.ok()) {
-      return Corrupt(path, Cat("entry ", i, " (key ", key, "): ", decoded.message()));
-    }
-    if (meta.key != key) return Corrupt(path, Cat("entry ", i, " is filed under ", key, " but holds ", meta.key));
-    if (!index_.emplace(std::move(key), Slot{offset, length}).second) {
+    if (!index_.emplace(std::move(key), Slot{offset, length, i, {}}).second) {
       return Corrupt(path, Cat("entry ", i, " repeats a key"));
     }
   }
   if (at != index.size()) return Corrupt(path, "bytes after the index's last entry");
-  return absl::OkStatus();
+  return index;
 }
 
-absl::Status Bundle::CheckSeal(std::string_view signing_key, const std::string& stored) {
+absl::Status Bundle::CheckSeal(std::string_view signing_key, std::string_view header, std::string_view index,
+                               std::string_view trailer) {
   const std::filesystem::path& path = path_;
-  const uint64_t size = file_bytes_;
+  const uint64_t index_offset = coding::DecodeFixed64(trailer.data());
+  // One pass over the file, in order. The seal is computed over exactly the
+  // bytes this mount uses: the header and index already parsed, and each
+  // entry as read here, which is also the read that verifies the entry and
+  // takes its digest. Find() later holds every read to that digest, so
+  // bytes changed after this pass are never served, whatever their
+  // checksum says, and a signed bundle's entries are held to what the
+  // signature covered.
+  std::vector<std::pair<const std::string*, Slot*>> by_offset;
+  by_offset.reserve(index_.size());
+  for (auto& [key, slot] : index_) by_offset.emplace_back(&key, &slot);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto& a, const auto& b) { return a.second->offset < b.second->offset; });
   Sealer sealer(signing_key);
-  const uint64_t sealed = size - kSealBytes - 8;
-  for (uint64_t offset = 0; offset < sealed; offset += kChunkBytes) {
-    JITD_ASSIGN_OR_RETURN(std::string chunk, ReadAt(offset, std::min<uint64_t>(kChunkBytes, sealed - offset)));
-    sealer.Update(chunk);
+  sealer.Update(header);
+  uint64_t at = kHeaderBytes;
+  auto seal_up_to = [&](uint64_t end) -> absl::Status {
+    for (; at < end; at += std::min<uint64_t>(kChunkBytes, end - at)) {
+      JITD_ASSIGN_OR_RETURN(std::string chunk, ReadAt(at, std::min<uint64_t>(kChunkBytes, end - at)));
+      sealer.Update(chunk);
+    }
+    return absl::OkStatus();
+  };
+  for (auto [key_ptr, slot] : by_offset) {
+    const std::string& key = *key_ptr;
+    if (slot->offset < at) return Corrupt(path, Cat("entry ", slot->position, " (key ", key, ") overlaps another"));
+    JITD_RETURN_IF_ERROR(seal_up_to(slot->offset));
+    JITD_ASSIGN_OR_RETURN(std::string blob, ReadAt(slot->offset, slot->length));
+    sealer.Update(blob);
+    at = slot->offset + slot->length;
+    // Each entry verifies on its own too: its blob's checksum, and the key
+    // the blob names against the key the index files it under.
+    EntryMeta meta;
+    std::string cubin;
+    if (absl::Status decoded = DecodeBlob(blob, &meta, &cubin); !decoded.ok()) {
+      return Corrupt(path, Cat("entry ", slot->position, " (key ", key, "): ", decoded.message()));
+    }
+    if (meta.key != key) {
+      return Corrupt(path, Cat("entry ", slot->position, " is filed under ", key, " but holds ", meta.key));
+    }
+    JITD_ASSIGN_OR_RETURN(slot->digest, EntryDigest(blob));
   }
+  JITD_RETURN_IF_ERROR(seal_up_to(index_offset));
+  sealer.Update(index);
+  sealer.Update(trailer.substr(0, 8));
   JITD_ASSIGN_OR_RETURN(std::string expected, sealer.Final());
+  const std::string_view stored = trailer.substr(8, kSealBytes);
   if (stored != expected) {
     return Corrupt(path, seal_ == BundleSeal::kSigned
                              ? "its signature does not match this key (another fleet's key, or a changed file)"
@@ -269,6 +307,15 @@ absl::StatusOr<Entry> Bundle::Find(std::string_view key) const {
   auto it = index_.find(key);
   if (it == index_.end()) return absl::NotFoundError(Cat("bundle ", path_.string(), " has no entry ", key));
   JITD_ASSIGN_OR_RETURN(std::string blob, ReadAt(it->second.offset, it->second.length));
+  // Held to the digest taken in the pass that checked the seal: an entry
+  // edited in place after mount (its blob checksum recomputed or not) is
+  // never served.
+  JITD_ASSIGN_OR_RETURN(std::string digest, EntryDigest(blob));
+  if (digest != it->second.digest) {
+    return Corrupt(path_, Cat("entry ", key,
+                              " changed after the bundle was mounted: its bytes no longer match the digest "
+                              "verified under the bundle's seal"));
+  }
   Entry entry;
   if (absl::Status decoded = DecodeBlob(blob, &entry.meta, &entry.cubin); !decoded.ok()) {
     return Corrupt(path_, Cat("entry ", key, ": ", decoded.message()));

@@ -51,10 +51,13 @@ std::string_view BundleSealName(BundleSeal seal);
 absl::Status WriteBundle(const std::filesystem::path& path, const std::vector<std::string>& blobs,
                          std::string_view signing_key);
 
-// An open, verified bundle. Open() reads the whole file once: every entry is
-// decoded against its checksum and its key, and then the seal is checked.
-// Find() reads one entry again (pread) and verifies it again, so a file
-// changed after Open() is never served from.
+// An open, verified bundle. Open() reads the whole file once, in order:
+// the seal is computed over exactly the bytes read, every entry is decoded
+// against its checksum and its key, and each entry's SHA-256 is kept in
+// memory. Find() reads one entry again (pread) and holds it to that digest
+// before decoding it, so bytes changed after Open() are never served, even
+// with a recomputed blob checksum; a signed bundle's entries are held to
+// what its signature covered.
 //
 // Thread safety: every method may be called from any thread.
 class Bundle {
@@ -90,12 +93,17 @@ class Bundle {
   struct Slot {
     uint64_t offset = 0;
     uint64_t length = 0;
+    uint64_t position = 0;  // in the index, for messages
+    std::string digest;     // SHA-256 of the entry's bytes, taken under the seal
   };
   Bundle() = default;
+  absl::StatusOr<std::string> ReadIndex(uint64_t index_offset);
   absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t length) const;
-  // Open's steps: the index (every entry read and verified), then the seal.
-  absl::Status ReadIndex(uint64_t index_offset);
-  absl::Status CheckSeal(std::string_view signing_key, const std::string& stored);
+  // Open's steps: the index parsed (ReadIndex returns its bytes), then one
+  // pass that seals the header, every entry and the index, verifies each
+  // entry and keeps its digest.
+  absl::Status CheckSeal(std::string_view signing_key, std::string_view header, std::string_view index,
+                         std::string_view trailer);
 
   std::filesystem::path path_;
   int fd_ = -1;
