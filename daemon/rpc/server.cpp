@@ -67,13 +67,24 @@ void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
   }
   if (stack.pool != nullptr) stack.pool->RestartWorkers();
   if (service == nullptr) return;
-  absl::StatusOr<std::unique_ptr<manifest::Resolver>> resolver = service->resolver()->WithToolchain(*changed);
+  // The trees served when the update runs, not when the change was seen: a
+  // reload in between is built on, never swapped back (with its locks).
+  // The toolchain is the latest one (set above, before the update waits):
+  // a reload that read an older one is rebuilt here; one that read this one
+  // is left as it is.
+  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver = service->UpdateResolver(
+      [this](const std::shared_ptr<const manifest::Resolver>& current)
+          -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
+        const manifest::Toolchain latest = CurrentToolchain();
+        if (current->toolchain().identity == latest.identity) return current;
+        JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, current->WithToolchain(latest));
+        return std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
+      });
   if (!resolver.ok()) {
     spdlog::error("toolkit changed, but the kernels do not resolve with it: {}; compiles are refused until SIGHUP",
                   resolver.status().ToString());
     return;
   }
-  service->SwapResolver(std::shared_ptr<const manifest::Resolver>(*std::move(resolver)));
   // New keys from here on: the hot set compiles again before it is asked for.
   RememberToolkit(now.fingerprint);
   if (rewarmer != nullptr) rewarmer->Trigger("toolkit changed");
@@ -112,30 +123,31 @@ std::string Server::DescribeKernels() const {
 }
 
 absl::Status Server::ReloadKernels() {
-  const std::shared_ptr<const manifest::Resolver> old = impl_->service->resolver();
   // A toolkit change is noticed here too, not only by the next compile: the
   // listener swaps in the new toolchain before the kernels are re-read.
   if (absl::StatusOr<compiler::ToolkitWatch::Observation> checked = impl_->toolkit->Check(); !checked.ok()) {
     spdlog::warn("SIGHUP: the toolkit cannot be checked: {}", checked.status().ToString());
   }
-  spdlog::info("SIGHUP: re-reading the kernels: {}", KernelTrees::Describe(*old));
-  JITD_ASSIGN_OR_RETURN(KernelTrees::Loaded loaded, impl_->trees->Load(impl_->CurrentToolchain(), old.get()));
-  impl_->service->SwapResolver(loaded.resolver);
-  // A toolkit change noticed while the kernels were read swapped in the old
-  // kernels under the new toolchain: these kernels get it too.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    const manifest::Toolchain now = impl_->CurrentToolchain();
-    if (loaded.resolver->toolchain().identity == now.identity) break;
-    JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, loaded.resolver->WithToolchain(now));
-    loaded.resolver = std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
-    impl_->service->SwapResolver(loaded.resolver);
-  }
-  if (!loaded.refused.empty()) {
+  // Read, built and swapped as one update (KernelService::UpdateResolver):
+  // a toolkit change seen meanwhile either set its toolchain before this
+  // reads it, or rebuilds what this swaps in once it is done.
+  std::shared_ptr<const manifest::Resolver> old;
+  std::vector<std::string> refused;
+  JITD_ASSIGN_OR_RETURN(
+      const std::shared_ptr<const manifest::Resolver> reloaded,
+      impl_->service->UpdateResolver([&](const std::shared_ptr<const manifest::Resolver>& current)
+                                         -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
+        old = current;
+        spdlog::info("SIGHUP: re-reading the kernels: {}", KernelTrees::Describe(*current));
+        JITD_ASSIGN_OR_RETURN(KernelTrees::Loaded loaded, impl_->trees->Load(impl_->CurrentToolchain(), current.get()));
+        refused = std::move(loaded.refused);
+        return std::move(loaded.resolver);
+      }));
+  if (!refused.empty()) {
     return absl::FailedPreconditionError(
-        Cat(loaded.refused.size(), " kernel tree(s) refused: ", text::Join(loaded.refused, "; ")));
+        Cat(refused.size(), " kernel tree(s) refused: ", text::Join(refused, "; ")));
   }
-  spdlog::info("reloaded kernels: {} (was {})", KernelTrees::Summary(*loaded.resolver),
-               KernelTrees::Fingerprints(*old));
+  spdlog::info("reloaded kernels: {} (was {})", KernelTrees::Summary(*reloaded), KernelTrees::Fingerprints(*old));
   return absl::OkStatus();
 }
 

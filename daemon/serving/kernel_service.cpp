@@ -100,9 +100,17 @@ KernelService::~KernelService() {
   active_cv_.wait(lock, [&] { return active_ == 0; });
 }
 
-void KernelService::SwapResolver(std::shared_ptr<const manifest::Resolver> resolver) {
+absl::StatusOr<std::shared_ptr<const manifest::Resolver>> KernelService::UpdateResolver(const ResolverUpdate& next) {
+  std::lock_guard update(resolver_update_mu_);
+  JITD_ASSIGN_OR_RETURN(std::shared_ptr<const manifest::Resolver> made, next(resolver()));
+  if (made == nullptr) return absl::InternalError("a resolver update made no resolver");
   std::lock_guard lock(resolver_mu_);
-  resolver_ = std::move(resolver);
+  resolver_ = made;
+  return made;
+}
+
+void KernelService::SwapResolver(std::shared_ptr<const manifest::Resolver> resolver) {
+  (void)UpdateResolver([&resolver](const std::shared_ptr<const manifest::Resolver>&) { return std::move(resolver); });
 }
 
 void KernelService::Forget(const std::vector<std::string>& keys) { memory_.Forget(keys); }

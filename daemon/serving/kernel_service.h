@@ -192,6 +192,18 @@ class KernelService {
   // Resolves only (key, canonical params), without looking anything up.
   absl::StatusOr<manifest::ResolvedKernel> Resolve(const manifest::KernelRequest& request) const;
 
+  // The resolver's one writer. `next` gets the resolver served now and
+  // returns the one to serve instead (the same one: nothing changes; an
+  // error: nothing changes, the error is returned), while no other update
+  // runs: a toolkit change (the same trees under a new toolchain) and a
+  // reload (new trees, locks included, under the toolchain now) each build
+  // on what the other swapped in, never on what was there before it, so
+  // neither can undo the other. Requests resolve with the current resolver
+  // meanwhile. `next` must not update the resolver itself.
+  using ResolverUpdate = std::function<absl::StatusOr<std::shared_ptr<const manifest::Resolver>>(
+      const std::shared_ptr<const manifest::Resolver>& current)>;
+  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> UpdateResolver(const ResolverUpdate& next);
+  // UpdateResolver with a `next` that ignores what is served now.
   void SwapResolver(std::shared_ptr<const manifest::Resolver> resolver);
 
   // Drops entries from memory. The disk's own removals (eviction, repair)
@@ -271,6 +283,10 @@ class KernelService {
   size_t remote_level_ = 2;  // the remote tier's level, when there is one
   FlightTable flights_;
 
+  // Held by UpdateResolver from reading the resolver to swapping it: one
+  // update at a time. resolver_mu_ is held only to read or swap the pointer,
+  // so requests never wait for an update.
+  std::mutex resolver_update_mu_;
   mutable std::mutex resolver_mu_;
   std::shared_ptr<const manifest::Resolver> resolver_;  // guarded by resolver_mu_
 

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "jitd/base/status.h"
+#include "manifest/lock.h"
 #include "serving/kernel_service.h"
 #include "testing.h"
 
@@ -303,6 +305,88 @@ TEST_F(KernelServiceTest, ReloadedKernelsGiveNewKeysForWhatChangedOnly) {
   EXPECT_EQ(again->origin, Origin::kCompiled);
   EXPECT_EQ(service_->Resolve(kSlow)->key, slow_key);
   EXPECT_TRUE(*cache_->Contains(fast->key)) << "nothing lost: the old entry stays";
+}
+
+// A toolkit change rebuilds the trees served now under its toolchain; a
+// reload (SIGHUP) reads new trees and their locks. Each reads the resolver,
+// builds, then swaps: the second to swap must build on the first's result,
+// or it silently reverts it (a reloaded tree, and its lock, gone again).
+// Both orders, the first update held open while the second is asked for.
+TEST_F(KernelServiceTest, AToolkitRebuildAndAReloadNeverUndoEachOther) {
+  manifest::Toolchain upgraded = Tools();
+  upgraded.identity = std::string(64, 'e');
+  upgraded.nvrtc_library_fingerprint = std::string(64, 'e');
+  const std::string original_tree = service_->resolver()->tree().fingerprint();
+  auto lock = std::make_shared<manifest::KernelLock>();
+  lock->origin = "reloaded.lock";
+  const auto toolkit_change = [&](const std::shared_ptr<const manifest::Resolver>& current)
+      -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
+    JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, current->WithToolchain(upgraded));
+    return std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
+  };
+  const auto reload = [&](const std::shared_ptr<const manifest::Resolver>& current)
+      -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
+    auto tree = manifest::KernelTree::Load(dir_.path() / "kernels");
+    JITD_RETURN_IF_ERROR(tree.status());
+    JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> made,
+                          manifest::Resolver::Create({manifest::ServedTree{"", *tree, lock}}, current->toolchain(),
+                                                     current->default_arch()));
+    return std::shared_ptr<const manifest::Resolver>(std::move(made));
+  };
+  for (const bool toolkit_first : {true, false}) {
+    SCOPED_TRACE(toolkit_first ? "toolkit change first" : "reload first");
+    WriteKernels(dir_.path() / "kernels");
+    service_->SwapResolver(Resolver());
+    ASSERT_EQ(service_->resolver()->tree().fingerprint(), original_tree);
+    WriteKernels(dir_.path() / "kernels", "out[0] = T(3);");  // what the reload reads
+    std::mutex mu;
+    std::condition_variable cv;
+    bool first_entered = false, release = false;
+    std::shared_ptr<const manifest::Resolver> second_saw;
+    const auto held = [&](const KernelService::ResolverUpdate& update) {
+      return [&, update](const std::shared_ptr<const manifest::Resolver>& current) {
+        std::unique_lock l(mu);
+        first_entered = true;
+        cv.notify_all();
+        cv.wait(l, [&] { return release; });
+        return update(current);
+      };
+    };
+    const auto seen = [&](const KernelService::ResolverUpdate& update) {
+      return [&, update](const std::shared_ptr<const manifest::Resolver>& current) {
+        second_saw = current;
+        return update(current);
+      };
+    };
+    const KernelService::ResolverUpdate first = toolkit_first ? held(toolkit_change) : held(reload);
+    const KernelService::ResolverUpdate second = toolkit_first ? seen(reload) : seen(toolkit_change);
+    absl::Status first_done, second_done;
+    std::thread one([&] { first_done = service_->UpdateResolver(first).status(); });
+    {
+      std::unique_lock l(mu);
+      cv.wait(l, [&] { return first_entered; });
+    }
+    // The first has read the resolver and is building; the second asks now.
+    std::thread two([&] { second_done = service_->UpdateResolver(second).status(); });
+    {
+      std::lock_guard l(mu);
+      release = true;
+    }
+    cv.notify_all();
+    one.join();
+    two.join();
+    ASSERT_TRUE(first_done.ok()) << first_done;
+    ASSERT_TRUE(second_done.ok()) << second_done;
+    // The second built on the first's result, and the end has both.
+    ASSERT_NE(second_saw, nullptr);
+    EXPECT_EQ(second_saw->toolchain().identity, toolkit_first ? upgraded.identity : Tools().identity);
+    EXPECT_EQ(second_saw->trees().front().lock != nullptr, !toolkit_first);
+    const std::shared_ptr<const manifest::Resolver> now = service_->resolver();
+    EXPECT_EQ(now->toolchain().identity, upgraded.identity) << "the toolkit change was undone";
+    EXPECT_NE(now->tree().fingerprint(), original_tree) << "the reloaded tree was undone";
+    ASSERT_NE(now->trees().front().lock, nullptr) << "the reloaded lock was undone";
+    EXPECT_EQ(now->trees().front().lock->origin, "reloaded.lock");
+  }
 }
 
 TEST_F(KernelServiceTest, ResolverErrorsPassThrough) {
