@@ -60,11 +60,15 @@ v1::LocalAnswer ErrorAnswer(absl::StatusCode code, std::string message) {
 }  // namespace
 
 struct LocalServer::Connection {
+  Connection(int descriptor, bool greeted) : fd(descriptor), reader(/*preface_due=*/!greeted, wire::kMaxRequestBytes) {}
+  // Whether the client owes bytes: the preface, or the rest of a frame.
+  bool Owing() const { return reader.preface_due() || reader.buffered() > 0; }
+
   int fd = -1;
   std::string peer;
-  bool greeted = false;  // the preface has been read (and echoed)
-  std::string in;        // bytes of an unfinished preface or frame
-  std::string out;       // an answer not yet sent
+  // The preface (unless the acceptor read it), then request frames.
+  wire::FrameReader reader;
+  std::string out;  // an answer not yet sent
   size_t out_at = 0;
   bool close_after_send = false;
   // When the unfinished input or the unsent answer began; max() = none.
@@ -93,10 +97,8 @@ absl::Status LocalServer::Start() {
 }
 
 void LocalServer::Adopt(int fd, bool greeted) {
-  auto c = std::make_unique<Connection>();
-  c->fd = fd;
+  auto c = std::make_unique<Connection>(fd, greeted);
   c->peer = PeerName(fd);  // here, not when the connection's first frame waits
-  c->greeted = greeted;
   // Ungreeted, the preface is due; greeted, nothing is until a frame begins.
   if (!greeted) c->waiting_since = Steady::now();
   c->events = EPOLLIN;
@@ -182,10 +184,12 @@ void LocalServer::Run() {
     bool backlog = false;
     for (size_t i = connections.size(); i-- > 0;) {
       Connection& c = *connections[i];
-      // A connection with an answer unsent, or a whole frame unanswered
-      // (its turn comes first), is not read from: what one buffers is an
-      // answer, a frame and one read. Only a change costs a system call.
-      const uint32_t want = !c.out.empty() ? uint32_t{EPOLLOUT} : HasFrame(c) ? 0u : uint32_t{EPOLLIN};
+      // A connection with an answer unsent, or a whole unit (a preface, a
+      // frame) untaken (its turn comes first), is not read from: what one
+      // buffers is an answer, a frame and one read. Any other needs bytes,
+      // and waits for them: an unfinished preface or frame blocks here
+      // until more come or its deadline. Only a change costs a system call.
+      const uint32_t want = !c.out.empty() ? uint32_t{EPOLLOUT} : HasUnit(c) ? 0u : uint32_t{EPOLLIN};
       if (want != c.events) {
         epoll_event event{};
         event.events = want;
@@ -197,8 +201,8 @@ void LocalServer::Run() {
         c.events = want;
       }
       // Frames left over from a connection's last turn are answered
-      // without waiting for more bytes.
-      backlog = backlog || (c.out.empty() && HasFrame(c));
+      // without waiting for more bytes; each turn takes at least one.
+      backlog = backlog || (c.out.empty() && HasUnit(c));
     }
     const bool lingering = now < linger_until;
     int timeout_ms = backlog || lingering ? 0 : kIdlePollMs;
@@ -239,7 +243,7 @@ void LocalServer::Run() {
     for (size_t i = connections.size(); i-- > 0;) {
       const auto revents = static_cast<short>(connections[i]->revents);
       connections[i]->revents = 0;
-      if (revents == 0 && !(connections[i]->out.empty() && HasFrame(*connections[i]))) continue;
+      if (revents == 0 && !(connections[i]->out.empty() && HasUnit(*connections[i]))) continue;
       if (!Serve(*connections[i], revents)) drop(i);
     }
   }
@@ -251,61 +255,58 @@ bool LocalServer::Serve(Connection& c, short revents) {
   // Hung up with an answer still to take: nobody will.
   if ((revents & POLLHUP) != 0 && !c.out.empty()) return false;
   if ((revents & POLLOUT) != 0 && !Send(c)) return false;
-  if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && c.out.empty() && !HasFrame(c)) {
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && c.out.empty() && !HasUnit(c)) {
     char buffer[kReadBytes];
     const ssize_t n = recv(c.fd, buffer, sizeof(buffer), 0);
-    if (n == 0) return false;  // the client hung up
+    // The client hung up: an unfinished preface or frame goes with it.
+    if (n == 0) return false;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
     if (n > 0) {
-      if (c.in.empty()) c.waiting_since = Steady::now();
-      c.in.append(buffer, static_cast<size_t>(n));
+      if (c.waiting_since == Steady::time_point::max()) c.waiting_since = Steady::now();
+      c.reader.Feed(std::string_view(buffer, static_cast<size_t>(n)));
+      const size_t held = c.reader.buffered();
       size_t peak = peak_input_bytes_.load(std::memory_order_relaxed);
-      while (c.in.size() > peak && !peak_input_bytes_.compare_exchange_weak(peak, c.in.size())) {
+      while (held > peak && !peak_input_bytes_.compare_exchange_weak(peak, held)) {
       }
     }
   }
-  if (!c.greeted) {
-    if (c.in.size() < wire::kPreface.size()) return true;
-    // The acceptor peeked these bytes; anything else is not this protocol.
-    if (std::string_view(c.in).substr(0, wire::kPreface.size()) != wire::kPreface) return false;
-    c.in.erase(0, wire::kPreface.size());
-    c.greeted = true;
-    c.out.append(wire::kPreface);
-    if (!Send(c)) return false;
-  }
-  // A few frames per turn, each answer sent before the next is read.
-  for (int turn = 0; turn < kFramesPerTurn && c.out.empty() && HasFrame(c); ++turn) {
-    AnswerOne(c);
+  // A few units per turn, each answer sent before the next is taken.
+  for (int turn = 0; turn < kFramesPerTurn && c.out.empty(); ++turn) {
+    const wire::Unit unit = c.reader.Next();
+    if (unit == wire::Unit::kNone) break;
+    // The acceptor peeked a start of the preface; the rest is not this
+    // protocol.
+    if (unit == wire::Unit::kNotPreface) return false;
+    if (unit == wire::Unit::kWholePreface) {
+      c.out.append(wire::kPreface);
+    } else {
+      AnswerOne(c, unit);
+    }
     if (!Send(c)) return false;
   }
   if (c.out.empty() && c.close_after_send) return false;
-  if (c.out.empty()) c.waiting_since = c.in.empty() ? Steady::time_point::max() : c.waiting_since;
+  if (c.out.empty() && !c.Owing()) c.waiting_since = Steady::time_point::max();
   return true;
 }
 
-bool LocalServer::HasFrame(const Connection& c) {
-  if (c.in.size() < wire::kHeaderBytes) return false;
-  const uint32_t length = wire::FrameLength(c.in.data());
-  return length > wire::kMaxRequestBytes || c.in.size() >= wire::kHeaderBytes + length;
-}
+bool LocalServer::HasUnit(const Connection& c) { return c.reader.Ready(); }
 
-void LocalServer::AnswerOne(Connection& c) {
-  const uint32_t length = wire::FrameLength(c.in.data());
+void LocalServer::AnswerOne(Connection& c, wire::Unit unit) {
   v1::LocalAnswer answer;
-  if (length > wire::kMaxRequestBytes) {
-    answer = ErrorAnswer(absl::StatusCode::kInvalidArgument,
-                         Cat("a local-path request of ", length, " bytes; the most is ", wire::kMaxRequestBytes));
+  if (unit == wire::Unit::kOversized) {
+    answer = ErrorAnswer(
+        absl::StatusCode::kInvalidArgument,
+        Cat("a local-path request of ", c.reader.oversized_length(), " bytes; the most is ", wire::kMaxRequestBytes));
     c.close_after_send = true;
-    c.in.clear();
   } else {
     v1::GetKernelRequest request;
-    if (request.ParseFromArray(c.in.data() + wire::kHeaderBytes, static_cast<int>(length))) {
+    const std::string_view payload = c.reader.payload();
+    if (request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
       answer = options_.answer(request, c.peer);
     } else {
       answer = ErrorAnswer(absl::StatusCode::kInvalidArgument, "a local-path frame that is not a GetKernelRequest");
       c.close_after_send = true;
     }
-    c.in.erase(0, wire::kHeaderBytes + length);
   }
   wire::AppendFrame(answer.SerializeAsString(), &c.out);
   c.waiting_since = Steady::now();  // the answer is due to leave
@@ -323,7 +324,7 @@ bool LocalServer::Send(Connection& c) {
   }
   c.out.clear();
   c.out_at = 0;
-  c.waiting_since = c.in.empty() ? Steady::time_point::max() : Steady::now();
+  c.waiting_since = c.Owing() ? Steady::now() : Steady::time_point::max();
   return true;
 }
 

@@ -19,7 +19,12 @@
 // for its turn, nothing more is read from that connection (one answer and
 // one frame plus one read buffered at most); a connection that starts
 // a frame (or the preface) and does not finish it, or does not take its
-// answer, within frame_timeout is closed. How many connections there are is
+// answer, within frame_timeout is closed, and one that hangs up in the
+// middle of either is closed at once. Each connection's bytes go through a
+// local_wire::FrameReader, which takes them in whatever pieces they come:
+// a connection owing the rest of a preface or a frame costs nothing until
+// bytes come (the thread sleeps in epoll_wait), and one with a whole unit
+// to take gives one up every turn. How many connections there are is
 // the acceptor's to bound (they count against --max-connections).
 //
 // Thread safety: Start() once; Adopt() from any thread; Stop() once.
@@ -36,6 +41,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "jitd/base/local_wire.h"
 #include "jitd/v1/compiler.pb.h"
 
 namespace jitd::daemon {
@@ -77,12 +83,16 @@ class LocalServer {
   // Reads, answers and sends what `revents` allow; false when the
   // connection is to be closed.
   bool Serve(Connection& c, short revents);
-  static bool HasFrame(const Connection& c);
+  // Whether a whole unit (the preface, a frame) waits to be taken, or
+  // bytes that end the connection do: then nothing more is read from it,
+  // and its next turn takes one.
+  static bool HasUnit(const Connection& c);
   // Rouses the thread from its epoll_wait (Adopt, Stop).
   void Wake();
   // Closes a connection's descriptor, out of the epoll set first.
   void Close(const Connection& c) const;
-  void AnswerOne(Connection& c);
+  // Answers the frame (or the oversized one) c.reader's Next() just took.
+  void AnswerOne(Connection& c, local_wire::Unit unit);
   // Sends what the socket takes of c.out; false on a broken connection.
   static bool Send(Connection& c);
 

@@ -15,7 +15,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -277,13 +279,84 @@ TEST(LocalPath, APrefaceWithARequestBehindItOrInPiecesIsAnsweredTheSame) {
   check(together);
   close(together);
 
-  // In pieces, the acceptor seeing only the start of the preface.
-  const int pieces = open();
-  send_all(pieces, wire::kPreface.substr(0, 3));
-  std::this_thread::sleep_for(100ms);
-  send_all(pieces, std::string(wire::kPreface.substr(3)) + frame);
-  check(pieces);
-  close(pieces);
+  // In pieces, the acceptor seeing only the start of the preface; four
+  // bytes of it are as long as a frame header, and are none.
+  for (const size_t cut : {3, 4, 5}) {
+    SCOPED_TRACE(::testing::Message() << "the preface split after " << cut << " bytes");
+    const int pieces = open();
+    send_all(pieces, wire::kPreface.substr(0, cut));
+    std::this_thread::sleep_for(100ms);  // the acceptor hands the connection over meanwhile
+    send_all(pieces, std::string(wire::kPreface.substr(cut)) + frame);
+    check(pieces);
+    close(pieces);
+  }
+}
+
+// The CPU time process `pid` has used so far (utime + stime of its
+// /proc stat), in seconds.
+double CpuSeconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  // Fields after the command's closing parenthesis: the state is field 3,
+  // utime and stime are fields 14 and 15.
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::string field;
+  uint64_t ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::stoull(field);
+  }
+  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+TEST(LocalPath, PrefacesCutShortOrLeftUnfinishedCostTheDaemonNoCpu) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small());
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  const pid_t pid = daemon.process().pid();
+  const auto open = [&] {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", daemon.socket_path().c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+    return fd;
+  };
+  const double before = CpuSeconds(pid);
+  const auto started = std::chrono::steady_clock::now();
+  // Four bytes of the preface, left open (within the 5 s a preface may
+  // take), and five then a hang-up, again and again for 2 s. Either kept
+  // a core busy while its connection lasted (about 2 CPU-s here).
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(open());
+    EXPECT_EQ(send(held.back(), wire::kPreface.data(), 4, MSG_NOSIGNAL), 4);
+  }
+  int cut_short = 0;
+  while (std::chrono::steady_clock::now() - started < 2s) {
+    const int fd = open();
+    EXPECT_EQ(send(fd, wire::kPreface.data(), 5, MSG_NOSIGNAL), 5);
+    close(fd);
+    ++cut_short;
+    std::this_thread::sleep_for(100ms);
+  }
+  const double used = CpuSeconds(pid) - before;
+  // Generous, for a loaded machine: what a spin costs is ten times more.
+  EXPECT_LT(used, 0.3) << "the daemon used " << used << " CPU-s in 2 s on " << held.size()
+                       << " unfinished prefaces and " << cut_short << " cut short";
+  // The held ones are still served: the rest of the preface and a request.
+  v1::GetKernelRequest lookup = testing::KernelRequest("small.fill", {{"dtype", "fp32"}});
+  lookup.set_mode(v1::GetKernelRequest::CACHED_ONLY);
+  std::string rest(wire::kPreface.substr(4));
+  wire::AppendFrame(lookup.SerializeAsString(), &rest);
+  for (const int fd : held) {
+    EXPECT_EQ(send(fd, rest.data(), rest.size(), MSG_NOSIGNAL), static_cast<ssize_t>(rest.size()));
+    std::string preface(wire::kPreface.size(), '\0');
+    EXPECT_EQ(recv(fd, preface.data(), preface.size(), MSG_WAITALL), static_cast<ssize_t>(preface.size()));
+    EXPECT_EQ(preface, wire::kPreface);
+    close(fd);
+  }
+  EXPECT_FALSE(daemon.process().Exited());
 }
 
 TEST(LocalPath, LocalConnectionsCountAgainstTheConnectionBound) {

@@ -187,6 +187,36 @@ TEST_F(LocalServerTest, AFrameThatArrivesByteByByteIsAnsweredWhenComplete) {
   EXPECT_EQ(ReceiveAnswer(fd).response().key(), "slow");
 }
 
+// "jitd" is four bytes, a frame header's length: read as one, it named a
+// frame of 1.68e9 bytes, and the thread polled the connection without
+// reading it until the preface's deadline.
+TEST_F(LocalServerTest, APrefaceInPiecesCostsNothingWhileItWaitsAndIsAnsweredWhenWhole) {
+  Start();
+  const int fd = Connect();
+  SendAll(fd, std::string(wire::kPreface.substr(0, 4)));
+  std::this_thread::sleep_for(20ms);  // past the thread's brief linger after the bytes
+  const double before = testing::ProcessCpuMs();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_LT(testing::ProcessCpuMs() - before, 30.0) << "the local path's thread polls a half preface";
+  SendAll(fd, Join({wire::kPreface.substr(4), RequestFrame("k")}));
+  EXPECT_EQ(Receive(fd, wire::kPreface.size()), wire::kPreface);
+  EXPECT_EQ(ReceiveAnswer(fd).response().key(), "k");
+}
+
+TEST_F(LocalServerTest, AConnectionThatHangsUpInThePrefaceOrAFrameIsClosedAtOnce) {
+  Start(/*frame_timeout=*/60s);
+  for (const std::string& bytes : {std::string(wire::kPreface.substr(0, 5)), std::string(wire::kPreface.substr(0, 4)),
+                                   Join({wire::kPreface, RequestFrame("cut").substr(0, 6)})}) {
+    const int fd = Connect();
+    SendAll(fd, bytes);
+    shutdown(fd, SHUT_WR);
+    // Long before the frame timeout: the hang-up itself closes it.
+    EXPECT_TRUE(testing::PollUntil([&] { return server_->connections() == 0; }, 5s)) << bytes.size() << " bytes";
+    EXPECT_TRUE(ClosedWithin(fd, 5s));
+  }
+  EXPECT_EQ(calls_, 0);
+}
+
 TEST_F(LocalServerTest, AnythingButThePrefaceIsClosedUnanswered) {
   Start();
   const int fd = Connect();
