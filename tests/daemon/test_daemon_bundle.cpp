@@ -305,6 +305,58 @@ TEST_F(BundleCli, ABundleChangedUnderTheDaemonIsNeverServed) {
   EXPECT_THAT(daemon.process().Output(), HasSubstr("no longer verifies"));
 }
 
+// Planted bytes under the right key: after the daemon mounted the bundle,
+// one entry is rewritten in place with other cubin bytes and a blob
+// checksum recomputed to match, so that the entry decodes cleanly. The
+// daemon must hold it to the digest it verified under the seal at mount:
+// never served, counted corrupt, while `jitd bundle verify` agrees the file
+// is no longer the one sealed.
+TEST_F(BundleCli, AnEntryPlantedInPlaceWithAValidChecksumIsNeverServed) {
+  ASSERT_EQ(Jitd({"bundle", "create", "--cache-dir", cache_.string(), "-o", bundle_.string()}).exit_code, 0);
+  std::string fp64;
+  cache::Entry entry;
+  {
+    absl::StatusOr<std::unique_ptr<cache::Bundle>> bundle = cache::Bundle::Open(bundle_);
+    ASSERT_TRUE(bundle.ok()) << bundle.status();
+    for (const std::string& key : (*bundle)->keys()) {
+      absl::StatusOr<cache::Entry> found = (*bundle)->Find(key);
+      ASSERT_TRUE(found.ok()) << found.status();
+      if (found->meta.params == "dtype=fp64") {
+        fp64 = key;
+        entry = *std::move(found);
+      }
+    }
+  }
+  ASSERT_FALSE(fp64.empty());
+  TempDir serve;
+  testing::TestDaemon daemon(serve, Serve({"--bundle", bundle_.string()}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+
+  const std::string original = cache::EncodeBlob(entry.meta, entry.cubin);
+  std::string planted_cubin = entry.cubin;
+  planted_cubin[planted_cubin.size() / 2] ^= 0x10;
+  const std::string planted = cache::EncodeBlob(entry.meta, planted_cubin);
+  ASSERT_EQ(original.size(), planted.size());
+  std::string bytes = *files::ReadWholeFile(bundle_);
+  const size_t at = bytes.find(original);
+  ASSERT_NE(at, std::string::npos) << "the entry's blob is not where the bundle keeps it";
+  bytes.replace(at, original.size(), planted);
+  ::chmod(bundle_.c_str(), 0644);
+  std::ofstream(bundle_, std::ios::binary | std::ios::trunc) << bytes;
+
+  auto client = daemon.Connect();
+  auto answered = client->GetKernel(Fill("fp64", v1::GetKernelRequest::CACHED_ONLY));
+  ASSERT_FALSE(answered.ok()) << "planted bytes served, source " << answered->source();
+  EXPECT_EQ(answered.status().code(), absl::StatusCode::kNotFound) << answered.status();
+  auto untouched = client->GetKernel(Fill("fp32", v1::GetKernelRequest::CACHED_ONLY));
+  ASSERT_TRUE(untouched.ok()) << untouched.status();
+  EXPECT_EQ(untouched->source(), v1::GetKernelResponse::BUNDLE);
+  EXPECT_EQ(daemon.Stats().bundle_corrupt(), 1u);
+  EXPECT_THAT(daemon.process().Output(), HasSubstr("changed after the bundle was mounted"));
+  const auto verified = Jitd({"bundle", "verify", bundle_.string()});
+  EXPECT_NE(verified.exit_code, 0) << verified.output;
+}
+
 // --fleet offline: the daemon's config file names the set; the bundle holds
 // a cubin per fleet arch and the PTX of the lowest.
 TEST_F(BundleCli, AFleetBundleHoldsEachFleetArchAndTheLowestsPtx) {
