@@ -353,7 +353,10 @@ grpc::Status CompilerRpc::Warm(grpc::ServerContext* context, const v1::WarmReque
   // and writes their progress as they finish: no thread per item or call.
   serving::WarmRunOptions run;
   run.concurrency = concurrency;
-  run.call = CallContextOf(*context, compiler::Priority::kWarm);
+  // Its compiles count against its caller's share, as GetKernel's do: a
+  // flood of Warm calls from one user holds at most that user's share of
+  // the queue, and waits for it (RunWarm) instead of taking the rest.
+  run.call = CallContextOf(*context, compiler::Priority::kWarm, PeerOf(*context));
   run.call.cancelled = [context] { return context->IsCancelled(); };
   run.poll_interval = kWarmPollInterval;
   const serving::WarmCounts counts = serving::RunWarm(

@@ -51,7 +51,7 @@ struct KernelService::FlightWork {
   bool leased = false;      // this daemon holds the key's lease
   bool prefetch = false;    // a PREFETCH started it (counted in prefetch_flights_)
   bool fleet_wait = false;  // counted in fleet_waiting_ now
-  std::string peer;         // counted in flights_by_peer_ (when not empty)
+  std::optional<std::string> peer;  // counted in flights_by_peer_ under this name (when set)
 };
 
 KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache,
@@ -277,7 +277,7 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
       }
       work->resolved = *std::move(resolved);
       work->priority = context.priority;
-      if (options_.max_compiles_per_peer != 0) work->peer = context.peer;
+      if (options_.max_compiles_per_peer != 0) work->peer = context.peer.empty() ? kUnnamedPeer : context.peer;
       StartFlight(std::move(work));
       break;
     }
@@ -464,8 +464,9 @@ absl::Status KernelService::AdmitPrefetch() const {
   return absl::OkStatus();
 }
 
-absl::Status KernelService::AdmitPeer(const std::string& peer) {
-  if (options_.max_compiles_per_peer == 0 || peer.empty()) return absl::OkStatus();
+absl::Status KernelService::AdmitPeer(const std::string& named) {
+  if (options_.max_compiles_per_peer == 0) return absl::OkStatus();
+  const std::string& peer = named.empty() ? std::string(kUnnamedPeer) : named;
   std::lock_guard lock(peers_mu_);
   size_t& n = flights_by_peer_[peer];
   if (n >= options_.max_compiles_per_peer) {
@@ -478,7 +479,6 @@ absl::Status KernelService::AdmitPeer(const std::string& peer) {
 }
 
 void KernelService::ReleasePeer(const std::string& peer) {
-  if (peer.empty()) return;
   std::lock_guard lock(peers_mu_);
   auto it = flights_by_peer_.find(peer);
   if (it != flights_by_peer_.end() && --it->second == 0) flights_by_peer_.erase(it);
@@ -566,7 +566,7 @@ void KernelService::FinishFlight(std::shared_ptr<FlightWork> work, FlightResult 
   // answer finds this flight in them.
   StopFleetWait(*work);
   if (work->prefetch) prefetch_flights_.fetch_sub(1);
-  ReleasePeer(work->peer);
+  if (work->peer) ReleasePeer(*work->peer);
   counters_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   // Only compiles run here: a failure shared by another daemon or a wait
   // that was cancelled is not a compile of this daemon's.

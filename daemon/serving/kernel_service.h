@@ -64,10 +64,21 @@ struct CallContext {
   // Polled while waiting; true once the caller has gone away.
   std::function<bool()> cancelled;
   compiler::Priority priority = compiler::Priority::kLive;
-  // Who asks ("uid:1000", a TCP client's address), for the per-peer quota
-  // on new compiles (Options::max_compiles_per_peer); empty = not counted.
+  // Who asks ("uid:1000", a TCP client's address, kRewarmPeer), for the
+  // per-peer quota on new compiles (Options::max_compiles_per_peer). Every
+  // caller is counted: an empty peer is one identity of its own
+  // (kUnnamedPeer), shared by every caller that names none, never a way
+  // around the quota.
   std::string peer;
 };
+
+// The identity of the daemon's own warm-ups after a toolkit change
+// (rewarm.h): counted like one client, so that it can hold at most one
+// client's share of the compiles, and the rest of the queue stays for
+// clients (it also runs at warm priority, behind every live request).
+inline constexpr char kRewarmPeer[] = "daemon:rewarm";
+// Whom CallContext::peer "" is counted as.
+inline constexpr char kUnnamedPeer[] = "(a caller without a peer name)";
 
 struct KernelAnswer {
   std::string key;
@@ -218,6 +229,8 @@ class KernelService {
   // What a fleet request's fatbin holds: each fleet arch, then the PTX
   // (compute_N) of the lowest; empty without a fleet set.
   const std::vector<std::string>& fleet_targets() const { return fleet_targets_; }
+  // Options::max_compiles_per_peer (0 = no bound).
+  size_t max_compiles_per_peer() const { return options_.max_compiles_per_peer; }
 
  private:
   struct FlightWork;  // a led flight's state between its steps

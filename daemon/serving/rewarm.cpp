@@ -235,6 +235,9 @@ void Rewarmer::Run(const std::string& why) {
   WarmRunOptions run;
   run.concurrency = std::max<size_t>(1, options_.concurrency);
   run.call.priority = compiler::Priority::kWarm;
+  // The daemon's own work, counted as one client: it holds at most one
+  // client's share of new compiles (kernel_service.h, kRewarmPeer).
+  run.call.peer = kRewarmPeer;
   run.call.deadline = started + options_.budget;
   run.call.cancelled = [this] {
     std::lock_guard lock(mu_);

@@ -5,6 +5,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -36,6 +37,15 @@ void PinIfManifest(KernelService& service, const manifest::KernelRequest& item, 
   }
 }
 
+// Which thread submits, and whether it is inside Submit now: an answer
+// given there, at once, is a refusal of this submit (only that thread reads
+// or writes `active` and `refused`). Shared, like Finished.
+struct Submitting {
+  std::thread::id thread;
+  bool active = false;
+  bool refused = false;
+};
+
 }  // namespace
 
 WarmCounts RunWarm(KernelService& service, std::size_t total,
@@ -49,21 +59,45 @@ WarmCounts RunWarm(KernelService& service, std::size_t total,
   const auto gone = [&] { return Steady::now() >= call.deadline || (cancelled && cancelled()); };
 
   auto finished = std::make_shared<Finished>();
+  auto submitting = std::make_shared<Submitting>();
+  submitting->thread = std::this_thread::get_id();
   std::unordered_map<std::size_t, std::shared_ptr<Flight>> waiting;  // item -> its flight, until answered
   std::size_t next = 0, outstanding = 0;
+  std::optional<std::size_t> deferred;  // refused for want of a share: submitted again before `next`
   WarmCounts counts;
   bool stop = false;
   while (!stop) {
-    for (; outstanding < concurrency && next < total; ++next, ++outstanding) {
-      const std::size_t i = next;
-      std::shared_ptr<Flight> flight = service.Submit(item(i), call, [finished, i](absl::StatusOr<KernelAnswer> a) {
-        std::lock_guard lock(finished->mu);
-        finished->answers.emplace_back(i, std::move(a));
-        finished->cv.notify_one();
-      });
+    while (outstanding < concurrency && (deferred || next < total)) {
+      const std::size_t i = deferred.value_or(next);
+      submitting->active = true;
+      std::shared_ptr<Flight> flight =
+          service.Submit(item(i), call, [finished, submitting, i](absl::StatusOr<KernelAnswer> a) {
+            // Answered on this thread inside Submit: refused before anything started.
+            if (std::this_thread::get_id() == submitting->thread && submitting->active &&
+                absl::IsResourceExhausted(a.status())) {
+              submitting->refused = true;
+              return;
+            }
+            std::lock_guard lock(finished->mu);
+            finished->answers.emplace_back(i, std::move(a));
+            finished->cv.notify_one();
+          });
+      submitting->active = false;
+      if (submitting->refused) {
+        submitting->refused = false;
+        if (!deferred) ++next;
+        deferred = i;
+        break;
+      }
+      if (deferred) {
+        deferred.reset();
+      } else {
+        ++next;
+      }
+      ++outstanding;
       if (flight != nullptr) waiting.emplace(i, std::move(flight));
     }
-    if (outstanding == 0) break;
+    if (outstanding == 0 && !deferred) break;
     std::optional<Answer> got;
     {
       std::unique_lock lock(finished->mu);

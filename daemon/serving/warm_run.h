@@ -40,7 +40,12 @@ struct WarmRunOptions {
 // runs on the calling thread for every answer, in the order they finish,
 // with the counts so far (this item included); it returns false to stop
 // the run (the caller's stream is gone). The run also stops when
-// options.call's deadline passes or `cancelled` says so. Items still in
+// options.call's deadline passes or `cancelled` says so. An item the
+// service refuses at once with RESOURCE_EXHAUSTED (options.call.peer's share
+// of new compiles is held, KernelService::Options::max_compiles_per_peer)
+// is not an answer: it waits, and is submitted again once an item of the
+// run finishes (or every poll_interval while none is in flight), before
+// any later item. Items still in
 // flight then are withdrawn (cancelled unless another caller wants them)
 // and never reported. Returns the counts; done < total means it stopped.
 WarmCounts RunWarm(KernelService& service, std::size_t total,

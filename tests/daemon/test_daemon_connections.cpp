@@ -8,17 +8,21 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "jitd/client.h"
+#include "jitd/v1/compiler.grpc.pb.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
 #include "test_daemon.h"
@@ -213,6 +217,81 @@ TEST(Connections, TheProbeLeavesAHealthyDaemonAlone) {
   }
   EXPECT_THAT(daemon.process().Output(), ::testing::Not(HasSubstr("listener probe")));
   EXPECT_EQ(daemon.Jitctl({"health"}).exit_code, 0);
+}
+
+// A Unix socket client's peer is its user: `jitctl get` run as another
+// user (setpriv, so root only) is another peer. Each request is for an
+// instantiation nobody asked for yet: each needs a compile of its own.
+testing::ProcessResult GetAsAnotherUser(const TempDir& dir, const TestDaemon& daemon, int i) {
+  const std::vector<std::vector<std::string>> instantiations = {
+      {"small.fill", "-p", "dtype=fp64"}, {"small.scale", "-p", "clamp=on"}, {"small.scale", "-p", "clamp=off"}};
+  std::vector<std::string> argv = {"/usr/bin/setpriv",     "--reuid=65534", "--regid=0",       "--clear-groups",
+                                   testing::JitctlBinary(), "--endpoint",    daemon.endpoint(), "get"};
+  argv.insert(argv.end(), instantiations.at(static_cast<size_t>(i)).begin(),
+              instantiations.at(static_cast<size_t>(i)).end());
+  return testing::RunProcess(argv, dir / ("other-user-" + std::to_string(i) + ".log"), 60s);
+}
+
+TEST(PeerShare, WarmFloodsFromOneUserCannotDenyAnotherUsersGetKernel) {
+  if (geteuid() != 0 || !std::filesystem::exists("/usr/bin/setpriv")) {
+    GTEST_SKIP() << "needs root and setpriv to run a client as another user";
+  }
+  TempDir dir;
+  // The other user reaches the socket (mode 0660, group root: it runs with
+  // group 0) through the test's directory.
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::others_exec | std::filesystem::perms::group_exec,
+                               std::filesystem::perm_options::add);
+  // One worker, a queue of 8: one user may start 1 + 4 compiles, and the
+  // other 4 places of the queue stay for everyone else.
+  TestDaemon daemon(dir, Small({"--max-queue", "8"}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+
+  // Five Warm calls from this user, each of 10,000 instantiations of their
+  // own (a -D macro each), 64 at a time: far more than the queue holds.
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(daemon.endpoint(), grpc::InsecureChannelCredentials());
+  std::unique_ptr<v1::Compiler::Stub> stub = v1::Compiler::NewStub(channel);
+  constexpr int kWarms = 5;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::atomic<int> warms_ended{0};
+  std::vector<std::thread> warms;
+  for (int w = 0; w < kWarms; ++w) contexts.push_back(std::make_unique<grpc::ClientContext>());
+  for (int w = 0; w < kWarms; ++w) {
+    warms.emplace_back([&, w] {
+      v1::WarmRequest request;
+      request.set_concurrency(64);
+      for (int i = 0; i < 10'000; ++i) {
+        v1::KernelSpec* spec = request.add_specs();
+        spec->set_kernel("small.fill");
+        (*spec->mutable_params())["dtype"] = "fp32";
+        spec->add_options("-DW" + std::to_string(w) + "_" + std::to_string(i));
+      }
+      std::unique_ptr<grpc::ClientReader<v1::WarmProgress>> reader = stub->Warm(contexts[w].get(), request);
+      v1::WarmProgress progress;
+      while (reader->Read(&progress)) {
+      }
+      (void)reader->Finish();
+      ++warms_ended;
+    });
+  }
+  // The flood is on: this user's compiles wait in the queue.
+  ASSERT_TRUE(testing::PollUntil([&] { return daemon.Stats().queue_depth() >= 4; }, 30s)) << daemon.process().Output();
+
+  // Another user's requests get in, each of them, while the flood goes on.
+  for (int i = 0; i < 3; ++i) {
+    const testing::ProcessResult got = GetAsAnotherUser(dir, daemon, i);
+    EXPECT_EQ(got.exit_code, 0) << got.output;
+    // (Its origin may say memory: the blob's path, in this user's cache,
+    // is unreadable to the other user, whose client asks again for bytes.)
+    EXPECT_THAT(got.output, HasSubstr("cubin")) << got.output;
+  }
+  EXPECT_EQ(warms_ended.load(), 0) << "the flood ended before the other user asked: the test proves nothing";
+  // The flooding user was held to its share: its Warm items waited for
+  // room instead of filling the queue (and failing when it was full).
+  const v1::StatsResponse stats = daemon.Stats();
+  EXPECT_LE(stats.queue_depth(), 8u);
+  EXPECT_EQ(stats.compile_errors(), 0u) << "no Warm item was refused by a full queue";
+  for (auto& context : contexts) context->TryCancel();
+  for (std::thread& warm : warms) warm.join();
 }
 
 }  // namespace

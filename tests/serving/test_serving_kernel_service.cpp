@@ -389,6 +389,44 @@ TEST_F(KernelServiceTest, AToolkitRebuildAndAReloadNeverUndoEachOther) {
   }
 }
 
+class OneCompilePerPeer : public KernelServiceTest {
+  KernelService::Options Options() override {
+    KernelService::Options o;
+    o.max_compiles_per_peer = 1;
+    return o;
+  }
+};
+
+// A caller that names no peer is not uncounted: every such caller shares
+// one identity, held to one client's share.
+TEST_F(OneCompilePerPeer, ACallerWithoutAPeerNameIsCountedNotWaivedThrough) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0;
+  const auto done = [&](absl::StatusOr<KernelAnswer>) {
+    std::lock_guard l(mu);
+    ++answered;
+    cv.notify_all();
+  };
+  std::shared_ptr<Flight> first = service_->Submit(kSlow, CallContext{}, done);
+  ASSERT_NE(first, nullptr) << "the first compile starts";
+  absl::Status refused;
+  std::shared_ptr<Flight> second =
+      service_->Submit({"t.slow", {{"threads", "256"}}, "", {}}, CallContext{},
+                       [&](absl::StatusOr<KernelAnswer> a) { refused = a.status(); });
+  EXPECT_EQ(second, nullptr) << "answered at once";
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_NE(refused.message().find(kUnnamedPeer), std::string_view::npos) << refused;
+  // A named caller has a share of its own.
+  CallContext named;
+  named.peer = "uid:1000";
+  std::shared_ptr<Flight> third = service_->Submit({"t.slow", {{"threads", "256"}}, "", {}}, named, done);
+  EXPECT_NE(third, nullptr) << "another peer's compile starts";
+  EXPECT_EQ(service_->stats().peer_compiles_refused, 1u);
+  std::unique_lock l(mu);
+  ASSERT_TRUE(cv.wait_for(l, 120s, [&] { return answered == 2; }));
+}
+
 TEST_F(KernelServiceTest, ResolverErrorsPassThrough) {
   EXPECT_TRUE(absl::IsNotFound(Get({"t.nope", {}, "", {}}).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(Get({"t.fast", {{"dtype", "int8"}}, "", {}}).status()));
