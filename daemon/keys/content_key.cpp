@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<fs::path>> IncludeClosure(const fs::path& root_in, co
   fs::path root = fs::weakly_canonical(root_in, ec);
   if (ec) return absl::NotFoundError(Cat("kernels directory ", root_in.string(), ": ", ec.message()));
   fs::path first = (root / source).lexically_normal();
-  if (!Inside(root, first) || !fs::is_regular_file(first)) {
+  if (!Inside(root, first) || !fs::is_regular_file(first, ec)) {
     return absl::NotFoundError(Cat("kernel source ", source.string(), " not found in ", root.string()));
   }
   std::set<fs::path> seen{first};
@@ -106,12 +106,19 @@ absl::StatusOr<std::vector<fs::path>> IncludeClosure(const fs::path& root_in, co
 
 namespace {
 
-// The directive IncludeClosure and IncludeNames look for, even when a
+// The directive IncludeClosure and IncludeDirectives look for, even when a
 // comment or condition surrounds it.
-const std::regex& IncludeDirective() {
+const std::regex& IncludeDirectiveRegex() {
   static const std::regex kInclude(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
   return kInclude;
 }
+
+// std::regex matches by recursion, one frame per character matched: a
+// directive spelling a megabyte-long name would overflow the stack. No
+// path a tree can hold is longer than PATH_MAX, so a line is matched on
+// its first kMaxDirectiveChars only (a longer name then never matches, as
+// it could never name a file of the tree).
+constexpr size_t kMaxDirectiveChars = 4096 + 64;
 
 // Lexically normal, generic form; empty when it leaves the root.
 std::string InsideRoot(const fs::path& relative) {
@@ -121,6 +128,32 @@ std::string InsideRoot(const fs::path& relative) {
 }
 
 }  // namespace
+
+std::vector<IncludeDirective> IncludeDirectives(const std::string& file, std::string_view content) {
+  std::vector<IncludeDirective> out;
+  int line_number = 0;
+  for (size_t start = 0; start < content.size();) {
+    size_t end = content.find('\n', start);
+    if (end == std::string_view::npos) end = content.size();
+    const std::string_view line = content.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    // Only a line whose first non-blank character is '#' can be one.
+    const size_t first = line.find_first_not_of(" \t\r\f\v");
+    if (first == std::string_view::npos || line[first] != '#') continue;
+    const std::string text(line.substr(0, kMaxDirectiveChars));
+    std::smatch m;
+    if (!std::regex_search(text, m, IncludeDirectiveRegex())) continue;
+    IncludeDirective d;
+    d.spelled = m[2].str();
+    d.line = line_number;
+    if (m[1] == "\"") d.candidates.push_back(InsideRoot(fs::path(file).parent_path() / d.spelled));
+    d.candidates.push_back(InsideRoot(d.spelled));
+    d.candidates.erase(std::remove(d.candidates.begin(), d.candidates.end(), std::string()), d.candidates.end());
+    out.push_back(std::move(d));
+  }
+  return out;
+}
 
 absl::StatusOr<std::vector<IncludeName>> IncludeNames(const std::map<std::string, std::string>& files,
                                                       const std::string& source) {
@@ -132,30 +165,20 @@ absl::StatusOr<std::vector<IncludeName>> IncludeNames(const std::map<std::string
   while (!stack.empty()) {
     const std::string file = stack.back();
     stack.pop_back();
-    std::istringstream in(files.at(file));
-    std::string line;
-    int line_number = 0;
-    while (std::getline(in, line)) {
-      ++line_number;
-      std::smatch m;
-      if (!std::regex_search(line, m, IncludeDirective())) continue;
-      const std::string spelled = m[2].str();
-      std::vector<std::string> candidates;
-      if (m[1] == "\"") candidates.push_back(InsideRoot(fs::path(file).parent_path() / spelled));
-      candidates.push_back(InsideRoot(spelled));
+    for (const IncludeDirective& d : IncludeDirectives(file, files.at(file))) {
       std::string target;
-      for (const std::string& c : candidates) {
-        if (!c.empty() && files.count(c)) {
+      for (const std::string& c : d.candidates) {
+        if (files.count(c)) {
           target = c;
           break;
         }
       }
       if (target.empty()) continue;  // the toolkit's (or nobody's): NVRTC's -I paths find it
-      const std::string where = Cat(file, ":", line_number);
-      auto [it, inserted] = names.emplace(spelled, std::make_pair(target, where));
+      const std::string where = Cat(file, ":", d.line);
+      auto [it, inserted] = names.emplace(d.spelled, std::make_pair(target, where));
       if (!inserted && it->second.first != target) {
         return absl::InvalidArgumentError(Cat(
-            where, ": #include \"", spelled, "\" means ", target, " here but ", it->second.first, " at ",
+            where, ": #include \"", d.spelled, "\" means ", target, " here but ", it->second.first, " at ",
             it->second.second, "; NVRTC is given each header once per name, so one name cannot mean two files: ",
             "include them by their paths from the kernels directory (\"", target, "\", \"", it->second.first, "\")"));
       }

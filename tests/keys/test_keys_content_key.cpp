@@ -131,6 +131,30 @@ TEST_F(KernelTree, IncludeNamesRefusesOneSpellingForTwoFiles) {
   EXPECT_NE(names.status().message().find("common/dtype.cuh"), std::string_view::npos) << names.status();
 }
 
+TEST(IncludeDirectives, EachDirectiveWithItsLineAndTheFilesItMayMean) {
+  const auto directives = IncludeDirectives(
+      "a/k.cu", "// #include \"not.cuh\" in a comment\n  #  include \"util.cuh\"\n#include <common/t.cuh>\n"
+                "#include \"../../outside.cuh\"\n#if 0\n#include \"off.inc\"\n#endif\n");
+  ASSERT_EQ(directives.size(), 4u);
+  EXPECT_EQ(directives[0].spelled, "util.cuh");
+  EXPECT_EQ(directives[0].line, 2);
+  EXPECT_EQ(directives[0].candidates, (std::vector<std::string>{"a/util.cuh", "util.cuh"}));
+  EXPECT_EQ(directives[1].candidates, (std::vector<std::string>{"common/t.cuh"}));
+  EXPECT_TRUE(directives[2].candidates.empty()) << "a path out of the root is the toolkit's";
+  EXPECT_EQ(directives[3].spelled, "off.inc") << "whatever the conditions around it";
+  EXPECT_EQ(directives[3].line, 6);
+}
+
+TEST(IncludeDirectives, AMegabyteLongNameIsNoFileOfTheTreeAndNoCrash) {
+  // std::regex recurses per character matched: matched whole, this name
+  // overflowed the stack.
+  const std::string source = "#include \"" + std::string(size_t{1} << 20, 'a') + ".cuh\"\n#include \"b.cuh\"\n";
+  const auto directives = IncludeDirectives("k.cu", source);
+  ASSERT_EQ(directives.size(), 1u);
+  EXPECT_EQ(directives[0].spelled, "b.cuh");
+  EXPECT_TRUE(IncludeNames({{"k.cu", source}, {"b.cuh", ""}}, "k.cu").ok());
+}
+
 TEST(FilesFingerprint, ChangesWithContentAndIsRemembered) {
   TempDir dir;
   Write(dir.path() / "lib/libnvrtc.so.13", "one");

@@ -80,6 +80,25 @@ struct IncludeName {
   bool operator==(const IncludeName&) const = default;
 };
 
+// One `#include` directive of a file of a tree.
+struct IncludeDirective {
+  std::string spelled;  // what the directive names: "common/dtype.cuh"
+  int line = 0;         // 1-based
+  // The tree files it may mean, relative to the root (generic form), in
+  // the order they are tried: for `#include "x"` x beside the including
+  // file, then x from the root; for `#include <x>` x from the root. A path
+  // that leaves the root is not among them (NVRTC's -I paths, the
+  // toolkit's, answer it).
+  std::vector<std::string> candidates;
+};
+
+// Every include directive of `content`, the text of `file` (a path relative
+// to the root, generic form), whatever preprocessor conditions guard it:
+// the rule IncludeNames follows and the kernel tree reader reads by (it
+// reads the first candidate the tree has, which is the one IncludeNames
+// then finds).
+std::vector<IncludeDirective> IncludeDirectives(const std::string& file, std::string_view content);
+
 // IncludeClosure's rules over a tree held in memory (`files`: path relative
 // to the root, generic form -> content), answering what NVRTC needs, which
 // matches an #include's text against the names it was given and nothing
