@@ -11,12 +11,12 @@
 //   INVALID_ARGUMENT   unknown, missing or disallowed params; an arch NVRTC
 //                      does not support; an option outside the allow-list
 //
-// Every file of the kernels directory is read once into a KernelTree in
-// memory; keys are computed from those bytes and a compile job carries the
-// very same bytes to NVRTC (its source and headers, never an -I into the
-// kernels tree, never a copy on disk), so an edit of kernels/ (or of any
-// copy of it) while jitd runs can never put a cubin under the wrong key (a
-// reload makes a new tree with new keys for what changed).
+// The files of the kernels directory a compile can reach are read once into
+// a KernelTree in memory; keys are computed from those bytes and a compile
+// job carries the very same bytes to NVRTC (its source and headers, never an
+// -I into the kernels tree, never a copy on disk), so an edit of kernels/ (or
+// of any copy of it) while jitd runs can never put a cubin under the wrong
+// key (a reload makes a new tree with new keys for what changed).
 //
 // Thread safety: Manifest, KernelTree and Resolver are immutable after
 // construction and may be shared between threads.
@@ -88,18 +88,35 @@ struct Manifest {
   static std::vector<std::map<std::string, std::string>> Instantiations(const KernelDef& kernel);
 };
 
-// Every file of a kernels directory, in memory. Compiles use these bytes
-// (compiler::CompileJob::headers); nothing is read from the directory again.
+// The files of a kernels directory a compile can reach, in memory. Compiles
+// use these bytes (compiler::CompileJob::headers); nothing is read from the
+// directory again.
 class KernelTree {
  public:
   // Reads `dir` (which must hold kernels.toml) and parses the manifest.
+  // Read: kernels.toml, every .cu, .cuda, .cuh, .h and .hpp file (what the
+  // namespace guard scans), each kernel's source, and every file an
+  // #include of a file read can mean (keys::IncludeDirectives), whatever
+  // its name; other files are listed, never read. Refused, with a message
+  // naming the file (INVALID_ARGUMENT unless said):
+  //   - a symbolic link that resolves outside `dir`, or cannot be resolved
+  //     (a loop, a target this user cannot reach); a dangling one is
+  //     skipped, a link to a directory is not descended;
+  //   - a file to read over 16 MiB (stat'ed first: refused unread), files
+  //     read over 64 MiB in all, more than 100,000 entries
+  //     (kernel_tree.cpp says what the bounds protect);
+  //   - a directory or file this user cannot read (FAILED_PRECONDITION);
+  //   - NOT_FOUND: no directory, or no kernels.toml in it.
+  // Never throws: every filesystem error is one of these.
   static absl::StatusOr<std::shared_ptr<const KernelTree>> Load(const std::filesystem::path& dir);
 
   const Manifest& manifest() const { return manifest_; }
   // The directory it was read from (canonical): where NVRTC's log says the
   // files are, for the person who edits them.
   const std::filesystem::path& source_dir() const { return source_dir_; }
-  // SHA-256 over every file's relative path and content.
+  // SHA-256 over every file read's relative path and content (every file a
+  // compile can reach is read; a file no kernel can reach and no guard
+  // scans is not in it).
   const std::string& fingerprint() const { return fingerprint_; }
   // File content by path relative to the kernels directory, or nullptr.
   const std::string* File(const std::string& relative) const;

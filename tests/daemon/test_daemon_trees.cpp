@@ -1,10 +1,15 @@
 // Several kernel trees in one daemon (`--kernels NAME=DIR`, repeatable):
 // names qualified by tree, bare names while unambiguous, keys that include
 // the tree, each tree guarded under its own namespace rule, refused and
-// reloaded on its own, and locked on its own (`--lock FILE`).
+// reloaded on its own, and locked on its own (`--lock FILE`). A tree that
+// cannot be read safely (a link out of it or in a loop, a file over the
+// bounds) is refused alone, at start and on SIGHUP, and never takes the
+// daemon down.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -39,6 +44,26 @@ size_t Count(const std::string& text, const std::string& what) {
   size_t count = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
   return count;
+}
+
+// A sparse file of `bytes`: as large as a stat says, costing no disk.
+void SparseFile(const std::filesystem::path& file, off_t bytes) {
+  std::filesystem::create_directories(file.parent_path());
+  const int fd = ::open(file.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << file;
+  ASSERT_EQ(::ftruncate(fd, bytes), 0);
+  ::close(fd);
+}
+
+// The most memory `pid` ever held (VmHWM), in MiB.
+size_t PeakMiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) / 1024;
+  }
+  ADD_FAILURE() << "no VmHWM for " << pid;
+  return 0;
 }
 
 const v1::KernelTreeInfo* Tree(const v1::StatsResponse& stats, const std::string& name) {
@@ -234,6 +259,84 @@ TEST_F(TreesTest, SeveralTreesMustEachBeNamed) {
   const auto result = testing::RunProcess(args, dir_ / "refused.log", kProcessTimeout);
   EXPECT_NE(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("name each, NAME=DIR"));
+}
+
+TEST_F(TreesTest, ALinkOutOfATreeIsRefusedAndWhatItPointsAtIsNeverAnswered) {
+  const std::filesystem::path secret = dir_ / "secret";
+  WriteFile(secret, "SECRET-CONTENT-42\n");
+  std::filesystem::permissions(secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::create_symlink(secret, team_ / "config.inc");
+  WriteFile(team_ / "scale.cu", "#include \"config.inc\"\n" + ReadFile(team_ / "scale.cu"));
+  Start();
+  EXPECT_TRUE(Get("small/small.scale").ok());
+  absl::StatusOr<v1::GetKernelResponse> refused = Get("team/small.scale");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  const v1::StatsResponse stats = daemon_->Stats();
+  ASSERT_NE(Tree(stats, "team"), nullptr);
+  EXPECT_THAT(Tree(stats, "team")->error(),
+              HasSubstr("config.inc in " + std::filesystem::canonical(team_).string() + " is a symbolic link to " +
+                        std::filesystem::canonical(secret).string() + ", outside the kernel tree"));
+  // Whatever a client can see: answers, listings, stats, and the log.
+  absl::StatusOr<v1::ListKernelsResponse> listed = client_->ListKernels({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const std::string& seen : {std::string(refused.status().message()), stats.DebugString(), listed->DebugString(),
+                                  daemon_->Jitctl({"stats"}).output, daemon_->Jitctl({"kernels"}).output,
+                                  daemon_->process().Output()}) {
+    EXPECT_THAT(seen, ::testing::Not(HasSubstr("SECRET-CONTENT-42")));
+  }
+}
+
+TEST_F(TreesTest, ALinkLoopOrAnUnfollowableLinkRefusesItsTreeAloneAtStartAndOnReload) {
+  std::filesystem::create_symlink("loop.cuh", team_ / "loop.cuh");
+  Start();
+  EXPECT_TRUE(Get("small/small.scale").ok());
+  EXPECT_EQ(Get("team/small.scale").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Tree(daemon_->Stats(), "team")->error(), HasSubstr("loop.cuh in "));
+  EXPECT_THAT(Tree(daemon_->Stats(), "team")->error(), HasSubstr("is a symbolic link (to loop.cuh) that cannot be followed"));
+
+  // On SIGHUP the other tree breaks too, by a link whose target cannot be
+  // resolved: both refused, the daemon up and serving what it served.
+  std::filesystem::create_symlink(std::string(300, 'x'), small_ / "long.cuh");
+  Reload("kernel reload failed: 2 kernel tree(s) refused");
+  EXPECT_FALSE(daemon_->process().Exited()) << daemon_->process().Output();
+  EXPECT_TRUE(Get("small/small.scale").ok());
+  EXPECT_THAT(Tree(daemon_->Stats(), "small")->error(), HasSubstr("long.cuh in "));
+
+  std::filesystem::remove(small_ / "long.cuh");
+  std::filesystem::remove(team_ / "loop.cuh");
+  Reload("reloaded kernels");
+  EXPECT_TRUE(Get("team/small.scale").ok());
+}
+
+TEST_F(TreesTest, ADaemonWhoseOnlyTreeLoopsExitsSayingSoAndLeavesNoAdminToken) {
+  std::filesystem::create_symlink("loop.cuh", small_ / "loop.cuh");
+  std::vector<std::string> args = TestDaemon::DefaultArgs(dir_);
+  args.insert(args.end(), {"--kernels", small_.string()});
+  const auto result = testing::RunProcess(args, dir_ / "refused.log", kProcessTimeout);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("loop.cuh in "));
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_.path())) {
+    EXPECT_FALSE(entry.path().string().ends_with(".admin-token")) << entry.path();
+  }
+}
+
+TEST_F(TreesTest, ALargeFileNoKernelReachesIsNeverReadAndAHeaderOverTheBoundRefusesItsTree) {
+  constexpr size_t kPeakBoundMiB = 1024;  // the file is 2 GiB: read once, the peak would be above it
+  SparseFile(small_ / "data" / "weights.bin", off_t{2} << 30);
+  Start();
+  EXPECT_TRUE(Get("small/small.scale").ok());
+  EXPECT_LT(PeakMiB(daemon_->process().pid()), kPeakBoundMiB);
+  Reload("reloaded kernels");
+  EXPECT_LT(PeakMiB(daemon_->process().pid()), kPeakBoundMiB);
+
+  // A header is read whatever its size, so its size is checked first.
+  SparseFile(team_ / "big.cuh", off_t{2} << 30);
+  Reload("kernel reload failed");
+  EXPECT_THAT(Tree(daemon_->Stats(), "team")->error(),
+              HasSubstr("big.cuh in " + std::filesystem::canonical(team_).string() +
+                        " is 2147483648 bytes; a file a kernel tree's compiles can read may hold at most 16 MiB"));
+  EXPECT_TRUE(Get("team/small.scale").ok()) << "the previous kernels are still served";
+  EXPECT_LT(PeakMiB(daemon_->process().pid()), kPeakBoundMiB);
 }
 
 }  // namespace
