@@ -60,6 +60,20 @@ absl::StatusOr<std::vector<std::string>> Strings(const toml::table& t, const cha
   return out;
 }
 
+// An option that makes NVRTC read a file would compile bytes no key
+// covers (request_options.cpp, FileOptionProblem).
+absl::Status CheckFileOptions(const toml::table& t, const std::string& origin, const std::string& context) {
+  const toml::array* a = t.get_as<toml::array>("options");
+  for (size_t i = 0; a != nullptr && i < a->size(); ++i) {
+    const std::string_view option = (*a)[i].value_or(std::string_view());
+    const std::string_view next = i + 1 < a->size() ? (*a)[i + 1].value_or(std::string_view()) : std::string_view();
+    if (std::string why = FileOptionProblem(option, next); !why.empty()) {
+      return Bad(origin, (*a)[i].source(), Cat("option '", option, "' in ", context, " is not allowed: ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& origin, const std::string& kernel) {
   std::string context = Cat("a parameter of kernel ", kernel);
   JITD_RETURN_IF_ERROR(CheckKeys(t, {"name", "type", "values", "default"}, origin, context));
@@ -130,6 +144,7 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   k.name_expressions = exprs;
   if (k.name_expressions.empty()) return Bad(origin, t.source(), Cat(context, " needs at least one name expression"));
   JITD_ASSIGN_OR_RETURN(auto options, Strings(t, "options", origin, context));
+  JITD_RETURN_IF_ERROR(CheckFileOptions(t, origin, context));
   k.options = options;
   if (const toml::node* pch = t.get("pch")) {
     if (!pch->is_boolean()) return Bad(origin, pch->source(), Cat("'pch' in ", context, " must be true or false"));
@@ -223,6 +238,7 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
     if (!t) return Bad(origin, defaults->source(), "[defaults] must be a table");
     JITD_RETURN_IF_ERROR(CheckKeys(*t, {"options"}, origin, "[defaults]"));
     JITD_ASSIGN_OR_RETURN(auto options, Strings(*t, "options", origin, "[defaults]"));
+    JITD_RETURN_IF_ERROR(CheckFileOptions(*t, origin, "[defaults]"));
     m.default_options = options;
   }
   const toml::node* kernels = root.get("kernel");

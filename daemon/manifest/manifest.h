@@ -16,7 +16,10 @@
 // job carries the very same bytes to NVRTC (its source and headers, never an
 // -I into the kernels tree, never a copy on disk), so an edit of kernels/ (or
 // of any copy of it) while jitd runs can never put a cubin under the wrong
-// key (a reload makes a new tree with new keys for what changed).
+// key (a reload makes a new tree with new keys for what changed). Neither a
+// manifest nor a request may add an option that makes NVRTC read a file
+// (FileOptionProblem, CanonicalRequestOptions): what is hashed is what is
+// compiled.
 //
 // Thread safety: Manifest, KernelTree and Resolver are immutable after
 // construction and may be shared between threads.
@@ -185,6 +188,14 @@ absl::Status ValidateArch(std::string_view arch, const Toolchain& toolchain);
 // Checks and canonicalises request options (the allow-list): returns them
 // sorted and de-duplicated. INVALID_ARGUMENT names the option and why.
 absl::StatusOr<std::vector<std::string>> CanonicalRequestOptions(const std::vector<std::string>& options);
+// Why a manifest's NVRTC option (an element of [defaults] or a kernel's
+// `options`; `next` is the element after it, "" for none) is refused, or ""
+// when it is not: any option that makes NVRTC (or ptxas) read or write a
+// file (-I, --include-path, -include, --pre-include, -isystem, the
+// precompiled-header options, --time, --fdevice-time-trace,
+// --options-file), since a compile reads only the tree's bytes, which are
+// in the key.
+std::string FileOptionProblem(std::string_view option, std::string_view next);
 // The allow-list, for messages and --help.
 std::string AllowedOptionsSummary();
 

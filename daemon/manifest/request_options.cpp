@@ -1,6 +1,7 @@
-// The allow-list of NVRTC options a request may add. Everything that could
-// read a file, change where headers come from, or contradict what the
-// manifest and the daemon decide is refused with the reason.
+// The allow-list of NVRTC options a request may add, and the options
+// neither a request nor a manifest may give. Everything that could read a
+// file, change where headers come from, or contradict what the manifest and
+// the daemon decide is refused with the reason.
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -70,25 +71,73 @@ absl::Status Refuse(std::string_view option, std::string_view why) {
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
+// Why NVRTC's file-reading options are refused, for requests and manifests
+// alike: a compile is given the tree's bytes (the ones its key hashes) and
+// NVRTC's own -I paths to the toolkit (whose fingerprint is in the key);
+// a file read from anywhere else would change the cubin under the same key.
+constexpr char kTreeBytesOnly[] =
+    "a compile reads only the kernel tree's bytes, which are in its key; put the headers in the tree";
+
+// Options that make NVRTC (or the ptxas inside it) read or write a file.
+// Checked by prefix, so that every spelling is caught: -I/x, -I /x,
+// -I=/x, "-I" then "/x", --include-path=/x, --include-path then /x.
+struct FileOption {
+  std::string_view prefix;
+  std::string_view what;
+};
+constexpr FileOption kFileOptions[] = {
+    {"-I", "include paths and forced includes come from the daemon's kernel tree, never from a request or a manifest"},
+    {"--include-path",
+     "include paths and forced includes come from the daemon's kernel tree, never from a request or a manifest"},
+    {"-isystem", "include paths come from the daemon's kernel tree, never from a request or a manifest"},
+    {"--system-include", "include paths come from the daemon's kernel tree, never from a request or a manifest"},
+    {"-include",
+     "include paths and forced includes come from the daemon's kernel tree, never from a request or a manifest"},
+    {"--pre-include",
+     "include paths and forced includes come from the daemon's kernel tree, never from a request or a manifest"},
+    // -pch and --pch cover -pch-dir, --pch-dir, --pch-verbose, --pch-messages.
+    {"-pch", "precompiled headers are the daemon's (set pch = true in the kernel's table)"},
+    {"--pch", "precompiled headers are the daemon's (set pch = true in the kernel's table)"},
+    {"-create-pch", "precompiled headers are the daemon's (set pch = true in the kernel's table)"},
+    {"--create-pch", "precompiled headers are the daemon's (set pch = true in the kernel's table)"},
+    {"-use-pch", "precompiled headers are the daemon's (set pch = true in the kernel's table)"},
+    {"--use-pch", "precompiled headers are the daemon's (set pch = true in the kernel's table)"},
+    {"-instantiate-templates-in-pch", "precompiled headers are the daemon's (set pch = true in the kernel's table)"},
+    {"--instantiate-templates-in-pch", "precompiled headers are the daemon's (set pch = true in the kernel's table)"},
+    {"-time", "it writes a file on the daemon's machine"},
+    {"--time", "it writes a file on the daemon's machine"},
+    {"-fdevice-time-trace", "it writes a file on the daemon's machine"},
+    {"--fdevice-time-trace", "it writes a file on the daemon's machine"},
+    {"-optf", "it reads options from a file"},
+    {"--options-file", "it reads options from a file"},
+};
+
+// Whether ptxas options (the value of -Xptxas / --ptxas-options) name a
+// file: ptxas's --options-file (-optf) reads one, --output-file (-o)
+// writes one.
+bool PtxasNamesFile(std::string_view value) {
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find_first_of(" ,=", start);
+    if (end == std::string_view::npos) end = value.size();
+    const std::string_view token = value.substr(start, end - start);
+    if (token == "-o" || token == "--output-file" || token == "-optf" || token == "--options-file") return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 // One option, canonicalised, or why it is refused. `macros` collects
 // NAME -> value to catch one macro defined two ways.
 absl::StatusOr<std::string> Canonical(std::string_view o, std::map<std::string, std::string>& macros) {
   if (o.size() > kMaxOptionLength) return Refuse(o.substr(0, 40), Cat("longer than ", kMaxOptionLength, " characters"));
   if (o.empty()) return Refuse(o, "empty");
-  for (std::string_view p : {"-I", "--include-path", "-include", "--pre-include", "-isystem"}) {
-    if (StartsWith(o, p)) {
-      return Refuse(o,
-                    "include paths and forced includes come from the daemon's kernels directory, never from a request");
-    }
-  }
+  if (std::string why = FileOptionProblem(o, ""); !why.empty()) return Refuse(o, why);
   for (std::string_view p : {"-arch", "--gpu-architecture", "-code"}) {
     if (StartsWith(o, p)) return Refuse(o, "set the architecture with the request's arch field");
   }
   for (std::string_view p : {"-std", "--std"}) {
     if (StartsWith(o, p)) return Refuse(o, "the C++ dialect is fixed by the kernel manifest");
-  }
-  for (std::string_view p : {"-pch", "--pch", "--create-pch", "--use-pch"}) {
-    if (StartsWith(o, p)) return Refuse(o, "precompiled headers are managed by the daemon");
   }
   if (o.find('/') != std::string_view::npos || o.find('\\') != std::string_view::npos) {
     return Refuse(o, "file paths are never accepted in options");
@@ -136,6 +185,22 @@ absl::StatusOr<std::string> Canonical(std::string_view o, std::map<std::string, 
 }
 
 }  // namespace
+
+std::string FileOptionProblem(std::string_view option, std::string_view next) {
+  for (const FileOption& f : kFileOptions) {
+    if (StartsWith(option, f.prefix)) return Cat(f.what, ": ", kTreeBytesOnly);
+  }
+  for (std::string_view p : {"-Xptxas", "--ptxas-options"}) {
+    if (!StartsWith(option, p)) continue;
+    std::string_view value = option.substr(p.size());
+    if (!value.empty() && (value.front() == '=' || value.front() == ' ')) value.remove_prefix(1);
+    if (PtxasNamesFile(value.empty() ? next : value)) {
+      return Cat("ptxas's --options-file and --output-file read and write files on the daemon's machine: ",
+                 kTreeBytesOnly);
+    }
+  }
+  return "";
+}
 
 std::string AllowedOptionsSummary() {
   return "-lineinfo, --use_fast_math, -G, --restrict, --extra-device-vectorization, --ftz=B, --prec-div=B, "

@@ -3,8 +3,8 @@
 // the tree, each tree guarded under its own namespace rule, refused and
 // reloaded on its own, and locked on its own (`--lock FILE`). A tree that
 // cannot be read safely (a link out of it or in a loop, a file over the
-// bounds) is refused alone, at start and on SIGHUP, and never takes the
-// daemon down.
+// bounds, a manifest option that reads files) is refused alone, at start
+// and on SIGHUP, and never takes the daemon down.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -259,6 +259,45 @@ TEST_F(TreesTest, SeveralTreesMustEachBeNamed) {
   const auto result = testing::RunProcess(args, dir_ / "refused.log", kProcessTimeout);
   EXPECT_NE(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("name each, NAME=DIR"));
+}
+
+TEST_F(TreesTest, AManifestOptionThatReadsFilesIsRefusedByTheDaemonAndByLint) {
+  std::string manifest = ReadFile(team_ / "kernels.toml");
+  const std::string defaults = "options = [\"-std=c++17\"]";
+  manifest.replace(manifest.find(defaults), defaults.size(), "options = [\"-std=c++17\", \"-I/ext\"]");
+  WriteFile(team_ / "kernels.toml", manifest);
+  Start();
+  EXPECT_TRUE(Get("small/small.scale").ok());
+  EXPECT_EQ(Get("team/small.scale").status().code(), absl::StatusCode::kNotFound);
+  const v1::StatsResponse stats = daemon_->Stats();
+  ASSERT_NE(Tree(stats, "team"), nullptr);
+  EXPECT_FALSE(Tree(stats, "team")->serving());
+  EXPECT_THAT(Tree(stats, "team")->error(),
+              HasSubstr((team_ / "kernels.toml").string() + ":8: option '-I/ext' in [defaults] is not allowed"));
+  EXPECT_THAT(Tree(stats, "team")->error(), HasSubstr("put the headers in the tree"));
+
+  // A kernel's own options, an include path spelled apart from its value.
+  manifest = ReadFile(team_ / "kernels.toml");
+  manifest.replace(manifest.find("\"-I/ext\""), 8, "\"-DX=1\"");
+  manifest.replace(manifest.find("name_expressions = [\"team::scale_kernel\"]"), 0,
+                   "options = [\"--include-path\", \"/ext\"]\n");
+  WriteFile(team_ / "kernels.toml", manifest);
+  const auto lint = testing::RunProcess({testing::JitdBinary(), "lint", "--kernels", "team=" + team_.string(),
+                                         "--source-only"},
+                                        dir_ / "lint.log", kProcessTimeout);
+  EXPECT_NE(lint.exit_code, 0) << lint.output;
+  EXPECT_THAT(lint.output, HasSubstr("option '--include-path' in kernel small.scale is not allowed"));
+  EXPECT_THAT(lint.output, HasSubstr("a compile reads only the kernel tree's bytes"));
+
+  // And a request may not give one either.
+  for (const std::string option : {"-I/ext", "--include-path=/ext", "-include", "--pre-include=x.h"}) {
+    v1::GetKernelRequest request = KernelRequest("small/small.scale");
+    request.add_options(option);
+    absl::StatusOr<v1::GetKernelResponse> refused = client_->GetKernel(request);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << option;
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("option '" + option + "' is not allowed"));
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("put the headers in the tree"));
+  }
 }
 
 TEST_F(TreesTest, ALinkOutOfATreeIsRefusedAndWhatItPointsAtIsNeverAnswered) {
