@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 #include "guard/namespace_guard.h"
 #include "jitd/base/status.h"
@@ -73,17 +74,26 @@ absl::StatusOr<manifest::ServedTree> KernelTrees::LoadOne(
 absl::StatusOr<KernelTrees::Loaded> KernelTrees::Load(const manifest::Toolchain& toolchain,
                                                       const manifest::Resolver* previous) {
   std::vector<std::shared_ptr<const manifest::KernelLock>> locks;
+  std::map<std::string, std::filesystem::path> lock_of_tree;
   for (const std::filesystem::path& file : options_.locks) {
     absl::StatusOr<manifest::KernelLock> lock = manifest::KernelLock::Read(file);
     if (!lock.ok())
       return absl::Status(lock.status().code(), Cat("--lock ", file.string(), ": ", lock.status().message()));
-    const bool known = std::any_of(options_.sources.begin(), options_.sources.end(),
-                                   [&](const KernelTreeSource& s) { return s.name == lock->tree; });
-    if (!known) {
+    const auto source = std::find_if(options_.sources.begin(), options_.sources.end(),
+                                     [&](const KernelTreeSource& s) { return s.name == lock->tree; });
+    if (source == options_.sources.end()) {
       return absl::InvalidArgumentError(
           Cat("--lock ", file.string(), " is the lock of kernel tree '", lock->tree,
               "', which is not served (serve it with --kernels ", lock->tree.empty() ? "DIR" : Cat(lock->tree, "=DIR"),
               ", or lint it under the name it is served by: jitd lint --kernels NAME=DIR --write-lock FILE)"));
+    }
+    // One lock per tree: a second would silently replace the first, and the
+    // tree would serve what neither operator meant.
+    if (auto [first, inserted] = lock_of_tree.emplace(lock->tree, file); !inserted) {
+      return absl::InvalidArgumentError(Cat(
+          "--lock ", first->second.string(), " and --lock ", file.string(), " are both locks of the ", Label(*source),
+          ": a tree is served by exactly one lock; give one of them (jitd lint --kernels ",
+          lock->tree.empty() ? "DIR" : Cat(lock->tree, "=DIR"), " --write-lock FILE writes one for the whole tree)"));
     }
     locks.push_back(std::make_shared<const manifest::KernelLock>(*std::move(lock)));
   }

@@ -282,9 +282,9 @@ TEST_F(TreesTest, AManifestOptionThatReadsFilesIsRefusedByTheDaemonAndByLint) {
   manifest.replace(manifest.find("name_expressions = [\"team::scale_kernel\"]"), 0,
                    "options = [\"--include-path\", \"/ext\"]\n");
   WriteFile(team_ / "kernels.toml", manifest);
-  const auto lint = testing::RunProcess({testing::JitdBinary(), "lint", "--kernels", "team=" + team_.string(),
-                                         "--source-only"},
-                                        dir_ / "lint.log", kProcessTimeout);
+  const auto lint =
+      testing::RunProcess({testing::JitdBinary(), "lint", "--kernels", "team=" + team_.string(), "--source-only"},
+                          dir_ / "lint.log", kProcessTimeout);
   EXPECT_NE(lint.exit_code, 0) << lint.output;
   EXPECT_THAT(lint.output, HasSubstr("option '--include-path' in kernel small.scale is not allowed"));
   EXPECT_THAT(lint.output, HasSubstr("a compile reads only the kernel tree's bytes"));
@@ -318,9 +318,9 @@ TEST_F(TreesTest, ALinkOutOfATreeIsRefusedAndWhatItPointsAtIsNeverAnswered) {
   // Whatever a client can see: answers, listings, stats, and the log.
   absl::StatusOr<v1::ListKernelsResponse> listed = client_->ListKernels({});
   ASSERT_TRUE(listed.ok()) << listed.status();
-  for (const std::string& seen : {std::string(refused.status().message()), stats.DebugString(), listed->DebugString(),
-                                  daemon_->Jitctl({"stats"}).output, daemon_->Jitctl({"kernels"}).output,
-                                  daemon_->process().Output()}) {
+  for (const std::string& seen :
+       {std::string(refused.status().message()), stats.DebugString(), listed->DebugString(),
+        daemon_->Jitctl({"stats"}).output, daemon_->Jitctl({"kernels"}).output, daemon_->process().Output()}) {
     EXPECT_THAT(seen, ::testing::Not(HasSubstr("SECRET-CONTENT-42")));
   }
 }
@@ -331,7 +331,8 @@ TEST_F(TreesTest, ALinkLoopOrAnUnfollowableLinkRefusesItsTreeAloneAtStartAndOnRe
   EXPECT_TRUE(Get("small/small.scale").ok());
   EXPECT_EQ(Get("team/small.scale").status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(Tree(daemon_->Stats(), "team")->error(), HasSubstr("loop.cuh in "));
-  EXPECT_THAT(Tree(daemon_->Stats(), "team")->error(), HasSubstr("is a symbolic link (to loop.cuh) that cannot be followed"));
+  EXPECT_THAT(Tree(daemon_->Stats(), "team")->error(),
+              HasSubstr("is a symbolic link (to loop.cuh) that cannot be followed"));
 
   // On SIGHUP the other tree breaks too, by a link whose target cannot be
   // resolved: both refused, the daemon up and serving what it served.
@@ -376,6 +377,28 @@ TEST_F(TreesTest, ALargeFileNoKernelReachesIsNeverReadAndAHeaderOverTheBoundRefu
                         " is 2147483648 bytes; a file a kernel tree's compiles can read may hold at most 16 MiB"));
   EXPECT_TRUE(Get("team/small.scale").ok()) << "the previous kernels are still served";
   EXPECT_LT(PeakMiB(daemon_->process().pid()), kPeakBoundMiB);
+}
+
+TEST_F(TreesTest, TwoLocksForOneTreeStopTheStartNamingBoth) {
+  const std::filesystem::path first = dir_ / "first.lock";
+  const std::filesystem::path second = dir_ / "second.lock";
+  WriteFile(first, "schema = 1\ntree = \"team\"\n");
+  WriteFile(second, "schema = 1\ntree = \"team\"\n");
+  std::vector<std::string> args = TestDaemon::DefaultArgs(dir_);
+  args.insert(args.end(), {"--kernels", "small=" + small_.string(), "--kernels", "team=" + team_.string(), "--lock",
+                           first.string(), "--lock", second.string()});
+  const auto result = testing::RunProcess(args, dir_ / "refused.log", kProcessTimeout);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("--lock " + first.string() + " and --lock " + second.string() +
+                                       " are both locks of the kernel tree team (" + team_.string() + ")"));
+
+  // jitd warm takes one lock.
+  const auto warm =
+      testing::RunProcess({testing::JitdBinary(), "warm", "--cache-dir", (dir_ / "warm").string(), "--kernels",
+                           "team=" + team_.string(), "--lock", first.string(), "--lock", second.string()},
+                          dir_ / "warm.log", kProcessTimeout);
+  EXPECT_NE(warm.exit_code, 0) << warm.output;
+  EXPECT_THAT(warm.output, HasSubstr("--lock: At Most 1 required but received 2"));
 }
 
 }  // namespace
