@@ -103,8 +103,8 @@ absl::Status TreeReader::Walk() {
     const std::string rel = path.lexically_relative(root_).generic_string();
     last = rel;
     if (++entries > kMaxTreeEntries) {
-      return absl::InvalidArgumentError(Cat("kernels directory ", root_.string(), " holds more than ",
-                                            kMaxTreeEntries, " entries (files, directories and links): a kernel tree ",
+      return absl::InvalidArgumentError(Cat("kernels directory ", root_.string(), " holds more than ", kMaxTreeEntries,
+                                            " entries (files, directories and links): a kernel tree ",
                                             "holds the kernels' sources and headers only; point --kernels at them"));
     }
     std::error_code entry_ec;
@@ -179,7 +179,8 @@ absl::Status TreeReader::Read(const std::string& rel, std::map<std::string, std:
   const Listed& file = listed_.at(rel);
   auto too_large = [&](uint64_t size) {
     return Refuse(rel, Cat("is ", size, " bytes; a file a kernel tree's compiles can read may hold at most ",
-                           MiB(kMaxTreeFileBytes), ": a header that large is not a kernel's (move data files "
+                           MiB(kMaxTreeFileBytes),
+                           ": a header that large is not a kernel's (move data files "
                            "out of the tree, or give them a name that is neither a source's nor included)"));
   };
   auto over_total = [&](uint64_t size) {
@@ -212,7 +213,8 @@ absl::Status TreeReader::Read(const std::string& rel, std::map<std::string, std:
     const ssize_t n = ::read(fd.get(), content.data() + got, content.size() - got);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::FailedPreconditionError(Cat("cannot read ", rel, " in ", root_.string(), ": ", std::strerror(errno)));
+      return absl::FailedPreconditionError(
+          Cat("cannot read ", rel, " in ", root_.string(), ": ", std::strerror(errno)));
     }
     if (n == 0) break;
     got += static_cast<size_t>(n);
@@ -263,8 +265,7 @@ absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::pat
   for (const std::string& rel : reader.listed_order()) {
     if (ReadAlways(rel)) JITD_RETURN_IF_ERROR(reader.Read(rel, tree->files_));
   }
-  JITD_ASSIGN_OR_RETURN(auto manifest,
-                        Manifest::Parse(tree->files_[kManifestFile], (dir / kManifestFile).string()));
+  JITD_ASSIGN_OR_RETURN(auto manifest, Manifest::Parse(tree->files_[kManifestFile], (dir / kManifestFile).string()));
   tree->manifest_ = std::move(manifest);
   for (const auto& k : tree->manifest_.kernels) {
     if (!reader.Has(k.source)) {

@@ -132,9 +132,10 @@ TEST_F(KernelTree, IncludeNamesRefusesOneSpellingForTwoFiles) {
 }
 
 TEST(IncludeDirectives, EachDirectiveWithItsLineAndTheFilesItMayMean) {
-  const auto directives = IncludeDirectives(
-      "a/k.cu", "// #include \"not.cuh\" in a comment\n  #  include \"util.cuh\"\n#include <common/t.cuh>\n"
-                "#include \"../../outside.cuh\"\n#if 0\n#include \"off.inc\"\n#endif\n");
+  const auto directives =
+      IncludeDirectives("a/k.cu",
+                        "// #include \"not.cuh\" in a comment\n  #  include \"util.cuh\"\n#include <common/t.cuh>\n"
+                        "#include \"../../outside.cuh\"\n#if 0\n#include \"off.inc\"\n#endif\n");
   ASSERT_EQ(directives.size(), 4u);
   EXPECT_EQ(directives[0].spelled, "util.cuh");
   EXPECT_EQ(directives[0].line, 2);

@@ -79,9 +79,9 @@ TEST(KernelTree, ALinkOutOfTheTreeIsRefusedNamingItAndItsTargetIsNeverRead) {
   fs::create_symlink(dir.path() / "secret", root / "act/config.inc");
   const absl::Status status = LoadStatus(root);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr("act/config.inc in " + root.string() +
-                                                       " is a symbolic link to " + (dir.path() / "secret").string() +
-                                                       ", outside the kernel tree"));
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("act/config.inc in " + root.string() + " is a symbolic link to " +
+                        (dir.path() / "secret").string() + ", outside the kernel tree"));
   EXPECT_THAT(std::string(status.message()), Not(HasSubstr("SECRET-CONTENT-42")));
 
   // Relative, and on a file no kernel includes: the same rule.
@@ -94,9 +94,9 @@ TEST(KernelTree, ALinkOutOfTheTreeIsRefusedNamingItAndItsTargetIsNeverRead) {
 TEST(KernelTree, ALinkInsideTheTreeIsReadUnderItsOwnNameAndADanglingOneIsSkipped) {
   TempDir dir;
   const fs::path root = Tree(dir);
-  fs::create_symlink("act", root / "same_act");                // a directory: not descended
-  fs::create_symlink("config.inc", root / "act/alias.inc");    // a file of the tree
-  fs::create_symlink("nowhere.cuh", root / ".#k.cu");          // an editor's lock file
+  fs::create_symlink("act", root / "same_act");              // a directory: not descended
+  fs::create_symlink("config.inc", root / "act/alias.inc");  // a file of the tree
+  fs::create_symlink("nowhere.cuh", root / ".#k.cu");        // an editor's lock file
   Write(root / "k.cu", "#include \"act/alias.inc\"\nnamespace sglang {\n__global__ void k() {}\n}\n");
   auto tree = KernelTree::Load(root);
   ASSERT_TRUE(tree.ok()) << tree.status();

@@ -20,17 +20,17 @@ using ::testing::HasSubstr;
 // A manifest with `defaults` as [defaults].options and `kernel` as its kernel's.
 std::string ManifestWith(const std::string& defaults, const std::string& kernel = "") {
   return "schema = 1\n[defaults]\noptions = [" + defaults +
-         "]\n[[kernel]]\nname = \"t.k\"\nsource = \"k.cu\"\nname_expressions = [\"sglang::k\"]\noptions = [" +
-         kernel + "]\n";
+         "]\n[[kernel]]\nname = \"t.k\"\nsource = \"k.cu\"\nname_expressions = [\"sglang::k\"]\noptions = [" + kernel +
+         "]\n";
 }
 
 TEST(ManifestOptions, EveryOptionThatMakesNvrtcReadAFileIsRefusedNamingTheLine) {
   for (const std::string option :
        {"\"-I/ext\"", "\"-I\", \"/ext\"", "\"-I /ext\"", "\"--include-path=/ext\"", "\"--include-path\", \"/ext\"",
-        "\"-include\", \"x.h\"", "\"-includex.h\"", "\"--pre-include=x.h\"", "\"-isystem/ext\"",
-        "\"--pch-dir=/tmp\"", "\"-pch\"", "\"--use-pch=/tmp/x.pch\"", "\"--create-pch=x.pch\"",
-        "\"--time=/tmp/t.csv\"", "\"--fdevice-time-trace=t.json\"", "\"--options-file=/x\"",
-        "\"-Xptxas\", \"--options-file=/x\"", "\"--ptxas-options=-o,/tmp/x\""}) {
+        "\"-include\", \"x.h\"", "\"-includex.h\"", "\"--pre-include=x.h\"", "\"-isystem/ext\"", "\"--pch-dir=/tmp\"",
+        "\"-pch\"", "\"--use-pch=/tmp/x.pch\"", "\"--create-pch=x.pch\"", "\"--time=/tmp/t.csv\"",
+        "\"--fdevice-time-trace=t.json\"", "\"--options-file=/x\"", "\"-Xptxas\", \"--options-file=/x\"",
+        "\"--ptxas-options=-o,/tmp/x\""}) {
     for (const bool in_defaults : {true, false}) {
       const std::string text =
           in_defaults ? ManifestWith("\"-std=c++17\",\n" + option) : ManifestWith("", "\n\n" + option);
@@ -40,7 +40,8 @@ TEST(ManifestOptions, EveryOptionThatMakesNvrtcReadAFileIsRefusedNamingTheLine) 
       const std::string message(parsed.status().message());
       EXPECT_THAT(message, HasSubstr(in_defaults ? "dir/kernels.toml:4: option '" : "dir/kernels.toml:10: option '"))
           << option;
-      EXPECT_THAT(message, HasSubstr(in_defaults ? "' in [defaults] is not allowed" : "' in kernel t.k is not allowed"));
+      EXPECT_THAT(message,
+                  HasSubstr(in_defaults ? "' in [defaults] is not allowed" : "' in kernel t.k is not allowed"));
       EXPECT_THAT(message, HasSubstr("a compile reads only the kernel tree's bytes, which are in its key"));
     }
   }
