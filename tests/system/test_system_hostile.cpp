@@ -7,6 +7,16 @@
 //   slowloris        20 slow clients holding partial heads on /metrics
 //   Redis writer     huge (8 MiB) and unsigned values planted under the keys
 //                    the churn asked for, which it asks for again later
+//   partial prefaces the local path's preface cut short: "jitd/" and hang
+//                    up, or 4 bytes and hold the connection
+//   Warm floods      Warm calls of thousands of new instantiations from two
+//                    users at once (this one, and uid 65534 through
+//                    `jitctl warm`, when run as root)
+//   looping tree     a second kernel tree given a symlink loop and a link
+//                    out of the tree, then SIGHUP, again and again
+//   bundle planter   an entry of the mounted bundle rewritten in place with
+//                    other bytes under a recomputed checksum; a checker asks
+//                    for it and must never get those bytes
 // What must hold: the honest client (warmed kernels, their hits) succeeds
 // on every call, within the p99 bound below; every /metrics scrape answers
 // 200 within 1 s (a scrape asks again within that second when an attempt is
@@ -21,8 +31,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -38,8 +52,14 @@
 #include <thread>
 #include <vector>
 
+#include "jitd/base/files.h"
+#include "jitd/blob.h"
+#include "jitd/bundle.h"
+#include "jitd/base/local_wire.h"
+#include "jitd/v1/compiler.grpc.pb.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
+#include "process.h"
 #include "redis_server.h"
 #include "scrape.h"
 #include "test_daemon.h"
@@ -136,8 +156,69 @@ TEST(HostileSoak, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded
     std::ofstream key(dir / "fleet.key");
     key << "0123456789abcdef0123456789abcdef\n";
   }
+  // A second kernel tree, which the looping-tree attacker breaks and
+  // mends between reloads; its kernel's name is its own, so the honest
+  // client's bare names stay unambiguous.
+  const std::filesystem::path extra = dir / "extra";
+  std::filesystem::create_directories(extra);
+  testing::WriteFile(extra / "kernels.toml",
+                     "schema = 1\n[[kernel]]\nname = \"extra.copy\"\nsource = \"copy.cu\"\n"
+                     "name_expressions = [\"sglang::extra::copy_kernel\"]\n");
+  testing::WriteFile(extra / "copy.cu",
+                     "namespace sglang::extra {\n__global__ void copy_kernel(float* out, const float* in, int n) {\n"
+                     "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = in[i];\n}\n}\n");
+  // A sealed bundle of one instantiation nobody else asks for (a -D of its
+  // own), warmed under the tree name the daemon serves it by.
+  const std::string small_tree = "small=" + testing::SmallKernelsDir().string();
+  auto bundled_request = [](const std::string& macro) {
+    v1::GetKernelRequest request =
+        KernelRequest("small.fill", {{"dtype", "fp32"}}, v1::GetKernelRequest::CACHED_ONLY);
+    request.add_options("-D" + macro);
+    return request;
+  };
+  testing::WriteFile(dir / "bundled.toml",
+                     "[[spec]]\nkernel = \"small.fill\"\nparams = { dtype = \"fp32\" }\noptions = [\"-DBUNDLED_A\"]\n"
+                     "[[spec]]\nkernel = \"small.fill\"\nparams = { dtype = \"fp32\" }\noptions = [\"-DBUNDLED_B\"]\n");
+  const std::filesystem::path bundle = dir / "seed.jitdbundle";
+  {
+    const testing::ProcessResult warmed = testing::RunProcess(
+        {testing::JitdBinary(), "warm", "--cache-dir", (dir / "seed-cache").string(), "--kernels", small_tree,
+         "--manifest", (dir / "bundled.toml").string(), "--workers", "1"},
+        dir / "seed-warm.log", std::chrono::minutes(2));
+    ASSERT_EQ(warmed.exit_code, 0) << warmed.output;
+    const testing::ProcessResult made = testing::RunProcess(
+        {testing::JitdBinary(), "bundle", "create", "--cache-dir", (dir / "seed-cache").string(), "-o",
+         bundle.string(), "--signing-key-file", (dir / "fleet.key").string()},
+        dir / "seed-bundle.log", std::chrono::minutes(2));
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  // A is asked for from the start (served from the bundle, then memory);
+  // B is planted before anyone asks for it, so its first read is the
+  // bundle's, after the edit.
+  std::map<std::string, cache::Entry> bundled;
+  {
+    absl::StatusOr<std::unique_ptr<cache::Bundle>> opened =
+        cache::Bundle::Open(bundle, "0123456789abcdef0123456789abcdef");
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    ASSERT_EQ((*opened)->size(), 2u);
+    for (const std::string& key : (*opened)->keys()) {
+      absl::StatusOr<cache::Entry> found = (*opened)->Find(key);
+      ASSERT_TRUE(found.ok()) << found.status();
+      const std::string macro = found->meta.request_options.at(0).substr(2);
+      bundled[macro] = *std::move(found);
+    }
+    ASSERT_EQ(bundled.count("BUNDLED_A") + bundled.count("BUNDLED_B"), 2u);
+  }
+  // The other user reaches the socket (0660, group root) through the
+  // test's directory.
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::others_exec | std::filesystem::perms::group_exec,
+                               std::filesystem::perm_options::add);
   TestDaemon daemon(dir, {"--kernels",
-                          testing::SmallKernelsDir().string(),
+                          small_tree,
+                          "--kernels",
+                          "extra=" + extra.string(),
+                          "--bundle",
+                          bundle.string(),
                           "--workers",
                           "2",
                           "--max-queue",
@@ -280,6 +361,145 @@ TEST(HostileSoak, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded
     }
   });
 
+  // Partial prefaces of the local path: the first 5 bytes and hang up, or
+  // 4 bytes and hold the connection (a few held at a time, renewed).
+  threads.emplace_back([&] {
+    std::vector<int> held;
+    while (!stop) {
+      if (const int fd = RawConnect(daemon.socket_path()); fd >= 0) {
+        (void)send(fd, local_wire::kPreface.data(), 5, MSG_NOSIGNAL);
+        close(fd);
+        tally.Add("partial preface: 5 bytes, hung up");
+      }
+      if (const int fd = RawConnect(daemon.socket_path()); fd >= 0) {
+        (void)send(fd, local_wire::kPreface.data(), 4, MSG_NOSIGNAL);
+        held.push_back(fd);
+        tally.Add("partial preface: 4 bytes, held");
+      }
+      if (held.size() > 8) {
+        close(held.front());
+        held.erase(held.begin());
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    for (int fd : held) close(fd);
+  });
+  // Warm floods from two users: this one, a stream of Warm calls of 2,000
+  // new instantiations each, cancelled and sent again...
+  threads.emplace_back([&] {
+    std::shared_ptr<grpc::Channel> channel =
+        grpc::CreateChannel(daemon.endpoint(), grpc::InsecureChannelCredentials());
+    std::unique_ptr<v1::Compiler::Stub> stub = v1::Compiler::NewStub(channel);
+    for (int round = 0; !stop; ++round) {
+      v1::WarmRequest request;
+      request.set_concurrency(64);
+      for (int i = 0; i < 2'000; ++i) {
+        v1::KernelSpec* spec = request.add_specs();
+        spec->set_kernel("small.fill");
+        (*spec->mutable_params())["dtype"] = "fp32";
+        spec->add_options("-DWF" + std::to_string(round) + "_" + std::to_string(i));
+      }
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + 3s);
+      std::unique_ptr<grpc::ClientReader<v1::WarmProgress>> reader = stub->Warm(&context, request);
+      v1::WarmProgress progress;
+      while (!stop && reader->Read(&progress)) {
+      }
+      if (stop) context.TryCancel();
+      const grpc::Status finished = reader->Finish();
+      tally.Add(std::string("warm flood (this user) ") +
+                (finished.ok() ? "ok" : absl::StatusCodeToString(static_cast<absl::StatusCode>(finished.error_code()))));
+      // Refused at connect while the connection flood holds every place:
+      // asked again a little later, not in a spin.
+      if (finished.error_code() == grpc::StatusCode::UNAVAILABLE) std::this_thread::sleep_for(50ms);
+    }
+  });
+  // ... and uid 65534, through `jitctl warm` of a list of 500 new ones.
+  const bool other_user = geteuid() == 0 && std::filesystem::exists("/usr/bin/setpriv");
+  if (other_user) {
+    threads.emplace_back([&] {
+      for (int round = 0; !stop; ++round) {
+        std::string list;
+        for (int i = 0; i < 500; ++i) {
+          list += "[[spec]]\nkernel = \"small.scale\"\nparams = { clamp = \"on\" }\noptions = [\"-DWO" +
+                  std::to_string(round) + "_" + std::to_string(i) + "\"]\n";
+        }
+        const std::filesystem::path file = dir / ("other-user-warm-" + std::to_string(round % 2) + ".toml");
+        testing::WriteFile(file, list);
+        std::filesystem::permissions(file, std::filesystem::perms::others_read, std::filesystem::perm_options::add);
+        const testing::ProcessResult warmed = testing::RunProcess(
+            {"/usr/bin/timeout", "3", "/usr/bin/setpriv", "--reuid=65534", "--regid=0", "--clear-groups",
+             testing::JitctlBinary(), "--endpoint", daemon.endpoint(), "warm", "--manifest", file.string()},
+            dir / "other-user-warm.log", 20s);
+        tally.Add("warm flood (uid 65534) rounds");
+        if (warmed.exit_code != 0 && warmed.exit_code != 124 && warmed.exit_code != 1) {
+          tally.Add("warm flood (uid 65534) exit " + std::to_string(warmed.exit_code));
+        }
+      }
+    });
+  }
+  // A looping tree at SIGHUP: the second tree gets a symlink loop, a link
+  // to a directory above it and a link to a file outside it, the daemon is
+  // told to reload, then the tree is mended and reloaded again.
+  std::atomic<uint64_t> reloads{0};
+  threads.emplace_back([&] {
+    testing::WriteFile(dir / "secret.txt", "not the tree's\n");
+    for (int round = 0; !stop; ++round) {
+      std::error_code ec;
+      if (round % 2 == 0) {
+        std::filesystem::create_symlink("self", extra / "self", ec);
+        std::filesystem::create_directory_symlink("..", extra / "up", ec);
+        std::filesystem::create_symlink(dir / "secret.txt", extra / "config.inc", ec);
+      } else {
+        for (const char* name : {"self", "up", "config.inc"}) std::filesystem::remove(extra / name, ec);
+      }
+      daemon.process().Signal(SIGHUP);
+      ++reloads;
+      for (int i = 0; i < 30 && !stop; ++i) std::this_thread::sleep_for(10ms);
+    }
+  });
+  // The bundle planter, and a checker that asks for the bundled entries:
+  // once planted, B's planted bytes must never be served.
+  std::atomic<bool> planted{false};
+  std::atomic<uint64_t> a_served{0}, b_refused{0}, wrong_served{0};
+  threads.emplace_back([&] {
+    for (int i = 0; i < 100 && !stop; ++i) std::this_thread::sleep_for(10ms);
+    const cache::Entry& b = bundled.at("BUNDLED_B");
+    std::string cubin = b.cubin;
+    cubin[cubin.size() / 2] ^= 0x10;
+    const std::string original = cache::EncodeBlob(b.meta, b.cubin);
+    const std::string replacement = cache::EncodeBlob(b.meta, cubin);
+    std::string bytes = *files::ReadWholeFile(bundle);
+    const size_t at = bytes.find(original);
+    if (at == std::string::npos || original.size() != replacement.size()) {
+      tally.Add("bundle planter: the entry was not found");
+      return;
+    }
+    bytes.replace(at, original.size(), replacement);
+    ::chmod(bundle.c_str(), 0644);
+    std::ofstream(bundle, std::ios::binary | std::ios::trunc) << bytes;
+    planted = true;
+    tally.Add("bundle planter: entry planted in place");
+  });
+  threads.emplace_back([&] {
+    std::unique_ptr<Client> c = daemon.Connect("", 30s);
+    while (!stop) {
+      absl::StatusOr<v1::GetKernelResponse> a = c->GetKernel(bundled_request("BUNDLED_A"));
+      if (a.ok()) (a->cubin() == bundled.at("BUNDLED_A").cubin ? a_served : wrong_served)++;
+      tally.Add("bundled entry A asked", a.status());
+      if (planted) {
+        absl::StatusOr<v1::GetKernelResponse> b = c->GetKernel(bundled_request("BUNDLED_B"));
+        if (b.ok()) {
+          ++wrong_served;  // only the planted bytes are in the bundle now
+        } else if (absl::IsNotFound(b.status())) {
+          ++b_refused;
+        }
+        tally.Add("bundled entry B asked, after planting", b.status());
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+
   // The honest client and the monitor, on this thread's clock.
   std::vector<double> honest_ms, scrape_ms;
   uint64_t honest_failed = 0, scrape_failed = 0, scrape_retries = 0;
@@ -358,6 +578,19 @@ TEST(HostileSoak, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded
   EXPECT_GT(stats.remote_oversized(), 0u) << "huge values were refused unread";
   EXPECT_GT(stats.remote_corrupt(), 0u) << "unsigned values were refused";
   EXPECT_GT(count("-D churn ok"), 0u);
+  EXPECT_EQ(wrong_served.load(), 0u) << "planted bundle bytes were served";
+  EXPECT_GT(a_served.load(), 0u) << "the bundle's untouched entry was never served";
+  EXPECT_GT(b_refused.load(), 0u) << "the planted entry was never asked for";
+  EXPECT_GT(count("bundle planter: entry planted in place"), 0u);
+  EXPECT_GT(stats.bundle_corrupt(), 0u) << "the planted entry was never read from the bundle";
+  EXPECT_GT(count("partial preface: 5 bytes, hung up"), 0u);
+  EXPECT_GT(count("warm flood (this user) DEADLINE_EXCEEDED") + count("warm flood (this user) ok"), 0u);
+  if (other_user) {
+    EXPECT_GT(count("warm flood (uid 65534) rounds"), 0u);
+  }
+  EXPECT_GT(reloads.load(), 2u);
+  EXPECT_THAT(daemon.process().Output(), ::testing::HasSubstr("kernel reload failed"))
+      << "the looping tree was never refused";
   for (const auto& [what, n] : counts) {
     EXPECT_EQ(what.find("UNKNOWN"), std::string::npos) << what << ": " << n;
     EXPECT_EQ(what.find("INTERNAL"), std::string::npos) << what << ": " << n;
