@@ -19,8 +19,58 @@ namespace {
 using text::Cat;
 using text::Join;
 
+// `s` as a message may quote it: a byte outside printable ASCII but UTF-8
+// text's (a control character: C0, DEL, C1) as \xNN, so that no message
+// about a manifest carries a newline or an escape sequence from it.
+std::string Shown(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const bool c1 = b == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9F &&
+                    static_cast<unsigned char>(s[i + 1]) >= 0x80;
+    if (b >= 0x20 && b != 0x7F && !c1) {
+      out.push_back(s[i]);
+      continue;
+    }
+    const std::string_view hex = "0123456789abcdef";
+    for (size_t k = 0; k < (c1 ? 2u : 1u); ++k) {
+      const auto v = static_cast<unsigned char>(s[i + k]);
+      text::Append(out, "\\x", hex[v >> 4], hex[v & 0xF]);
+    }
+    i += c1 ? 1 : 0;
+  }
+  return out;
+}
+
 absl::Status Bad(const std::string& origin, const toml::source_region& where, const std::string& what) {
-  return absl::InvalidArgumentError(Cat(origin, ":", where.begin.line, ": ", what));
+  return absl::InvalidArgumentError(Cat(origin, ":", where.begin.line, ": ", Shown(what)));
+}
+
+// Kernel names, parameter names and request values are what every message,
+// log and progress line and `jitd lint`'s reports print, and what keys
+// and requests spell: 1 to 128 of [A-Za-z0-9_.-], the first a letter, digit
+// or '_' (docs/KERNEL-AUTHORS.md documents it). No newline, no escape
+// sequence, no '/' (a tree's name qualifies a kernel's), no ',' or '='
+// (canonical params are "k=v,k=v").
+absl::Status CheckName(const std::string& origin, const toml::node& where, const std::string& what,
+                       std::string_view name) {
+  const bool ok = !name.empty() && name.size() <= 128 && name.front() != '.' && name.front() != '-' &&
+                  std::all_of(name.begin(), name.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+                  });
+  if (ok) return absl::OkStatus();
+  return Bad(origin, where.source(),
+             Cat(what, " '", name.substr(0, 128), "' is not a name: 1 to 128 letters, digits, '_', '.' or '-', ",
+                 "starting with a letter, digit or '_'"));
+}
+
+// Every other string of the manifest (a description, a C++ spelling, an
+// option) is text: no control character (C0 but none, DEL, C1), which
+// would reach terminals and logs as it is.
+absl::Status CheckText(const std::string& origin, const toml::node& where, const std::string& what,
+                       std::string_view text) {
+  if (Shown(text) == text) return absl::OkStatus();
+  return Bad(origin, where.source(), Cat(what, " holds a control character: '", text.substr(0, 128), "'"));
 }
 
 absl::Status CheckKeys(const toml::table& t, const std::set<std::string>& allowed, const std::string& origin,
@@ -43,6 +93,7 @@ absl::StatusOr<std::string> String(const toml::table& t, const char* key, const 
     return std::string();
   }
   if (!n->is_string()) return Bad(origin, n->source(), Cat("'", key, "' in ", context, " must be a string"));
+  JITD_RETURN_IF_ERROR(CheckText(origin, *n, Cat("'", key, "' in ", context), *n->value<std::string_view>()));
   return std::string(*n->value<std::string_view>());
 }
 
@@ -55,6 +106,7 @@ absl::StatusOr<std::vector<std::string>> Strings(const toml::table& t, const cha
   if (!a) return Bad(origin, n->source(), Cat("'", key, "' in ", context, " must be an array of strings"));
   for (const auto& e : *a) {
     if (!e.is_string()) return Bad(origin, e.source(), Cat("'", key, "' in ", context, " must hold only strings"));
+    JITD_RETURN_IF_ERROR(CheckText(origin, e, Cat("'", key, "' in ", context), *e.value<std::string_view>()));
     out.emplace_back(*e.value<std::string_view>());
   }
   return out;
@@ -79,6 +131,7 @@ absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& ori
   JITD_RETURN_IF_ERROR(CheckKeys(t, {"name", "type", "values", "default"}, origin, context));
   ParamDef p;
   JITD_ASSIGN_OR_RETURN(auto name, String(t, "name", origin, context, true));
+  JITD_RETURN_IF_ERROR(CheckName(origin, *t.get("name"), Cat("parameter name of kernel ", kernel), name));
   p.name = name;
   context = Cat("parameter '", p.name, "' of kernel ", kernel);
   JITD_ASSIGN_OR_RETURN(auto type, String(t, "type", origin, context, true));
@@ -91,6 +144,9 @@ absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& ori
   for (const auto& [k, v] : *values) {
     if (!v.is_string()) return Bad(origin, v.source(), Cat(context, ": value '", k.str(), "' must map to a string"));
     std::string request_value(k.str());
+    JITD_RETURN_IF_ERROR(CheckName(origin, v, Cat(context, ": value"), request_value));
+    JITD_RETURN_IF_ERROR(
+        CheckText(origin, v, Cat(context, ": value '", request_value, "'"), *v.value<std::string_view>()));
     if (p.type == "int" && (request_value.empty() || !std::all_of(request_value.begin(), request_value.end(),
                                                                   [](char c) { return c >= '0' && c <= '9'; }))) {
       return Bad(origin, v.source(), Cat(context, ": '", request_value, "' is not a decimal integer"));
@@ -122,6 +178,7 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   KernelDef k;
   k.line = static_cast<int>(t.source().begin.line);
   JITD_ASSIGN_OR_RETURN(auto name, String(t, "name", origin, "a [[kernel]]", true));
+  JITD_RETURN_IF_ERROR(CheckName(origin, *t.get("name"), "kernel name", name));
   k.name = name;
   std::string context = Cat("kernel ", k.name);
   JITD_ASSIGN_OR_RETURN(auto source, String(t, "source", origin, context, true));

@@ -94,7 +94,9 @@ absl::StatusOr<std::shared_ptr<const manifest::Resolver>> RunCompileAll(
       [&](const compiler::CompileJob& job) { return stack.pool->Compile(job, compiler::Priority::kLive); },
       report.parallelism,
       [&](size_t, size_t, const std::string& kernel, const std::string& params, const std::string& arch, bool ok) {
-        progress.Done(ok ? "ok" : "failed", text::Instantiation(kernel, params, arch));
+        // Names are checked at load (manifest.cpp); escaped here all the same,
+        // since these lines go where a CI runner reads commands.
+        progress.Done(ok ? "ok" : "failed", SafeLine(text::Instantiation(kernel, params, arch)));
       },
       report.skipped_kernels);
   progress.Finish();

@@ -48,6 +48,16 @@ std::string Hex4(uint32_t v) {
   return buf;
 }
 
+std::string Hex2(uint32_t v) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(v & 0xff));
+  return buf;
+}
+
+// C0 controls, DEL and C1 controls: what can move a terminal's cursor,
+// change its colours or title, or (ESC, CSI) start any of that.
+bool IsControl(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
+
 const char* CheckName(LintReport::Check check) { return check == LintReport::Check::kSource ? "source" : "compile"; }
 
 // The finding's message without its place: "[kernel] what".
@@ -145,6 +155,49 @@ Suite JunitCompiles(const LintReport& r) {
   return suite;
 }
 
+// SafeText and SafeLine: `lines` keeps newlines (each line defused).
+std::string Safe(std::string_view s, bool lines) {
+  std::string out;
+  bool line_start = true;  // no character but blanks yet on this line
+  ForEachCodePoint(s, [&](uint32_t cp, std::string_view bytes) {
+    if (cp == '\n' && lines) {
+      out += '\n';
+      line_start = true;
+      return;
+    }
+    if (cp == '\t') {
+      out += ' ';
+      return;
+    }
+    if (IsControl(cp)) {
+      out += Cat("\\x", Hex2(cp));
+      line_start = false;
+      return;
+    }
+    if (line_start && (cp == ':' || cp == '#')) {
+      // "::" or "##[" first on a line (a runner trims the blanks before
+      // it) is a workflow command: its first character goes out escaped.
+      const std::string_view rest = s.substr(static_cast<size_t>(bytes.data() - s.data()));
+      if (rest.starts_with("::") || rest.starts_with("##[")) {
+        out += Cat("\\x", Hex2(cp));
+        line_start = false;
+        return;
+      }
+    }
+    if (cp != ' ') line_start = false;
+    out += bytes;
+  });
+  return out;
+}
+
+// A finding as the text format writes it (Finding::ToString, made safe):
+// its place on one line, its message on as many as it has (NVRTC's log).
+std::string TextOf(const guard::Finding& f) {
+  return SafeLine(
+             Cat(f.file, f.line > 0 ? Cat(":", f.line) : "", ": ", f.kernel.empty() ? "" : Cat("[", f.kernel, "] "))) +
+         SafeText(f.what);
+}
+
 }  // namespace
 
 size_t LintReport::CountFindings(Check check) const {
@@ -175,22 +228,25 @@ std::vector<const guard::Finding*> LintReport::FindingsOf(const Instantiation& i
 std::string LintTextSources(const LintReport& r) {
   std::string out;
   for (const auto& f : r.findings) {
-    if (f.check == LintReport::Check::kSource) out += Cat(f.finding.ToString(), "\n");
+    if (f.check == LintReport::Check::kSource) out += Cat(TextOf(f.finding), "\n");
   }
-  return out + Cat("jitd lint: ", r.source_files.size(), " source files in ", r.kernels_dir, ": ",
-                   r.CountFindings(LintReport::Check::kSource), " findings\n");
+  return out +
+         SafeLine(Cat("jitd lint: ", r.source_files.size(), " source files in ", r.kernels_dir, ": ",
+                      r.CountFindings(LintReport::Check::kSource), " findings")) +
+         "\n";
 }
 
 std::string LintTextCompile(const LintReport& r) {
   std::string out;
   for (const auto& f : r.findings) {
-    if (f.check == LintReport::Check::kCompile) out += Cat(f.finding.ToString(), "\n");
+    if (f.check == LintReport::Check::kCompile) out += Cat(TextOf(f.finding), "\n");
   }
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.1f", r.compile_s);
   const size_t compiled = r.instantiations.size() - r.CountInstantiations(false, true);
   return out + Cat("jitd lint: ", compiled, " instantiations compiled for ", r.archs.size(), " arch(s) with NVRTC ",
-                   r.nvrtc_version, " in ", seconds, " s: ", r.CountFindings(LintReport::Check::kCompile), " findings",
+                   SafeLine(r.nvrtc_version), " in ", seconds, " s: ", r.CountFindings(LintReport::Check::kCompile),
+                   " findings",
                    r.skipped_kernels.empty()
                        ? ""
                        : Cat(" (", r.skipped_kernels.size(), " kernels with source findings not compiled)"),
@@ -242,9 +298,11 @@ std::string LintGithub(const LintReport& r) {
     out += Cat("::error file=", GithubProperty(path), f.line > 0 ? Cat(",line=", f.line) : "",
                ",title=", GithubProperty("jitd lint"), "::", GithubData(Message(f)), "\n");
   }
-  return out + Cat("jitd lint: ", r.findings.size(), " findings (", r.CountFindings(LintReport::Check::kSource),
-                   " namespace guard, ", r.CountFindings(LintReport::Check::kCompile), " compile-all) in ",
-                   r.kernels_dir, r.compiled ? Cat(", ", r.instantiations.size(), " instantiations") : "", "\n");
+  return out +
+         SafeLine(Cat("jitd lint: ", r.findings.size(), " findings (", r.CountFindings(LintReport::Check::kSource),
+                      " namespace guard, ", r.CountFindings(LintReport::Check::kCompile), " compile-all) in ",
+                      r.kernels_dir, r.compiled ? Cat(", ", r.instantiations.size(), " instantiations") : "")) +
+         "\n";
 }
 
 std::string JsonString(std::string_view s) {
@@ -320,16 +378,19 @@ std::string XmlEscape(std::string_view s) {
 
 std::string GithubData(std::string_view s) {
   std::string out;
-  for (const char c : s) {
-    if (c == '%')
+  ForEachCodePoint(s, [&](uint32_t cp, std::string_view bytes) {
+    if (cp == '%') {
       out += "%25";
-    else if (c == '\r')
+    } else if (cp == '\r') {
       out += "%0D";
-    else if (c == '\n')
+    } else if (cp == '\n') {
       out += "%0A";
-    else
-      out += c;
-  }
+    } else if (IsControl(cp)) {
+      out += Cat("\\x", Hex2(cp));
+    } else {
+      out += bytes;
+    }
+  });
   return out;
 }
 
@@ -345,5 +406,9 @@ std::string GithubProperty(std::string_view s) {
   }
   return out;
 }
+
+std::string SafeText(std::string_view s) { return Safe(s, true); }
+
+std::string SafeLine(std::string_view s) { return Safe(s, false); }
 
 }  // namespace jitd::daemon

@@ -34,7 +34,8 @@ struct LintReport {
   std::string kernels_dir;  // as given on the command line (or the default)
   std::string kernel_namespace;
   std::vector<std::string> archs;
-  // Every .cu/.cuh/.h file the namespace guard read, relative to kernels_dir.
+  // Every file the namespace guard read (guard::ScannedFiles), relative to
+  // kernels_dir.
   std::vector<std::string> source_files;
   bool compiled = false;      // the compile-all half ran (not --source-only)
   std::string nvrtc_version;  // when compiled
@@ -63,13 +64,31 @@ std::string LintJson(const LintReport& report);
 // JUnit XML: a "namespace guard" suite of one test per source file and a
 // "compile-all" suite of one test per instantiation x arch.
 std::string LintJunit(const LintReport& report);
-// GitHub Actions workflow commands: one ::error per finding, then a summary.
+// GitHub Actions workflow commands: one ::error per finding, then a summary
+// (SafeText): no other line, and nothing in a finding can start one.
 std::string LintGithub(const LintReport& report);
 
+// Text for a person (a terminal, a CI log), one line or several: each
+// control character (C0 but the newline, DEL, C1; a tab becomes a space) is
+// written as \xNN, so ESC cannot drive a terminal; invalid UTF-8 becomes
+// U+FFFD; and a line that would start, after blanks, with "::" or "##[" (a
+// workflow command to a GitHub Actions runner, which reads every line of a
+// step's output) has its first character written as \x3a or \x23. Every
+// human-readable line `jitd lint` writes goes through it: the text format,
+// the github format's summary, the progress lines on stderr.
+std::string SafeText(std::string_view s);
+// SafeText of one line: a newline too is written as \x0a.
+std::string SafeLine(std::string_view s);
+
 // Exposed for tests: the escapers the writers use.
-std::string JsonString(std::string_view s);      // with the quotes
-std::string XmlEscape(std::string_view s);       // text and attribute values
-std::string GithubData(std::string_view s);      // a workflow command's message
-std::string GithubProperty(std::string_view s);  // a workflow command's property value
+std::string JsonString(std::string_view s);  // with the quotes
+std::string XmlEscape(std::string_view s);   // text and attribute values
+// A workflow command's message, by the runner's rules: '%', CR and LF as
+// %25, %0D, %0A (so a message is one line, and no text in it can start a
+// command); other control characters as \xNN. A "::" inside a message is
+// text: the runner reads a command only at the start of a line.
+std::string GithubData(std::string_view s);
+// A property value: GithubData, and ':' and ',' as %3A and %2C.
+std::string GithubProperty(std::string_view s);
 
 }  // namespace jitd::daemon

@@ -176,5 +176,69 @@ TEST(LintReport, GithubEscaping) {
   EXPECT_THAT(LintGithub(r), Not(HasSubstr("instantiations")));
 }
 
+TEST(LintReport, GithubDataEscapesControlsAndKeepsOneLine) {
+  EXPECT_EQ(GithubData("a\x1b[31mb\x07"), "a\\x1b[31mb\\x07");
+  EXPECT_EQ(GithubData("x::stop-commands::tok"), "x::stop-commands::tok");  // text after the command's "::"
+  EXPECT_EQ(GithubData("\n::stop-commands::tok"), "%0A::stop-commands::tok");
+  EXPECT_EQ(GithubProperty("a\x1b,b"), "a\\x1b%2Cb");
+}
+
+TEST(LintReport, SafeTextShowsControlsAndDefusesWorkflowCommands) {
+  EXPECT_EQ(SafeText("plain a::b text"), "plain a::b text");
+  EXPECT_EQ(SafeText("esc \x1b[2J bel \x07 del \x7f"), "esc \\x1b[2J bel \\x07 del \\x7f");
+  EXPECT_EQ(SafeText("csi \xc2\x9b"), "csi \\x9b");  // a C1 control, as UTF-8
+  EXPECT_EQ(SafeText("tab\there\r"), "tab here\\x0d");
+  EXPECT_EQ(SafeText("::stop-commands::tok"), "\\x3a:stop-commands::tok");
+  EXPECT_EQ(SafeText("x\n  ::error::y\n##[group]z\n#include"), "x\n  \\x3a:error::y\n\\x23#[group]z\n#include");
+  EXPECT_EQ(SafeText("ü€"), "ü€");
+  EXPECT_EQ(SafeLine("one\n::two"), "one\\x0a::two");  // one line: the newline shown, no command begins
+  EXPECT_EQ(SafeLine("::two"), "\\x3a:two");
+}
+
+// A lint of names, files and messages that try to write workflow commands
+// and escape sequences: the github format writes one ::error line per
+// finding and its summary, nothing else; the text format writes no line a
+// runner reads as a command, and no ESC.
+TEST(LintReport, HostileNamesCannotWriteAWorkflowCommand) {
+  const std::string hostile = "\n::stop-commands::tok\n  ::warning::x\r\n\x1b]0;title\x07";
+  LintReport r;
+  r.kernels_dir = "dir" + hostile;
+  r.archs = {"sm_90"};
+  r.source_files = {"a" + hostile + ".cu"};
+  r.compiled = true;
+  r.nvrtc_version = "13.0" + hostile;
+  r.findings = {
+      {LintReport::Check::kSource, {"a" + hostile + ".cu", 2, "k" + hostile, "bad" + hostile}},
+      {LintReport::Check::kCompile, {"b.cu", 0, "k" + hostile, "sm_90: log" + hostile}},
+  };
+  r.instantiations = {{"k" + hostile, "p=v" + hostile, "sm_90", false, false}};
+  const auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+      out.push_back(text.substr(start, end - start));
+    }
+    return out;
+  };
+  const auto command = [](const std::string& line) {
+    const size_t first = line.find_first_not_of(" \t\r");
+    return first != std::string::npos && (line.compare(first, 2, "::") == 0 || line.compare(first, 3, "##[") == 0);
+  };
+  const std::vector<std::string> github = lines(LintGithub(r));
+  ASSERT_EQ(github.size(), 3u) << LintGithub(r);
+  EXPECT_TRUE(github[0].starts_with("::error file=dir%0A%3A%3Astop-commands%3A%3Atok%0A")) << github[0];
+  EXPECT_TRUE(github[1].starts_with("::error file=dir%0A")) << github[1];
+  EXPECT_TRUE(github[2].starts_with("jitd lint: 2 findings")) << github[2];
+  EXPECT_FALSE(command(github[2])) << github[2];
+  for (const std::string& line : github) {
+    EXPECT_EQ(line.find('\r'), std::string::npos) << line;
+    EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+  }
+  for (const std::string& text : {LintTextSources(r), LintTextCompile(r)}) {
+    EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+    for (const std::string& line : lines(text)) EXPECT_FALSE(command(line)) << line;
+  }
+}
+
 }  // namespace
 }  // namespace jitd::daemon

@@ -5,6 +5,14 @@
         --format json, junit and github on FIXTURES/seed_misses (two planted
         misses): exit 1, the JSON through json, the JUnit XML through
         xml.etree.ElementTree, one ::error command per finding.
+    check_lint_formats.py bypass JITD FIXTURES
+        the trees whose text once passed the guard (FIXTURES/bypass_*, and
+        module_check, which only its compiled module gives away): one
+        finding each, real NVRTC compiles.
+    check_lint_formats.py hostile JITD FIXTURES TMPDIR
+        a kernel name, a param value, a file name and source text that try
+        to write GitHub workflow commands or terminal escapes: refused at
+        load, or escaped in every line of every format.
     check_lint_formats.py lock JITD FIXTURES TMPDIR
         --write-lock on FIXTURES/lint_tiny (one kernel, two instantiations,
         real NVRTC compiles), then `jitd warm --lock` into TMPDIR/cache: it
@@ -135,6 +143,77 @@ def check_lock(jitd, fixtures, tmp):
     check("2 failed" in p.stdout and "is locked with key" in p.stdout, "an edited tree fails the lock", p.stdout)
 
 
+BYPASS = {  # tree -> (file, a piece of its finding)
+    "bypass_if0": ("fill.cu:4: [bypass.fill]", 'in namespace sglang: extern "C" gives it a C name'),
+    "bypass_cuda_extension": ("fill.cuda:1: [bypass.fill]", 'is at global scope: extern "C"'),
+    "bypass_digraphs": ("fill.cu:3: [bypass.fill]", 'is at global scope: extern "C"'),
+    "bypass_comment_splice": ("fill.cu:3: [bypass.fill]", 'is at global scope: extern "C"'),
+    "module_check": ("fill.cu: [bypass.fill] sm_90: compiled module:",
+                     "it defines kernel `leak(float*)` (_Z4leakPf) outside namespace sglang"),
+}
+
+
+def check_bypass(jitd, fixtures):
+    """Each tree whose text once passed the guard: a finding, exit 1."""
+    for name, (head, piece) in BYPASS.items():
+        tree = os.path.join(fixtures, name)
+        p = run([jitd, "lint", "--kernels", tree, "--arch", "sm_90", "--jobs", "1"], 1)
+        found = [l for l in p.stdout.splitlines() if l.startswith(head)]
+        check(len(found) == 1 and piece in found[0], f"{name}: the finding {head} ... {piece}", p.stdout)
+        check(not re.search(r"\b0 source files", p.stdout), f"{name}: its source is scanned", p.stdout)
+
+
+def commands(text):
+    """The lines a GitHub Actions runner would read as workflow commands."""
+    return [l for l in text.splitlines() if l.lstrip().startswith("::") or l.lstrip().startswith("##[")]
+
+
+def check_hostile(jitd, tmp):
+    """Names, files and sources that try to write workflow commands or
+    terminal escapes: refused at load, or escaped in every format."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    # A kernel name and a param value holding a newline and a command.
+    for field, name, param in (
+            ("name", "x\\n::stop-commands::tok\\n", ""),
+            ("value", "ok.k", '  [[kernel.params]]\n  name = "t"\n  type = "enum"\n'
+                              '  values = { "a\\n::warning::x" = "int" }\n'),
+            ("name_esc", "k\\u001b[31m", ""),
+            ("cpp_esc", "ok.k", '  [[kernel.params]]\n  name = "t"\n  type = "enum"\n'
+                                '  values = { a = "int\\u001b]0;owned\\u0007" }\n')):
+        tree = os.path.join(tmp, field)
+        os.makedirs(tree)
+        with open(os.path.join(tree, "kernels.toml"), "w") as f:
+            f.write(f'schema = 1\n\n[[kernel]]\nname = "{name}"\nsource = "k.cu"\n'
+                    f'name_expressions = ["sglang::k"]\n{param}')
+        with open(os.path.join(tree, "k.cu"), "w") as f:
+            f.write("namespace sglang { __global__ void k() {} }\n")
+        p = run([jitd, "lint", "--kernels", tree, "--format", "github", "--source-only"], 2)
+        check(not commands(p.stdout + p.stderr), f"hostile {field}: no workflow command", p.stdout + p.stderr)
+        shown = "\\x1b" if field.endswith("esc") else "\\x0a"
+        check(re.search(r"kernels\.toml:\d+: ", p.stderr) and shown in p.stderr and "\x1b" not in p.stderr,
+              f"hostile {field}: refused naming the line, the character shown as {shown}", p.stderr)
+    # A file whose name and text hold a command and an escape sequence:
+    # a finding, escaped in every format.
+    tree = os.path.join(tmp, "file")
+    os.makedirs(tree)
+    with open(os.path.join(tree, "kernels.toml"), "w") as f:
+        f.write('schema = 1\n\n[[kernel]]\nname = "ok.k"\nsource = "k.cu"\nname_expressions = ["sglang::k"]\n')
+    with open(os.path.join(tree, "k.cu"), "w") as f:
+        f.write("namespace sglang { __global__ void k() {} }\n")
+    with open(os.path.join(tree, "evil\n::stop-commands::tok\n.cu"), "w") as f:
+        f.write("int \x1b[31m x;\n")
+    p = run([jitd, "lint", "--kernels", tree, "--format", "github", "--source-only"], 1)
+    errors = [l for l in p.stdout.splitlines() if l.startswith("::error ")]
+    check(len(errors) == 1 and "%0A%3A%3Astop-commands%3A%3Atok%0A.cu" in errors[0], "one escaped annotation",
+          p.stdout)
+    check(commands(p.stdout) == errors and not commands(p.stderr), "no other workflow command", p.stdout + p.stderr)
+    check("\x1b" not in p.stdout + p.stderr and "\\x1b" in p.stdout, "ESC shown as \\x1b", p.stdout)
+    p = run([jitd, "lint", "--kernels", tree, "--source-only"], 1)
+    check(not commands(p.stdout + p.stderr) and "\x1b" not in p.stdout, "text: no command, no ESC", p.stdout)
+    check("evil\\x0a::stop-commands::tok\\x0a.cu:1: " in p.stdout, "text: the name on one line", p.stdout)
+
+
 def main():
     mode, jitd, fixtures = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode == "formats":
@@ -142,6 +221,10 @@ def main():
         check_json(jitd, tree)
         check_junit(jitd, tree)
         check_github(jitd, tree)
+    elif mode == "bypass":
+        check_bypass(jitd, fixtures)
+    elif mode == "hostile":
+        check_hostile(jitd, sys.argv[4])
     else:
         check_lock(jitd, fixtures, sys.argv[4])
     print(f"check_lint_formats {mode}: ok")
