@@ -238,6 +238,17 @@ absl::Status TreeReader::ReadIncluded(std::map<std::string, std::string>& files)
     const std::string file = stack.back();
     stack.pop_back();
     for (const keys::IncludeDirective& d : keys::IncludeDirectives(file, files.at(file))) {
+      // NVRTC opens such a name on the disk (an absolute path, or one that
+      // climbs out of the tree): bytes no key covers, and its error log
+      // would quote them. A name that stays inside and names no tree file
+      // is the toolkit's (<cuda/std/cstdint>).
+      const fs::path spelled = fs::path(d.spelled).lexically_normal();
+      if (spelled.is_absolute() || (d.candidates.empty() && !spelled.empty() && *spelled.begin() == "..")) {
+        return absl::InvalidArgumentError(
+            Cat(file, ":", d.line, " in ", root_.string(), ": #include \"", d.spelled,
+                "\" names a file outside the kernel tree: a compile reads only the tree's bytes, which are in its "
+                "key; put the header in the tree and include it by its path in the tree"));
+      }
       for (const std::string& candidate : d.candidates) {
         if (!Has(candidate)) continue;
         JITD_RETURN_IF_ERROR(Read(candidate, files));

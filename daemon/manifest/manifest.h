@@ -105,6 +105,8 @@ class KernelTree {
   //   - a symbolic link that resolves outside `dir`, or cannot be resolved
   //     (a loop, a target this user cannot reach); a dangling one is
   //     skipped, a link to a directory is not descended;
+  //   - an #include in a file read that spells an absolute path or climbs
+  //     out of `dir` (NVRTC would open it on the disk), naming file:line;
   //   - a file to read over 16 MiB (stat'ed first: refused unread), files
   //     read over 64 MiB in all, more than 100,000 entries
   //     (kernel_tree.cpp says what the bounds protect);

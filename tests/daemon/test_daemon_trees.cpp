@@ -325,6 +325,23 @@ TEST_F(TreesTest, ALinkOutOfATreeIsRefusedAndWhatItPointsAtIsNeverAnswered) {
   }
 }
 
+TEST_F(TreesTest, AnIncludeOfAFileOutsideTheTreeIsRefusedAndItsContentNeverShown) {
+  const std::filesystem::path secret = dir_ / "secret.h";
+  WriteFile(secret, "SECRET_CONTENT_42 oops;\n");
+  WriteFile(team_ / "scale.cu", "#include \"" + secret.string() + "\"\n" + ReadFile(team_ / "scale.cu"));
+  const auto lint = testing::RunProcess({testing::JitdBinary(), "lint", "--kernels", "team=" + team_.string()},
+                                        dir_ / "lint.log", kProcessTimeout);
+  EXPECT_NE(lint.exit_code, 0) << lint.output;
+  EXPECT_THAT(lint.output, HasSubstr("scale.cu:1 in " + std::filesystem::canonical(team_).string() + ": #include \"" +
+                                     secret.string() + "\" names a file outside the kernel tree"));
+  EXPECT_THAT(lint.output, ::testing::Not(HasSubstr("SECRET_CONTENT_42")));
+  Start();
+  EXPECT_TRUE(Get("small/small.scale").ok());
+  EXPECT_EQ(Get("team/small.scale").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Tree(daemon_->Stats(), "team")->error(), HasSubstr("names a file outside the kernel tree"));
+  EXPECT_THAT(daemon_->process().Output(), ::testing::Not(HasSubstr("SECRET_CONTENT_42")));
+}
+
 TEST_F(TreesTest, ALinkLoopOrAnUnfollowableLinkRefusesItsTreeAloneAtStartAndOnReload) {
   std::filesystem::create_symlink("loop.cuh", team_ / "loop.cuh");
   Start();

@@ -91,6 +91,25 @@ TEST(KernelTree, ALinkOutOfTheTreeIsRefusedNamingItAndItsTargetIsNeverRead) {
   EXPECT_THAT(std::string(LoadStatus(root).message()), HasSubstr("act/notes.txt in "));
 }
 
+TEST(KernelTree, AnIncludeOfAPathOutsideTheTreeIsRefusedNamingItsLine) {
+  TempDir dir;
+  const fs::path root = Tree(dir);
+  Write(dir.path() / "secret.h", "SECRET-CONTENT-42\n");
+  for (const std::string& spelled : {(dir.path() / "secret.h").string(), std::string("../../secret.h")}) {
+    Write(root / "act/config.inc", "#define ACT 1\n#include \"" + spelled + "\"\n");
+    const absl::Status status = LoadStatus(root);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << spelled;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("act/config.inc:2 in " + root.string() + ": #include \"" +
+                                                         spelled + "\" names a file outside the kernel tree"));
+    EXPECT_THAT(std::string(status.message()), Not(HasSubstr("SECRET-CONTENT-42")));
+  }
+  // Climbing out of a directory but not out of the tree is fine, and so is
+  // a toolkit header.
+  Write(root / "act/config.inc", "#include \"../common.cuh\"\n#include <cuda/std/cstdint>\n");
+  Write(root / "common.cuh", "#pragma once\n");
+  EXPECT_TRUE(LoadStatus(root).ok()) << LoadStatus(root);
+}
+
 TEST(KernelTree, ALinkInsideTheTreeIsReadUnderItsOwnNameAndADanglingOneIsSkipped) {
   TempDir dir;
   const fs::path root = Tree(dir);
