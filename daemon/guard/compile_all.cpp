@@ -73,7 +73,15 @@ std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::v
               }
             }
           }
-          if (result->cubin.empty()) add(Cat(where, ": NVRTC produced no cubin"));
+          if (result->cubin.empty()) {
+            add(Cat(where, ": NVRTC produced no cubin"));
+          } else {
+            const std::string& ns = resolver.tree().manifest().kernel_namespace;
+            for (std::string& outside : ModuleSymbolsOutside(result->cubin, ns)) {
+              add(Cat(where, ": compiled module: ", outside, " (declare it in namespace ", ns,
+                      ", without extern \"C\")"));
+            }
+          }
         }
       }
       std::lock_guard lock(mu);

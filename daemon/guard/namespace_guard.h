@@ -5,8 +5,10 @@
 //
 // Three checks, each producing one Finding per problem:
 //  * CheckSources (textual, milliseconds; the daemon runs it at start): every
-//    .cu/.cuh/.h/.hpp file of the kernels directory, registered in the
-//    manifest or not, holds at its top level nothing but `namespace NS
+//    file ScannedFiles names (each .cu/.cuda/.cuh/.h/.hpp file of the kernels
+//    directory, registered in the manifest or not, and every file a kernel
+//    can #include, whatever its name) holds at its top level nothing but
+//    `namespace NS
 //    { ... }` (or `namespace NS::x { ... }`; for a rule "team::ops" also
 //    `namespace team { namespace ops { ... } }`), includes and macros aside;
 //    and every manifest name expression starts with NS::. It names each way
@@ -14,7 +16,8 @@
 //      - a top-level anonymous namespace;
 //      - a pseudo-namespace (`sglang_modulate_scale_shift`) never wrapped in
 //        the namespace, or any other global declaration;
-//      - `extern "C"` at global scope (a C name, outside any namespace);
+//      - `extern "C"`, at global scope or inside the namespace (a C name
+//        is outside every namespace);
 //      - a top-level `using namespace NS;` (what follows is still global);
 //      - a #define that opens, closes or names a namespace, and its uses
 //        (the scan skips preprocessor lines, so it cannot see through one);
@@ -22,7 +25,14 @@
 //  * CheckTreesShareNoHeaders (textual, for several trees served together):
 //    a header byte-identical in two trees and included by kernels of both.
 //  * CompileAll (NVRTC, minutes; `jitd lint`, warm-up, CI): every manifest
-//    instantiation for every arch compiles and each name expression lowers.
+//    instantiation for every arch compiles, each name expression lowers and
+//    the module passes the module check.
+//  * ModuleSymbolsOutside (the module check, microseconds; CompileAll and
+//    every compile of the daemon): what NVRTC made of the sources. The
+//    textual checks read text and can be misled (a preprocessor condition,
+//    a digraph, a line splice); this one reads the compiled module's symbol
+//    table, which no spelling of the sources can change, and is the one
+//    that decides.
 #pragma once
 
 #include <functional>
@@ -32,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "compiler/compile_job.h"
 #include "manifest/manifest.h"
@@ -52,7 +63,13 @@ struct Finding {
 // this source defines it (CheckSources knows the whole tree's).
 std::vector<Finding> CheckSource(std::string_view file, std::string_view source, std::string_view ns = "sglang");
 
-// CheckSource over every source file of the tree against its manifest's
+// The files of the tree CheckSources reads, sorted: every .cu, .cuda, .cuh,
+// .h and .hpp file, each kernel's source and every file of each kernel's
+// include closure (keys::IncludeNames: what NVRTC is given, so no file a
+// compile reads goes unscanned, whatever its extension).
+std::vector<std::string> ScannedFiles(const manifest::KernelTree& tree);
+
+// CheckSource over every scanned file of the tree against its manifest's
 // kernel_namespace, plus the manifest's name expressions. A brace macro
 // or class template one file defines counts in every file. Findings are
 // sorted by file and line.
@@ -70,6 +87,24 @@ std::vector<Finding> CheckSources(const manifest::KernelTree& tree);
 std::vector<Finding> CheckTreesShareNoHeaders(
     const std::vector<std::pair<std::string, const manifest::KernelTree*>>& trees);
 
+// The module check: every symbol a compiled module defines with external
+// linkage (its entries, device functions and globals: a cubin's ELF symbol
+// tables, or the `.visible`/`.weak` names of PTX for a virtual arch; see
+// guard/module_symbols.h) must be an entity of namespace `ns` or of one
+// inside it, as its Itanium mangling says (`_ZN6sglang...`; a local entity
+// of a function in it counts). One line per symbol that is not ("it
+// defines `k` with a C name (extern "C"), outside namespace sglang", or a
+// mangled name elsewhere, demangled), or one line saying the module cannot
+// be read (neither a cubin nor PTX, or a damaged ELF file). Empty: the
+// module passes. No symbol is exempt: the
+// shipped kernels' modules define only their own (tests/guard).
+std::vector<std::string> ModuleSymbolsOutside(std::string_view module, std::string_view ns);
+
+// The module check as a compile's answer: OK, or FAILED_PRECONDITION (what
+// a compile failure is, CONTRACT.md) naming `kernel`, each symbol outside
+// and the remedy. The daemon refuses such a module and never caches it.
+absl::Status CheckModuleNamespace(std::string_view module, std::string_view ns, std::string_view kernel);
+
 using CompileFunction = std::function<absl::StatusOr<compiler::CompileResult>(const compiler::CompileJob&)>;
 // Called after each instantiation: (done, total, kernel, params, arch, ok).
 using Progress = std::function<void(size_t, size_t, const std::string&, const std::string&, const std::string&, bool)>;
@@ -82,7 +117,8 @@ std::string SignatureMismatch(std::string_view declared, std::string_view lowere
 // Compiles every instantiation for every arch with `compile` (called from
 // up to `parallelism` threads at once) and checks every name expression
 // lowered to a non-empty name, and to an entry point whose arguments are
-// the ones the kernel's `signature` declares. Kernels named in `skip`
+// the ones the kernel's `signature` declares, and that each module passes
+// the module check (one finding per symbol outside). Kernels named in `skip`
 // (those with source findings, whose compile would only repeat them) are
 // left out.
 std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::vector<std::string>& archs,

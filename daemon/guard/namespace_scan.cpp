@@ -101,7 +101,10 @@ class Walker {
       if (++k < x.end && t_[k].text == "::") ++k;
     }
     const bool body = k == x.open && x.close != kNone;
-    if (body && HasPrefix(path, rule_.parts)) return Specialisations(x.open + 1, x.close);
+    if (body && HasPrefix(path, rule_.parts)) {
+      LinkageInside(x.open + 1, x.close, path);
+      return Specialisations(x.open + 1, x.close);
+    }
     if (body && HasPrefix(rule_.parts, path)) return Level(x.open + 1, x.close, path.size());
     const std::string snippet = Snippet(t_, x.begin, x.end);
     Add(line, matched == 0
@@ -157,6 +160,19 @@ class Walker {
     std::string name = ClassTemplateName(t_, after, x.end, &specialisation);
     if (!name.empty() && !specialisation) {
       out_.outside_templates.push_back({std::move(name), out_.findings.size() - 1, Where(matched)});
+    }
+  }
+
+  // `extern "C"` inside the rule's namespace: a C name has no namespace,
+  // so what it declares is as global as at the top level.
+  void LinkageInside(size_t from, size_t to, const std::vector<std::string>& path) {
+    for (size_t k = from; k + 1 < to; ++k) {
+      if (t_[k].text != "extern" || !IsLiteral(t_[k + 1].text) || t_[k + 1].text == "\"C++\"") continue;
+      const std::string& literal = t_[k + 1].text;
+      Add(t_[k].line,
+          Cat("`", Snippet(t_, k, ConstructAt(t_, k, to, macros_).end), "` in namespace ", text::Join(path, "::"),
+              ": extern ", literal, " gives it a C name, which no namespace holds (", "declare it without extern ",
+              literal, "; a name expression finds it in namespace ", rule_.name, ")"));
     }
   }
 

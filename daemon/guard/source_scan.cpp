@@ -1,18 +1,22 @@
 // The textual half of the guard. Not a C++ parser: comments, literals'
-// contents and preprocessor lines are blanked, the rest is split into
-// tokens with their line numbers (source_tokens.h), and the top level is
+// contents and preprocessor lines are blanked (as the compiler delimits
+// them: a line splice continues a // comment, a raw string spans lines),
+// the rest is split into tokens with their line numbers, digraphs read as
+// the braces they stand for (source_tokens.h), and the top level is
 // walked construct by construct against the tree's namespace rule
 // (namespace_scan.h; a construct ends at its ';' or at the '}' matching its
 // first '{'). Here the walks of a file or a tree are joined: what one file
 // defines (a brace macro, a class template) can be what another misuses.
 #include <algorithm>
 #include <iterator>
+#include <set>
 #include <tuple>
 
 #include "guard/namespace_guard.h"
 #include "guard/namespace_scan.h"
 #include "guard/source_tokens.h"
 #include "jitd/base/text.h"
+#include "jitd/keys/content_key.h"
 
 namespace jitd::guard {
 namespace {
@@ -22,7 +26,8 @@ using detail::FileScan;
 using text::Cat;
 
 bool IsSource(const std::string& rel) {
-  return rel.ends_with(".cu") || rel.ends_with(".cuh") || rel.ends_with(".h") || rel.ends_with(".hpp");
+  return rel.ends_with(".cu") || rel.ends_with(".cuda") || rel.ends_with(".cuh") || rel.ends_with(".h") ||
+         rel.ends_with(".hpp");
 }
 
 // What the scans of a file or a tree say together: each brace macro's
@@ -81,19 +86,38 @@ std::vector<Finding> CheckSource(std::string_view file, std::string_view source,
   return Join(scans, macros, rule.name);
 }
 
+std::vector<std::string> ScannedFiles(const manifest::KernelTree& tree) {
+  std::set<std::string> out;
+  for (const auto& [rel, content] : tree.files()) {
+    if (IsSource(rel)) out.insert(rel);
+  }
+  for (const auto& k : tree.manifest().kernels) {
+    if (tree.File(k.source)) out.insert(k.source);
+    // What NVRTC is given is exactly this closure (compile_job.h), whatever
+    // the files are called. One that cannot be computed fails the kernel's
+    // resolution, which says why.
+    const auto names = keys::IncludeNames(tree.files(), k.source);
+    if (!names.ok()) continue;
+    for (const keys::IncludeName& n : *names) {
+      if (tree.File(n.path)) out.insert(n.path);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
 std::vector<Finding> CheckSources(const manifest::KernelTree& tree) {
   const manifest::Manifest& manifest = tree.manifest();
   const detail::Rule rule = detail::ParseRule(manifest.kernel_namespace);
+  const std::vector<std::string> files = ScannedFiles(tree);
   // A macro defined in one file is used in others (a header's BEGIN_NS):
   // every file is scanned knowing every file's brace macros.
   BraceMacros macros;
-  for (const auto& [rel, content] : tree.files()) {
-    if (!IsSource(rel)) continue;
-    for (auto& m : detail::FindBraceMacros(rel, content)) macros.emplace(m.name, std::move(m));
+  for (const std::string& rel : files) {
+    for (auto& m : detail::FindBraceMacros(rel, *tree.File(rel))) macros.emplace(m.name, std::move(m));
   }
   std::vector<FileScan> scans;
-  for (const auto& [rel, content] : tree.files()) {
-    if (IsSource(rel)) scans.push_back(detail::ScanFile(rel, detail::Tokenize(content), rule, macros));
+  for (const std::string& rel : files) {
+    scans.push_back(detail::ScanFile(rel, detail::Tokenize(*tree.File(rel)), rule, macros));
   }
   std::vector<Finding> out = Join(scans, macros, rule.name);
   for (auto& f : out) {

@@ -10,6 +10,47 @@ namespace {
 
 bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
+// Whether the '\n' at `newline` ends a spliced line: a backslash before it,
+// blanks (and a '\r') between them allowed, as compilers accept.
+bool Spliced(std::string_view s, size_t newline) {
+  size_t k = newline;
+  while (k > 0 && (s[k - 1] == ' ' || s[k - 1] == '\t' || s[k - 1] == '\r')) --k;
+  return k > 0 && s[k - 1] == '\\';
+}
+
+// A directive's '#' at `i`, or its digraph "%:".
+bool IsHash(std::string_view s, size_t i) {
+  return s[i] == '#' || (s[i] == '%' && i + 1 < s.size() && s[i + 1] == ':');
+}
+
+// Whether the '\'' at `i` separates digits (1'000'000): it follows a
+// pp-number, which starts with a digit.
+bool DigitSeparator(std::string_view s, size_t i) {
+  size_t k = i;
+  while (k > 0 && (IsWordChar(s[k - 1]) || s[k - 1] == '\'' || s[k - 1] == '.')) --k;
+  return k < i && std::isdigit(static_cast<unsigned char>(s[k]));
+}
+
+// Where the raw string literal whose '"' is at `quote` ends (after its
+// closing quote), or npos when the '"' does not open one: R"delim(...)delim",
+// R preceded by nothing of an identifier but an encoding prefix (u8, u, U, L).
+size_t RawStringEnd(std::string_view s, size_t quote) {
+  if (quote == 0 || s[quote - 1] != 'R') return std::string::npos;
+  size_t p = quote - 1;  // the R
+  for (std::string_view prefix : {"u8", "u", "U", "L"}) {
+    if (p >= prefix.size() && s.substr(p - prefix.size(), prefix.size()) == prefix) {
+      p -= prefix.size();
+      break;
+    }
+  }
+  if (p > 0 && IsWordChar(s[p - 1])) return std::string::npos;
+  const size_t open = s.find('(', quote + 1);
+  if (open == std::string::npos || open - quote - 1 > 16) return std::string::npos;
+  const std::string close = text::Cat(")", s.substr(quote + 1, open - quote - 1), "\"");
+  const size_t end = s.find(close, open + 1);
+  return end == std::string::npos ? s.size() : end + close.size();
+}
+
 // Comments become spaces; string and character literals keep their quotes
 // around spaces (so a literal stays one token, and a brace or `namespace`
 // inside one is not code); preprocessor lines become spaces unless
@@ -25,17 +66,28 @@ std::string Blank(std::string_view in, bool keep_directives) {
   };
   while (i < out.size()) {
     const char c = out[i];
-    if (line_start && c == '#' && !keep_directives) {  // a directive, with backslash continuations
+    if (line_start && IsHash(out, i) && !keep_directives) {  // a directive, with backslash continuations
       size_t end = i;
-      while (end < out.size() && !(out[end] == '\n' && (end == 0 || out[end - 1] != '\\'))) ++end;
+      while (end < out.size() && !(out[end] == '\n' && !Spliced(out, end))) ++end;
       blank(i, end);
       i = end;
       continue;
     }
     if (c == '/' && i + 1 < out.size() && out[i + 1] == '/') {
-      size_t end = out.find('\n', i);
-      if (end == std::string::npos) end = out.size();
+      // A line comment ending in a backslash goes on over the next line.
+      size_t end = i;
+      while (end < out.size() && !(out[end] == '\n' && !Spliced(out, end))) ++end;
       blank(i, end);
+      i = end;
+      continue;
+    }
+    if (c == '"' && RawStringEnd(out, i) != std::string::npos) {
+      // A raw string spans lines and holds quotes: an empty literal "" in
+      // its place, its lines kept.
+      const size_t end = RawStringEnd(out, i);
+      blank(i, end);
+      out[i] = '"';
+      if (i + 1 < out.size()) out[i + 1] = '"';
       i = end;
       continue;
     }
@@ -46,7 +98,7 @@ std::string Blank(std::string_view in, bool keep_directives) {
       i = end;
       continue;
     }
-    if (c == '"' || c == '\'') {
+    if (c == '"' || (c == '\'' && !DigitSeparator(out, i))) {
       size_t end = i + 1;
       while (end < out.size() && out[end] != c && out[end] != '\n') end += out[end] == '\\' ? 2 : 1;
       blank(i + 1, end);
@@ -61,6 +113,23 @@ std::string Blank(std::string_view in, bool keep_directives) {
     ++i;
   }
   return out;
+}
+
+// The token the alternative spelling at `i` stands for ("<%" is "{"), or
+// null. "<::" not followed by ':' or '>' is '<' then "::" (C++11 [lex.pptoken]).
+const char* Digraph(std::string_view code, size_t i) {
+  if (i + 1 >= code.size()) return nullptr;
+  const char a = code[i], b = code[i + 1];
+  if (a == '<' && b == '%') return "{";
+  if (a == '%' && b == '>') return "}";
+  if (a == ':' && b == '>') return "]";
+  if (a == '%' && b == ':') return "#";
+  if (a == '<' && b == ':') {
+    const bool lone = i + 2 < code.size() && code[i + 2] == ':' &&
+                      !(i + 3 < code.size() && (code[i + 3] == ':' || code[i + 3] == '>'));
+    return lone ? nullptr : "[";
+  }
+  return nullptr;
 }
 
 // Splits blanked `code` into tokens; a literal's text is taken from
@@ -81,7 +150,7 @@ std::vector<Token> Split(std::string_view code, std::string_view original) {
       while (end < code.size() && IsWordChar(code[end])) ++end;
       out.push_back({std::string(code.substr(i, end - i)), line});
       i = end;
-    } else if (c == '"' || c == '\'') {
+    } else if (c == '"' || (c == '\'' && !DigitSeparator(code, i))) {
       size_t end = i + 1;
       while (end < code.size() && code[end] != c && code[end] != '\n') ++end;
       if (end < code.size() && code[end] == c) ++end;
@@ -89,6 +158,9 @@ std::vector<Token> Split(std::string_view code, std::string_view original) {
       i = end;
     } else if (c == ':' && i + 1 < code.size() && code[i + 1] == ':') {
       out.push_back({"::", line});
+      i += 2;
+    } else if (const char* digraph = Digraph(code, i)) {
+      out.push_back({digraph, line});
       i += 2;
     } else {
       out.push_back({std::string(1, c), line});
@@ -114,7 +186,8 @@ std::string CollapseSpaces(std::string_view s) {
 // `directive` (continuations joined, comments blanked) as a brace macro,
 // if it is a #define of one.
 bool ParseDefine(std::string_view directive, BraceMacro& macro) {
-  size_t i = directive.find('#') + 1;
+  size_t i = directive.find_first_not_of(" \t\r\f\v");
+  i += i != std::string_view::npos && directive[i] == '%' ? 2 : 1;  // "#" or "%:"
   while (i < directive.size() && std::isspace(static_cast<unsigned char>(directive[i]))) ++i;
   if (directive.substr(i, 6) != "define" || i + 6 >= directive.size() || IsWordChar(directive[i + 6])) return false;
   i += 6;
@@ -151,13 +224,13 @@ std::vector<BraceMacro> FindBraceMacros(std::string_view file, std::string_view 
     std::string directive;
     size_t end = code.find('\n', pos);
     const size_t text_start = code.find_first_not_of(" \t\r\f\v", pos);
-    const bool is_directive = text_start != std::string::npos && text_start < end && code[text_start] == '#';
+    const bool is_directive = text_start != std::string::npos && text_start < end && IsHash(code, text_start);
     // A directive runs on over lines ending in a backslash.
     while (true) {
       if (end == std::string::npos) end = code.size();
       directive.append(code, pos, end - pos);
       pos = end + 1;
-      if (end == code.size() || end == 0 || code[end - 1] != '\\' || !is_directive) break;
+      if (end == code.size() || !Spliced(code, end) || !is_directive) break;
       directive.back() = ' ';
       ++line;
       end = code.find('\n', pos);

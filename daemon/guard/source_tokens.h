@@ -20,7 +20,13 @@ struct Token {
   int line;
 };
 
-// The tokens of `source`, with comments and preprocessor lines left out.
+// The tokens of `source`, with comments and preprocessor lines left out,
+// delimited as the compiler delimits them: a backslash at a line's end
+// continues a // comment or a directive, a raw string literal (R"x(...)x")
+// is one literal whatever it holds, a ' between digits separates them, and
+// a digraph is the token it stands for (<% %> <: :> %: are { } [ ] #).
+// Preprocessor conditions are not evaluated: every branch is read (the
+// module check, namespace_guard.h, sees what was compiled).
 std::vector<Token> Tokenize(std::string_view source);
 
 // A #define whose replacement opens or closes a brace, or says `namespace`:

@@ -55,9 +55,7 @@ LintReport SourceReport(const OfflineOptions& o, const fs::path& kernels_dir, co
     if (!f.kernel.empty()) report.skipped_kernels.insert(f.kernel);
     report.findings.push_back({LintReport::Check::kSource, std::move(f)});
   }
-  for (const auto& [rel, content] : tree.files()) {
-    if (rel.ends_with(".cu") || rel.ends_with(".cuh") || rel.ends_with(".h")) report.source_files.push_back(rel);
-  }
+  report.source_files = guard::ScannedFiles(tree);
   for (const auto& k : tree.manifest().kernels) {
     const bool skipped = report.skipped_kernels.count(k.name) > 0;
     for (const auto& params : manifest::Manifest::Instantiations(k)) {

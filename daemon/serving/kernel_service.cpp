@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "guard/namespace_guard.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/keys/content_key.h"
@@ -27,6 +28,15 @@ bool IsCompileFailure(const absl::Status& s) {
 }
 
 std::string Short(const std::string& key) { return key.substr(0, 12); }
+
+// The namespace rule of the served tree named `tree` (trees keep their names
+// across reloads; the default rule should one ever be missing).
+std::string TreeNamespace(const manifest::Resolver& resolver, const std::string& tree) {
+  for (const manifest::ServedTree& t : resolver.trees()) {
+    if (t.name == tree) return t.tree->manifest().kernel_namespace;
+  }
+  return manifest::Manifest{}.kernel_namespace;
+}
 
 // How logs and messages name a resolved instantiation (text::Instantiation).
 std::string Instantiation(const manifest::ResolvedKernel& r) {
@@ -521,6 +531,15 @@ void KernelService::Compile(std::shared_ptr<FlightWork> work) {
 void KernelService::OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<compiler::CompileResult> compiled,
                                Clock::time_point started) {
   const manifest::ResolvedKernel& r = work->resolved;
+  // What NVRTC made of the sources must be in the tree's namespace, whatever
+  // the sources seemed to say (the module check, guard/namespace_guard.h): a
+  // module that is not is a compile failure, answered and remembered as
+  // one, never stored.
+  if (compiled.ok()) {
+    absl::Status outside =
+        guard::CheckModuleNamespace(compiled->cubin, TreeNamespace(*resolver(), r.tree), r.kernel);
+    if (!outside.ok()) compiled = std::move(outside);
+  }
   const auto wall = Clock::now() - started;
   const double wall_ms = std::chrono::duration<double, std::milli>(wall).count();
   if (options_.on_compile) {

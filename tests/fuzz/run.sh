@@ -14,6 +14,7 @@ build="${1:-$root/build-fuzz}"
 seconds="${JITD_FUZZ_SECONDS:-30}"
 targets=(blob manifest config request index http_head bundle fatbin)
 targets+=(local_wire)
+targets+=(module_symbols)
 
 cxx="$(command -v clang++ || command -v clang++-14 || true)"
 cc="$(command -v clang || command -v clang-14 || true)"

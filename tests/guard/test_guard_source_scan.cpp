@@ -151,6 +151,77 @@ name_expressions = ["sglang::moe::scale_kernel"]
   EXPECT_NE(f[1].what.find("anonymous namespace"), std::string::npos) << f[1].what;
 }
 
+// What the compiler reads differently from plain text: the scan reads it as
+// the compiler does (each was a way code at global scope passed as inside
+// the namespace; the module check, test_guard_module_check.cpp, catches
+// what any other spelling hides).
+TEST(SourceScan, DigraphsAreTheBracesTheyStandFor) {
+  EXPECT_TRUE(CheckSource("d.cu", "namespace sglang <%\n__global__ void k(int* p) <% p<:0:> = 1; %>\n%>\n").empty());
+  auto f =
+      CheckSource("d.cu", "namespace sglang {\n%>\nextern \"C\" __global__ void leak() {}\nnamespace sglang <%\n}\n");
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[0].line, 3);
+  EXPECT_NE(f[0].what.find("extern \"C\" __global__ void leak()` is at global scope"), std::string::npos) << f[0].what;
+  // "<::" is '<' then "::", not a digraph.
+  EXPECT_TRUE(CheckSource("t.cu", "namespace sglang {\ntemplate <typename T> struct S {};\nS<::sglang::S<int>> s;\n}\n")
+                  .empty());
+}
+
+TEST(SourceScan, ALineCommentEndingInABackslashGoesOnOverTheNextLine) {
+  auto f = CheckSource("s.cu", "// spliced \\\nnamespace sglang {\nint leak;\n// spliced \\  \n}\n");
+  ASSERT_EQ(f.size(), 1u) << ::testing::PrintToString(Whats(f));
+  EXPECT_EQ(f[0].line, 3);
+  EXPECT_NE(f[0].what.find("`int leak;` is at global scope"), std::string::npos) << f[0].what;
+}
+
+TEST(SourceScan, RawStringsAndDigitSeparatorsAreNotCode) {
+  EXPECT_TRUE(CheckSource("r.cu",
+                          "namespace sglang {\nconst char* s = R\"x(\n}\" namespace {\n)x\";\n"
+                          "constexpr int n = 1'000'000;\n}\n")
+                  .empty());
+  auto f = CheckSource("r.cu", "namespace sglang {\nconst char* s = R\"(\n)\";\n}\nint leak = 1'0;\n");
+  ASSERT_EQ(f.size(), 1u) << ::testing::PrintToString(Whats(f));
+  EXPECT_EQ(f[0].line, 5);
+}
+
+TEST(SourceScan, ExternCInsideTheNamespaceIsStillACName) {
+  auto f = CheckSource("c.cu", "namespace sglang::ops {\nextern \"C\" __global__ void k() {}\n}\n");
+  ASSERT_EQ(f.size(), 1u) << ::testing::PrintToString(Whats(f));
+  EXPECT_EQ(f[0].line, 2);
+  EXPECT_NE(f[0].what.find("in namespace sglang::ops: extern \"C\" gives it a C name"), std::string::npos) << f[0].what;
+  EXPECT_TRUE(CheckSource("c.cu", "namespace sglang {\nextern \"C++\" { __device__ int x; }\n}\n").empty());
+}
+
+// NVRTC compiles a kernel's source and every file it includes, whatever
+// their names: each is scanned.
+TEST(Guard, EveryFileACompileReadsIsScannedWhateverItsName) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("jitd-guard-extensions-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto write = [&](const std::string& relative, const std::string& text) {
+    std::filesystem::create_directories((dir / relative).parent_path());
+    std::ofstream(dir / relative) << text;
+  };
+  write("kernels.toml", R"(schema = 1
+[[kernel]]
+name = "a.k"
+source = "k.cuda"
+name_expressions = ["sglang::k"]
+)");
+  write("k.cuda", "#include \"parts/body.inc\"\nnamespace sglang {\n__global__ void k() {}\n}\n");
+  write("parts/body.inc", "#include \"more\"\nint leak_inc;\n");
+  write("more", "int leak_more;\n");
+  write("README.md", "int not_code;\n");
+  auto tree = manifest::KernelTree::Load(dir);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  EXPECT_EQ(ScannedFiles(**tree), (std::vector<std::string>{"k.cuda", "more", "parts/body.inc"}));
+  auto f = CheckSources(**tree);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(f.size(), 2u) << ::testing::PrintToString(Whats(f));
+  EXPECT_EQ(f[0].file, "more");
+  EXPECT_EQ(f[1].file, "parts/body.inc");
+}
+
 TEST(Guard, ASignatureThatDisagreesWithTheCompiledEntryPointIsSaidArgumentByArgument) {
   // sglang::moe::topk_sum_kernel<__nv_bfloat16>(T*, const T*, int64_t, int32_t, int64_t), as NVRTC lowers it.
   constexpr const char* kLowered = "_ZN6sglang3moe15topk_sum_kernelI13__nv_bfloat16EEvPT_PKS3_xix";
