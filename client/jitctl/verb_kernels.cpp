@@ -57,6 +57,7 @@ class KernelsVerb final : public Verb {
   absl::StatusOr<int> Run(Client& client, const Output& output) override {
     v1::ListKernelsRequest request;
     request.set_glob(glob_);
+    // No page_size: Client::ListKernels follows every page.
     JITD_ASSIGN_OR_RETURN(v1::ListKernelsResponse response, client.ListKernels(request));
     if (output.json) {
       output.out << ToJson(response);

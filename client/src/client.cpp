@@ -46,6 +46,11 @@ std::string EnvOrEmpty(const char* name) {
 // The daemon is local (or on the same network), so a refused connection is
 // retried after 100 ms rather than gRPC's default of one second: this is
 // what lets WaitUntilServing() notice a freshly started daemon quickly.
+// Only the pause between attempts: gRPC reads GRPC_ARG_MIN_RECONNECT_BACKOFF_MS
+// as the least time one attempt gets to connect and receive the daemon's
+// HTTP/2 SETTINGS (default 20 s). Set to 100 ms, a daemon slow to answer
+// a connection on a loaded machine failed a fresh client's first call
+// UNAVAILABLE ("timed out before receiving SETTINGS frame").
 constexpr int kReconnectBackoffMs = 100;
 constexpr int kMaxReconnectBackoffMs = 1000;
 // How long one health poll may wait for the socket before polling again.
@@ -89,7 +94,6 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& endpoint,
                                            const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kReconnectBackoffMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
   // Cubins of large kernels pass gRPC's default 4 MiB receive limit.
   args.SetMaxReceiveMessageSize(-1);
@@ -367,8 +371,27 @@ absl::StatusOr<v1::GetKernelResponse> Client::GetKernel(const v1::GetKernelReque
 }
 
 absl::StatusOr<v1::ListKernelsResponse> Client::ListKernels(const v1::ListKernelsRequest& request) {
-  return impl_->Unary<v1::ListKernelsResponse>(
-      [&](auto* context, auto* response) { return impl_->compiler().ListKernels(context, request, response); });
+  const auto page = [this](const v1::ListKernelsRequest& asked) {
+    return impl_->Unary<v1::ListKernelsResponse>(
+        [&](auto* context, auto* response) { return impl_->compiler().ListKernels(context, asked, response); });
+  };
+  if (request.page_size() != 0 || !request.page_token().empty()) return page(request);
+  JITD_ASSIGN_OR_RETURN(v1::ListKernelsResponse all, page(request));
+  // Every page, in order. A daemon's pages end; this many would be
+  // millions of kernels, so more means a daemon that never ends them.
+  constexpr int kMaxPages = 1024;
+  v1::ListKernelsRequest next = request;
+  for (int pages = 1; !all.next_page_token().empty(); ++pages) {
+    if (pages == kMaxPages) {
+      return absl::InternalError(text::Cat("jitd at ", endpoint(), " answered ", pages,
+                                           " pages of kernels without a last one; list them with page_size set"));
+    }
+    next.set_page_token(all.next_page_token());
+    JITD_ASSIGN_OR_RETURN(v1::ListKernelsResponse more, page(next));
+    for (v1::KernelInfo& kernel : *more.mutable_kernels()) *all.add_kernels() = std::move(kernel);
+    all.set_next_page_token(more.next_page_token());
+  }
+  return all;
 }
 
 absl::StatusOr<v1::WarmProgress> Client::Warm(const v1::WarmRequest& request,

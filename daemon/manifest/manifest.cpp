@@ -307,7 +307,38 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
     if (m.Find(k.name)) return Bad(origin, node.source(), Cat("kernel ", k.name, " is listed twice"));
     m.kernels.push_back(std::move(k));
   }
+  // Counted before anything lists them (kMaxInstantiationsPerTree says why),
+  // each kernel's count a product of its params' value counts that
+  // saturates instead of overflowing.
+  constexpr uint64_t kOver = kMaxInstantiationsPerTree + 1;
+  uint64_t total = 0;
+  for (const KernelDef& k : m.kernels) {
+    const uint64_t count = InstantiationCount(k);
+    total = std::min(total + std::min(count, kOver), kOver);
+    if (total < kOver) continue;
+    std::vector<std::string> factors;
+    for (const ParamDef& p : k.params) factors.push_back(Cat(p.values.size(), " ", p.name));
+    const std::string own = Cat(count == UINT64_MAX ? "more than 2^64" : Cat(count), " instantiations (",
+                                Join(factors, " x "), ")");
+    return absl::InvalidArgumentError(
+        Cat(origin, ":", k.line, ": kernel ", k.name,
+            count >= kOver ? Cat(" has ", own, ", more than the ")
+                           : Cat(" (", own, ") brings the tree over the "),
+            kMaxInstantiationsPerTree,
+            " instantiations a kernel tree may have (warm --all, lint and the compile-all guard list and compile "
+            "each): list fewer values, or split the kernel's parameters over several kernels"));
+  }
   return m;
+}
+
+uint64_t InstantiationCount(const KernelDef& kernel) {
+  uint64_t count = 1;
+  for (const ParamDef& p : kernel.params) {
+    const uint64_t n = p.values.size();
+    if (n != 0 && count > UINT64_MAX / n) return UINT64_MAX;
+    count *= n;
+  }
+  return count;
 }
 
 const KernelDef* Manifest::Find(std::string_view name) const {

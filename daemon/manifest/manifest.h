@@ -68,6 +68,19 @@ struct KernelDef {
   std::string launch;
 };
 
+// The most instantiations one kernel tree may have: the sum over its
+// kernels of each one's product of param value counts. What it protects:
+// warm --all, lint, the compile-all guard and a lock list every
+// instantiation of a tree and compile each, so a manifest of a few lines
+// (six int params of ten values: 10^6) must not get that far. The shipped
+// tree has 26, the largest test tree 64; Manifest::Parse refuses a manifest
+// above it, naming the kernel, its count and this bound.
+inline constexpr uint64_t kMaxInstantiationsPerTree = 4096;
+
+// How many instantiations `kernel` has (the product of its params' value
+// counts), without listing them; UINT64_MAX when that overflows.
+uint64_t InstantiationCount(const KernelDef& kernel);
+
 struct Manifest {
   int schema = 1;
   // The namespace every kernel, helper and type of the tree lives in

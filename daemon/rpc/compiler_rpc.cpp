@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -140,6 +143,24 @@ class WarmPlan {
     if (plan.archs_.empty()) plan.archs_.push_back(resolver.default_arch());
     const size_t archs = plan.archs_.size();
     if (request.all()) {
+      // Counted before anything is listed: a tree is bounded
+      // (kMaxInstantiationsPerTree), several trees and archs multiply it.
+      // A locked tree warms at most what its lock lists.
+      uint64_t at_most = 0;
+      for (const manifest::ServedTree& tree : resolver.trees()) {
+        uint64_t count = 0;
+        for (const manifest::KernelDef& kernel : tree.tree->manifest().kernels) {
+          count += std::min<uint64_t>(manifest::InstantiationCount(kernel), kMaxWarmItems + 1);
+        }
+        if (tree.lock != nullptr) count = std::min<uint64_t>(count, tree.lock->entries.size());
+        at_most += count;
+      }
+      if (at_most * archs > kMaxWarmItems) {
+        return absl::InvalidArgumentError(Cat("a Warm call warms at most ", kMaxWarmItems,
+                                              " instantiations (specs x archs); all of them for ", archs,
+                                              " arch(s) would be up to ", at_most * archs,
+                                              ": name fewer archs, or give specs in several calls"));
+      }
       for (const manifest::TreeKernel& kernel : resolver.Kernels()) {
         for (auto& params : manifest::Manifest::Instantiations(*kernel.def)) {
           // A locked tree's all is its lock: the rest would only be refused.
@@ -201,6 +222,45 @@ class WarmPlan {
   std::vector<size_t> first_item_;  // specs: the index of each spec's first item
   size_t size_ = 0;
 };
+
+// Kernels one ListKernels answer holds at most, and what a request without
+// page_size gets: every kernel of any one tree (a tree has at most
+// kMaxInstantiationsPerTree instantiations, each kernel at least one), so
+// a client that knows nothing of pages gets the whole list of a daemon of
+// one tree, as it always did.
+constexpr size_t kMaxListPage = manifest::kMaxInstantiationsPerTree;
+
+// What a page token is bound to: the served trees (names and content). A
+// reload changes it, and a token of the listing before is refused rather
+// than answered with kernels skipped or repeated.
+std::string ListingTag(const manifest::Resolver& resolver) {
+  std::string trees;
+  for (const manifest::ServedTree& t : resolver.trees()) text::Append(trees, t.name, "=", t.tree->fingerprint(), ";");
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016zx", std::hash<std::string>{}(trees));
+  return hex;
+}
+
+// A page token is "INDEX@TAG": where the next page starts in
+// Resolver::Kernels(), and ListingTag() of the listing it belongs to.
+absl::StatusOr<size_t> ParsePageToken(const std::string& token, const std::string& tag, size_t kernels) {
+  const size_t at = token.find('@');
+  size_t index = 0;
+  const bool digits = at != std::string::npos && at > 0 && at <= 9 &&
+                      std::all_of(token.begin(), token.begin() + static_cast<std::ptrdiff_t>(at),
+                                  [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) index = std::stoul(token.substr(0, at));
+  if (!digits || index > kernels) {
+    return absl::InvalidArgumentError(Cat("page_token '", token.substr(0, 40),
+                                          "' is not one this daemon gave: leave it empty for the first page, then "
+                                          "pass each answer's next_page_token"));
+  }
+  if (token.substr(at + 1) != tag) {
+    return absl::AbortedError(
+        "the kernels were reloaded since the first page of this listing: list again from the first page");
+  }
+  return index;
+}
 
 void FillSpec(const manifest::KernelRequest& item, v1::KernelSpec* spec) {
   spec->set_kernel(item.kernel);
@@ -399,16 +459,36 @@ grpc::Status CompilerRpc::Warm(grpc::ServerContext* context, const v1::WarmReque
   return grpc::Status::OK;
 }
 
-grpc::Status CompilerRpc::ListKernels(grpc::ServerContext*, const v1::ListKernelsRequest* request,
+grpc::Status CompilerRpc::ListKernels(grpc::ServerContext* context, const v1::ListKernelsRequest* request,
                                       v1::ListKernelsResponse* response) {
   const InFlightCalls::Scope in_flight(calls_);
+  // What one peer makes the daemon hold for listings: max_calls_per_peer
+  // calls, each one page of at most kMaxListPage kernels.
+  PeerLimit::Slot slot;
+  if (absl::Status admitted = peers_.Acquire(PeerOf(*context), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
-  for (const manifest::TreeKernel& listed : resolver->Kernels()) {
+  const std::vector<manifest::TreeKernel> kernels = resolver->Kernels();
+  const std::string tag = ListingTag(*resolver);
+  size_t first = 0;
+  if (!request->page_token().empty()) {
+    absl::StatusOr<size_t> start = ParsePageToken(request->page_token(), tag, kernels.size());
+    if (!start.ok()) return ToGrpcStatus(start.status());
+    first = *start;
+  }
+  const size_t page_size = request->page_size() == 0 ? kMaxListPage
+                                                      : std::min<size_t>(request->page_size(), kMaxListPage);
+  const auto wanted = [&](const manifest::TreeKernel& listed) {
+    return request->glob().empty() || fnmatch(request->glob().c_str(), listed.name.c_str(), 0) == 0 ||
+           fnmatch(request->glob().c_str(), listed.def->name.c_str(), 0) == 0;
+  };
+  for (size_t i = first; i < kernels.size(); ++i) {
+    const manifest::TreeKernel& listed = kernels[i];
     const manifest::KernelDef& kernel = *listed.def;
     const manifest::Manifest& manifest = listed.tree->tree->manifest();
-    if (!request->glob().empty() && fnmatch(request->glob().c_str(), listed.name.c_str(), 0) != 0 &&
-        fnmatch(request->glob().c_str(), kernel.name.c_str(), 0) != 0) {
-      continue;
+    if (!wanted(listed)) continue;
+    if (static_cast<size_t>(response->kernels_size()) == page_size) {
+      response->set_next_page_token(Cat(i, "@", tag));  // the next one wanted
+      break;
     }
     v1::KernelInfo* info = response->add_kernels();
     info->set_name(listed.name);
@@ -427,7 +507,9 @@ grpc::Status CompilerRpc::ListKernels(grpc::ServerContext*, const v1::ListKernel
     }
     for (const std::string& option : manifest.default_options) info->add_default_options(option);
     for (const std::string& option : kernel.options) info->add_default_options(option);
-    info->set_instantiations(static_cast<uint32_t>(manifest::Manifest::Instantiations(kernel).size()));
+    // Counted, never listed (a kernel may have up to kMaxInstantiationsPerTree).
+    info->set_instantiations(static_cast<uint32_t>(
+        std::min<uint64_t>(manifest::InstantiationCount(kernel), std::numeric_limits<uint32_t>::max())));
   }
   response->set_default_arch(resolver->default_arch());
   for (int arch : resolver->toolchain().archs) response->add_supported_archs(Cat("sm_", arch));

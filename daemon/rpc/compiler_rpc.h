@@ -11,7 +11,9 @@
 //                finished item; stops when the caller cancels the stream.
 //                The manifest instantiations it warms (no extra options)
 //                are pinned: ad-hoc entries never evict them.
-//   ListKernels  the manifest the service resolves with right now.
+//   ListKernels  the manifest the service resolves with right now, a page
+//                of at most 4096 kernels at a time (page_token: the next);
+//                each kernel's instantiations counted, never listed.
 //   AnswerLocal  a cache hit for the local path (local_server.h).
 //
 // Thread safety: gRPC calls every method from its own threads, concurrently.
@@ -47,7 +49,8 @@ class CompilerRpc final : public v1::Compiler::Service {
     size_t workers = 1;
     // Log one line per cache hit (every compile is logged by the service).
     bool log_hits = false;
-    // GetKernel and Warm calls one peer may have in flight; 0 = no bound.
+    // GetKernel, Warm and ListKernels calls one peer may have in flight;
+    // 0 = no bound.
     size_t max_calls_per_peer = 0;
     // Who a gRPC peer name stands for ("fd:N" of a Unix connection: its
     // user, see unix_acceptor.h); unset = the name itself.

@@ -303,6 +303,69 @@ TEST(KernelTree, CompilesTakeTheTreeFromMemoryAndEditsDoNotReachThem) {
   EXPECT_EQ(again->job.headers, job.headers) << "the tree was read once";
 }
 
+// A manifest of `kernels` kernels, each with `params` int params of
+// `values` values: values^params instantiations each.
+std::string ManyInstantiations(int kernels, int params, int values) {
+  std::string text = "schema = 1\n";
+  for (int k = 0; k < kernels; ++k) {
+    std::string expression = "sglang::k<";
+    for (int p = 0; p < params; ++p) expression += (p > 0 ? ", {p" : "{p") + std::to_string(p) + "}";
+    text += "[[kernel]]\nname = \"big.k" + std::to_string(k) + "\"\nsource = \"k.cu\"\nname_expressions = [\"" +
+            expression + ">\"]\n";
+    for (int p = 0; p < params; ++p) {
+      text += "  [[kernel.params]]\n  name = \"p" + std::to_string(p) + "\"\n  type = \"int\"\n  values = { ";
+      for (int v = 0; v < values; ++v) {
+        const std::string value = std::to_string(v);
+        text += (v > 0 ? ", \"" : "\"") + value + "\" = \"" + value + "\"";
+      }
+      text += " }\n";
+    }
+  }
+  return text;
+}
+
+TEST(Manifest, InstantiationsAreCountedWithoutListingThem) {
+  for (const KernelDef& k : Shipped().tree().manifest().kernels) {
+    EXPECT_EQ(InstantiationCount(k), Manifest::Instantiations(k).size()) << k.name;
+  }
+  auto twenty = Manifest::Parse(ManyInstantiations(1, 1, 20), "small.toml");
+  ASSERT_TRUE(twenty.ok()) << twenty.status();
+  EXPECT_EQ(InstantiationCount(twenty->kernels[0]), 20u);
+}
+
+// Six int params of ten values: a few lines, 10^6 instantiations, which
+// warm --all, lint and ListKernels once listed (0.8 GB, seconds per call).
+TEST(Manifest, ATreeOfMoreInstantiationsThanTheBoundIsRefusedAtLoadNamingKernelCountAndBound) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "big");
+  std::ofstream(dir.path() / "big/kernels.toml") << ManyInstantiations(1, 6, 10);
+  std::ofstream(dir.path() / "big/k.cu") << "namespace sglang { template <int... N> __global__ void k() {} }\n";
+  auto tree = KernelTree::Load(dir.path() / "big");
+  ASSERT_FALSE(tree.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(tree.status())) << tree.status();
+  const std::string message(tree.status().message());
+  EXPECT_NE(message.find("kernel big.k0 has 1000000 instantiations (10 p0 x 10 p1 x 10 p2 x 10 p3 x 10 p4 x 10 p5)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("more than the 4096 instantiations a kernel tree may have"), std::string::npos) << message;
+  EXPECT_NE(message.find("kernels.toml:2:"), std::string::npos) << "the kernel's line: " << message;
+
+  // A product past 2^64 saturates instead of wrapping to a small number.
+  auto huge = Manifest::Parse(ManyInstantiations(1, 20, 10), "huge.toml");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("has more than 2^64 instantiations"), std::string_view::npos) << huge.status();
+  // Kernels within it alone can still add up past it: the one that does is named.
+  auto many = Manifest::Parse(ManyInstantiations(3, 2, 40), "many.toml");  // 1600 each
+  ASSERT_FALSE(many.ok());
+  EXPECT_NE(many.status().message().find("kernel big.k2 (1600 instantiations (40 p0 x 40 p1)) brings the tree over "
+                                         "the 4096"),
+            std::string_view::npos)
+      << many.status();
+  // At the bound exactly, it loads.
+  EXPECT_TRUE(Manifest::Parse(ManyInstantiations(1, 2, 64), "at_bound.toml").ok());
+  EXPECT_EQ(kMaxInstantiationsPerTree, 4096u);
+}
+
 // A tree whose kernel includes a header beside it by its short name.
 void WriteTree(const fs::path& root, const std::string& kernel_source, const std::string& b_source = "") {
   fs::create_directories(root / "a");

@@ -4,7 +4,10 @@ the manifest."""
 
 from __future__ import annotations
 
+import asyncio
+
 import jitd
+import jitd.aio
 import pytest
 from conftest import poll_until
 
@@ -191,3 +194,31 @@ def test_several_archs_come_as_one_fatbin_and_the_fleet_set_by_name(make_daemon)
     with pytest.raises(ValueError, match="fleet set"):
         jitd.KernelSpec.of("small.fill", "sm_90", fleet=True)
     assert client.stats().fleet_targets == ("sm_90", "sm_100", "compute_90")
+
+
+def write_generated_tree(directory, kernels: int) -> None:
+    """A kernel tree of ``kernels`` kernels without params, one source."""
+    directory.mkdir(parents=True)
+    (directory / "k.cu").write_text("namespace sglang { template <int N> __global__ void k() {} }\n")
+    (directory / "kernels.toml").write_text("schema = 1\n" + "".join(
+        f'[[kernel]]\nname = "gen.k{k}"\nsource = "k.cu"\nname_expressions = ["sglang::k<{k}>"]\n'
+        for k in range(kernels)))
+
+
+def test_kernels_follows_every_page_of_a_listing_longer_than_one(make_daemon, tmp_path):
+    # 4200 kernels: the daemon answers 4096 at a time, the client asks on.
+    write_generated_tree(tmp_path / "a", 2100)
+    write_generated_tree(tmp_path / "b", 2100)
+    daemon = make_daemon(kernels=f"a={tmp_path / 'a'}", args=["--kernels", f"b={tmp_path / 'b'}"])
+    with daemon.client() as client:
+        manifest = client.kernels()
+        assert len(manifest.kernels) == 4200
+        assert len({k.name for k in manifest}) == 4200
+        assert manifest.kernels[-1].name == "b/gen.k2099"
+        assert [k.name for k in client.kernels("b/gen.k209?")] == [f"b/gen.k{n}" for n in range(2090, 2100)]
+
+    async def listed() -> int:
+        async with jitd.aio.Client(daemon.endpoint) as aio_client:
+            return len((await aio_client.kernels()).kernels)
+
+    assert asyncio.run(listed()) == 4200

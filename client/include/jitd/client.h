@@ -335,7 +335,11 @@ class Client {
   // no fallback. See GetKernelRequest for the modes.
   absl::StatusOr<v1::GetKernelResponse> GetKernel(const v1::GetKernelRequest& request);
 
-  // The kernels the daemon's manifest registers.
+  // The kernels the daemon's manifest registers. Without page_size and
+  // page_token, every page (the daemon answers at most 4096 kernels at a
+  // time), in one response without a next_page_token; a request that
+  // names either gets that one page as the daemon answers it. ABORTED when
+  // the daemon reloaded its kernels between two pages (ask again).
   absl::StatusOr<v1::ListKernelsResponse> ListKernels(const v1::ListKernelsRequest& request);
 
   // Compiles many instantiations into the daemon's cache. `on_progress` (may

@@ -10,14 +10,15 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Union
 
 import grpc
 
 from . import _endpoint, _units
 from ._memo import remaining
 from ._proto.jitd.v1 import cache_admin_pb2, compiler_pb2
-from .errors import DeadlineExceeded, InvalidArgument, JitdError, from_rpc_error, unreachable_reason, what_to_do
+from .errors import (DeadlineExceeded, Internal, InvalidArgument, JitdError, from_rpc_error, unreachable_reason,
+                     what_to_do)
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelInfo, KernelParam, KernelResult, KernelSpec,
                     Manifest, Mode, MountedBundle, ParamValue, Stats, VerifyResult, WarmProgress, WarmResult,
@@ -257,18 +258,35 @@ def kernel_result(spec: KernelSpec, response: Any) -> tuple[KernelResult, bool]:
     return result, result.origin != "none"
 
 
-def list_kernels_request(glob: str) -> Any:
-    return compiler_pb2.ListKernelsRequest(glob=glob)
+# A daemon answers ListKernels a page at a time (at most 4096 kernels) and
+# its pages end; this many pages would be millions of kernels.
+MAX_LIST_PAGES = 1024
 
 
-def manifest(response: Any) -> Manifest:
+def list_kernels_request(glob: str, page_token: str = "") -> Any:
+    return compiler_pb2.ListKernelsRequest(glob=glob, page_token=page_token)
+
+
+def next_list_kernels_request(glob: str, pages: List[Any], endpoint: str) -> Optional[Any]:
+    """The request for the page after ``pages``, or None after the last."""
+    token = pages[-1].next_page_token
+    if not token:
+        return None
+    if len(pages) >= MAX_LIST_PAGES:
+        raise Internal(f"jitd answered {len(pages)} pages of kernels without a last one", endpoint=endpoint)
+    return list_kernels_request(glob, token)
+
+
+def manifest(pages: Sequence[Any]) -> Manifest:
+    """Every kernel of ``pages`` (ListKernels answers, in order)."""
+    first = pages[0]
     return Manifest(
         kernels=[KernelInfo(name=k.name, source=k.source, name_expression=k.name_expression,
                             params=[KernelParam(p.name, p.type, list(p.allowed), p.default_value) for p in k.params],
                             default_options=list(k.default_options), instantiations=k.instantiations,
                             description=k.description, signature=k.signature, launch=k.launch)
-                 for k in response.kernels],
-        default_arch=response.default_arch, supported_archs=list(response.supported_archs))
+                 for response in pages for k in response.kernels],
+        default_arch=first.default_arch, supported_archs=list(first.supported_archs))
 
 
 def warm_request(kernels: KernelsLike, archs: Union[str, Sequence[str]], concurrency: int) -> Any:

@@ -24,7 +24,7 @@ import inspect
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional, Sequence, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequence, TypeVar, Union
 
 import grpc
 import grpc.aio
@@ -252,10 +252,14 @@ class Client(_calls.Settings):
 
     async def kernels(self, glob: str = "", *, timeout: Optional[float] = None) -> Manifest:
         """:meth:`jitd.Client.kernels`: the daemon's manifest."""
-        request = _calls.list_kernels_request(glob)
-        return _calls.manifest(await self._call(
-            "ListKernels", lambda c, left: c.compiler.ListKernels(request, timeout=left),
-            self._default_timeout(timeout, self._timeout)))
+        pages: List[Any] = []
+        request: Optional[Any] = _calls.list_kernels_request(glob)
+        while request is not None:  # every page (the daemon answers 4096 kernels at a time)
+            pages.append(await self._call(
+                "ListKernels", lambda c, left, asked=request: c.compiler.ListKernels(asked, timeout=left),
+                self._default_timeout(timeout, self._timeout)))
+            request = _calls.next_list_kernels_request(glob, pages, self._endpoint)
+        return _calls.manifest(pages)
 
     # --- Warm-up -----------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, TypeVar, Union
 
 import grpc
 
@@ -291,9 +291,14 @@ class Client(_calls.Settings):
         """The kernels the daemon's manifest registers (``glob`` filters
         names: ``"moe.*"``), with their params, the default arch and every
         arch the daemon's NVRTC supports."""
-        request = _calls.list_kernels_request(glob)
-        return _calls.manifest(self._call("ListKernels", lambda c, left: c.compiler.ListKernels(request, timeout=left),
-                                          self._default_timeout(timeout, self._timeout)))
+        pages: List[Any] = []
+        request: Optional[Any] = _calls.list_kernels_request(glob)
+        while request is not None:  # every page (the daemon answers 4096 kernels at a time)
+            pages.append(self._call(
+                "ListKernels", lambda c, left, asked=request: c.compiler.ListKernels(asked, timeout=left),
+                self._default_timeout(timeout, self._timeout)))
+            request = _calls.next_list_kernels_request(glob, pages, self._endpoint)
+        return _calls.manifest(pages)
 
     # --- Warm-up -----------------------------------------------------------------
 
