@@ -23,7 +23,7 @@ targets=(jitd jitctl
   test_daemon_serve test_daemon_errors test_daemon_hostile test_daemon_lifecycle test_daemon_health test_daemon_metrics
   test_daemon_connections test_daemon_local_server test_daemon_local_path test_daemon_trees test_manifest_lock
   test_metrics_registry test_metrics_http_request test_metrics_http_server
-  test_client_kernels
+  test_client_kernels test_guard_module_check test_guard_module_serving
   test_remote_redis_backend test_remote_remote_tier test_remote_fleet
   test_system_crash test_system_corruption test_system_full_disk test_system_soak)
 
