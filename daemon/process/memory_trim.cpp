@@ -4,12 +4,27 @@
 
 #include <atomic>
 
+#if defined(__SANITIZE_ADDRESS__)
+// The sanitizer runtime's count of live heap bytes (declared here: GCC
+// ships no allocator_interface.h).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#endif
+
 namespace jitd::daemon {
 namespace {
 
 std::atomic<bool> large_buffer_noted{false};
 
 }  // namespace
+
+size_t AllocatedHeapBytes() {
+#if defined(__SANITIZE_ADDRESS__)
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  const struct mallinfo2 info = mallinfo2();
+  return info.uordblks + info.hblkhd;  // in use in arenas, plus mmapped chunks
+#endif
+}
 
 void NoteLargeBuffer() { large_buffer_noted.store(true, std::memory_order_relaxed); }
 

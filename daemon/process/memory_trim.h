@@ -21,6 +21,14 @@
 
 namespace jitd::daemon {
 
+// Bytes the heap allocator has handed out and not yet taken back: what the
+// daemon holds, as opposed to what is resident (RSS also counts freed
+// memory an allocator keeps for reuse). glibc's count (mallinfo2) in a
+// plain build; the sanitizer allocator's own count under ASan, whose
+// quarantine and size-class regions keep RSS above the live heap. Walks
+// glibc's arenas under their locks: for a scrape, not a request path.
+size_t AllocatedHeapBytes();
+
 // Buffers of at least this many bytes count as large.
 inline constexpr size_t kLargeBufferBytes = 256 << 10;
 

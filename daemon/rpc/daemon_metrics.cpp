@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "jitd/base/status.h"
+#include "process/memory_trim.h"
 
 namespace jitd::daemon {
 namespace {
@@ -153,6 +154,10 @@ void DaemonMetrics::Collect(Sources s) {
   registry_.AddCollector([s](Emitter& e) {
     e.Gauge("jitd_build_info", "Always 1; the labels say which jitd and NVRTC are running.", 1,
             {{"version", s.version}, {"nvrtc", s.nvrtc_version}});
+    e.Gauge("jitd_heap_allocated_bytes",
+            "Heap bytes the daemon holds now (allocated, not freed): unlike resident memory, not counting what "
+            "the allocator keeps for reuse.",
+            static_cast<double>(AllocatedHeapBytes()));
 
     if (absl::StatusOr<cache::CacheStats> c = s.cache->Stats(); c.ok()) {
       e.Gauge("jitd_cache_bytes", "Bytes of blob files in the disk cache.", static_cast<double>(c->bytes));
