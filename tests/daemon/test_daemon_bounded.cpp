@@ -3,6 +3,7 @@
 // (The request-size caps are cases of test_daemon_hostile.cpp.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,7 +61,8 @@ class Bounded : public testing::SmallDaemonTest {
 TEST_F(Bounded, AWarmOfSixtyFourAtATimeStartsNoThreadPerItem) {
   Start();
   // A first call starts what gRPC starts for a streaming call.
-  ASSERT_TRUE(Warm(DistinctFills(2, "FIRST")).ok());
+  absl::StatusOr<v1::WarmProgress> first = Warm(DistinctFills(2, "FIRST"));
+  ASSERT_TRUE(first.ok()) << first.status() << "\n" << daemon_->process().Output();
   const pid_t pid = daemon_->process().pid();
   const int before = ThreadsOf(pid);
   ASSERT_GT(before, 0);
@@ -85,11 +87,34 @@ TEST_F(Bounded, AWarmOfSixtyFourAtATimeStartsNoThreadPerItem) {
   EXPECT_LE(most.load(), before + 4) << "threads before: " << before;
 }
 
+// A fresh client connects on its first call, and that call waits for the
+// connection as long as it takes. On a loaded machine the daemon may take
+// far more than a tenth of a second to answer a connection (here it is
+// stopped for 1.5 s); a client that gave each connection attempt 100 ms
+// failed its first call UNAVAILABLE, as the first Warm of the pids test
+// below once did in a full parallel run of the suite.
+TEST_F(Bounded, AFreshClientsFirstCallWaitsForADaemonSlowToTakeItsConnection) {
+  Start();
+  const pid_t pid = daemon_->process().pid();
+  std::unique_ptr<Client> fresh = daemon_->Connect("", kCompileCallTimeout);  // it connects on its first call
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  std::thread resume([pid] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(pid, SIGCONT);
+  });
+  absl::StatusOr<v1::WarmProgress> first = fresh->Warm(DistinctFills(2, "SLOW"), nullptr);
+  resume.join();
+  ASSERT_TRUE(first.ok()) << first.status() << "\n" << daemon_->process().Output();
+  EXPECT_EQ(first->done(), 2u);
+  EXPECT_EQ(first->failed(), 0u);
+}
+
 TEST_F(Bounded, UnderAPidsLimitAWideWarmNeitherKillsNorWedgesTheDaemon) {
   absl::StatusOr<Cgroup> cgroup = Cgroup::Create("pids", "jitd-bounded-" + std::to_string(getpid()));
   if (!cgroup.ok()) GTEST_SKIP() << "needs a writable pids cgroup (root): " << cgroup.status();
   Start();
-  ASSERT_TRUE(Warm(DistinctFills(2, "FIRST")).ok());
+  absl::StatusOr<v1::WarmProgress> first = Warm(DistinctFills(2, "FIRST"));
+  ASSERT_TRUE(first.ok()) << first.status() << "\n" << daemon_->process().Output();
   const pid_t pid = daemon_->process().pid();
   // The daemon (its threads; its workers stay outside) with a little room,
   // as a pod's or a unit's TasksMax would leave it.

@@ -33,10 +33,12 @@ KernelsLike = Union[None, str, Iterable[Union[KernelSpec, str, "tuple[str, Mappi
 
 # The daemon is local: a refused connection is tried again after 100 ms
 # rather than gRPC's default second, so retries and wait_until_serving()
-# notice a freshly started daemon quickly (the C++ client's values).
+# notice a freshly started daemon quickly (the C++ client's values). Not
+# grpc.min_reconnect_backoff_ms: gRPC reads it as the least time one
+# attempt gets to connect (default 20 s), and at 100 ms a daemon slow to
+# answer on a loaded machine failed a fresh client's first call.
 CHANNEL_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
     # Cubins of large kernels pass gRPC's default 4 MiB receive limit.
     ("grpc.max_receive_message_length", -1),
