@@ -318,12 +318,11 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
     if (total < kOver) continue;
     std::vector<std::string> factors;
     for (const ParamDef& p : k.params) factors.push_back(Cat(p.values.size(), " ", p.name));
-    const std::string own = Cat(count == UINT64_MAX ? "more than 2^64" : Cat(count), " instantiations (",
-                                Join(factors, " x "), ")");
+    const std::string own =
+        Cat(count == UINT64_MAX ? "more than 2^64" : Cat(count), " instantiations (", Join(factors, " x "), ")");
     return absl::InvalidArgumentError(
         Cat(origin, ":", k.line, ": kernel ", k.name,
-            count >= kOver ? Cat(" has ", own, ", more than the ")
-                           : Cat(" (", own, ") brings the tree over the "),
+            count >= kOver ? Cat(" has ", own, ", more than the ") : Cat(" (", own, ") brings the tree over the "),
             kMaxInstantiationsPerTree,
             " instantiations a kernel tree may have (warm --all, lint and the compile-all guard list and compile "
             "each): list fewer values, or split the kernel's parameters over several kernels"));

@@ -13,7 +13,8 @@
 //                are pinned: ad-hoc entries never evict them.
 //   ListKernels  the manifest the service resolves with right now, a page
 //                of at most 4096 kernels at a time (page_token: the next);
-//                each kernel's instantiations counted, never listed.
+//                each kernel's instantiations counted, never listed
+//                (kernel_listing_rpc.cpp).
 //   AnswerLocal  a cache hit for the local path (local_server.h).
 //
 // Thread safety: gRPC calls every method from its own threads, concurrently.

@@ -72,9 +72,9 @@ void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
   // The toolchain is the latest one (set above, before the update waits):
   // a reload that read an older one is rebuilt here; one that read this one
   // is left as it is.
-  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver = service->UpdateResolver(
-      [this](const std::shared_ptr<const manifest::Resolver>& current)
-          -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
+  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver =
+      service->UpdateResolver([this](const std::shared_ptr<const manifest::Resolver>& current)
+                                  -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
         const manifest::Toolchain latest = CurrentToolchain();
         if (current->toolchain().identity == latest.identity) return current;
         JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, current->WithToolchain(latest));
@@ -144,8 +144,7 @@ absl::Status Server::ReloadKernels() {
         return std::move(loaded.resolver);
       }));
   if (!refused.empty()) {
-    return absl::FailedPreconditionError(
-        Cat(refused.size(), " kernel tree(s) refused: ", text::Join(refused, "; ")));
+    return absl::FailedPreconditionError(Cat(refused.size(), " kernel tree(s) refused: ", text::Join(refused, "; ")));
   }
   spdlog::info("reloaded kernels: {} (was {})", KernelTrees::Summary(*reloaded), KernelTrees::Fingerprints(*old));
   return absl::OkStatus();

@@ -57,10 +57,10 @@ struct KernelService::FlightWork {
   // compiles.
   Clock::time_point give_up;
   std::chrono::milliseconds backoff{0};
-  bool waited = false;      // another daemon held the lease at least once
-  bool leased = false;      // this daemon holds the key's lease
-  bool prefetch = false;    // a PREFETCH started it (counted in prefetch_flights_)
-  bool fleet_wait = false;  // counted in fleet_waiting_ now
+  bool waited = false;              // another daemon held the lease at least once
+  bool leased = false;              // this daemon holds the key's lease
+  bool prefetch = false;            // a PREFETCH started it (counted in prefetch_flights_)
+  bool fleet_wait = false;          // counted in fleet_waiting_ now
   std::optional<std::string> peer;  // counted in flights_by_peer_ under this name (when set)
 };
 

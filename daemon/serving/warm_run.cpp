@@ -5,8 +5,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 

@@ -4,11 +4,11 @@
 // TCP listener stopped accepting, for its supervisor to restart.
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -225,7 +225,7 @@ TEST(Connections, TheProbeLeavesAHealthyDaemonAlone) {
 testing::ProcessResult GetAsAnotherUser(const TempDir& dir, const TestDaemon& daemon, int i) {
   const std::vector<std::vector<std::string>> instantiations = {
       {"small.fill", "-p", "dtype=fp64"}, {"small.scale", "-p", "clamp=on"}, {"small.scale", "-p", "clamp=off"}};
-  std::vector<std::string> argv = {"/usr/bin/setpriv",     "--reuid=65534", "--regid=0",       "--clear-groups",
+  std::vector<std::string> argv = {"/usr/bin/setpriv",      "--reuid=65534", "--regid=0",       "--clear-groups",
                                    testing::JitctlBinary(), "--endpoint",    daemon.endpoint(), "get"};
   argv.insert(argv.end(), instantiations.at(static_cast<size_t>(i)).begin(),
               instantiations.at(static_cast<size_t>(i)).end());

@@ -129,7 +129,7 @@ TEST(Resolver, ARequestThatSpellsAnotherRequestsMemoKeyIsStillRefused) {
   auto valid = resolver->Resolve({"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {}});
   ASSERT_TRUE(valid.ok()) << valid.status();
   const std::vector<KernelRequest> forged = {
-      {"moe.topk_sum", {}, "sm_90\x1f" "dtype=fp32", {}},
+      {"moe.topk_sum", {}, std::string("sm_90\x1f") + "dtype=fp32", {}},
       {"moe.topk_sum\x1fsm_90", {{"dtype", "fp32"}}, "", {}},
       {"moe.topk_sum", {{"dtype", "fp32\x1e"}}, "sm_90", {}},
       {"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90\x1e", {}},

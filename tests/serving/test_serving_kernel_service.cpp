@@ -411,9 +411,8 @@ TEST_F(OneCompilePerPeer, ACallerWithoutAPeerNameIsCountedNotWaivedThrough) {
   std::shared_ptr<Flight> first = service_->Submit(kSlow, CallContext{}, done);
   ASSERT_NE(first, nullptr) << "the first compile starts";
   absl::Status refused;
-  std::shared_ptr<Flight> second =
-      service_->Submit({"t.slow", {{"threads", "256"}}, "", {}}, CallContext{},
-                       [&](absl::StatusOr<KernelAnswer> a) { refused = a.status(); });
+  std::shared_ptr<Flight> second = service_->Submit({"t.slow", {{"threads", "256"}}, "", {}}, CallContext{},
+                                                    [&](absl::StatusOr<KernelAnswer> a) { refused = a.status(); });
   EXPECT_EQ(second, nullptr) << "answered at once";
   EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
   EXPECT_NE(refused.message().find(kUnnamedPeer), std::string_view::npos) << refused;
