@@ -324,7 +324,7 @@ std::string ManyInstantiations(int kernels, int params, int values) {
   return text;
 }
 
-TEST(Manifest, InstantiationsAreCountedWithoutListingThem) {
+TEST(InstantiationBound, InstantiationsAreCountedWithoutListingThem) {
   for (const KernelDef& k : Shipped().tree().manifest().kernels) {
     EXPECT_EQ(InstantiationCount(k), Manifest::Instantiations(k).size()) << k.name;
   }
@@ -335,7 +335,7 @@ TEST(Manifest, InstantiationsAreCountedWithoutListingThem) {
 
 // Six int params of ten values: a few lines, 10^6 instantiations, which
 // warm --all, lint and ListKernels once listed (0.8 GB, seconds per call).
-TEST(Manifest, ATreeOfMoreInstantiationsThanTheBoundIsRefusedAtLoadNamingKernelCountAndBound) {
+TEST(InstantiationBound, ATreeOfMoreInstantiationsThanTheBoundIsRefusedAtLoadNamingKernelCountAndBound) {
   TempDir dir;
   fs::create_directories(dir.path() / "big");
   std::ofstream(dir.path() / "big/kernels.toml") << ManyInstantiations(1, 6, 10);
