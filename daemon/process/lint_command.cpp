@@ -26,8 +26,14 @@ namespace jitd::daemon {
 namespace {
 
 namespace fs = std::filesystem;
-using offline::CannotRun;
 using text::Cat;
+
+// offline::CannotRun with its reason shown as SafeText: a reason may quote
+// a file name or manifest text of the tree, and goes where a CI runner
+// reads commands.
+int CannotRun(std::string_view what, const absl::Status& s) {
+  return offline::CannotRun(what, absl::Status(s.code(), SafeText(std::string(s.message()))));
+}
 
 // json and junit are parsed from stdout, which must then carry the document
 // alone: fd 1 is pointed at stderr for the rest of the run (log lines, the

@@ -212,6 +212,15 @@ def check_hostile(jitd, tmp):
     p = run([jitd, "lint", "--kernels", tree, "--source-only"], 1)
     check(not commands(p.stdout + p.stderr) and "\x1b" not in p.stdout, "text: no command, no ESC", p.stdout)
     check("evil\\x0a::stop-commands::tok\\x0a.cu:1: " in p.stdout, "text: the name on one line", p.stdout)
+    # A reason lint cannot run that names a file of the tree (a link out of
+    # it) is escaped too.
+    os.symlink("/etc/hostname", os.path.join(tree, "link\n::stop-commands::tok\n.cu"))
+    p = subprocess.run([jitd, "lint", "--kernels", tree, "--source-only", "--format", "github"], capture_output=True,
+                       text=True, timeout=300)
+    annotations = [l for l in p.stdout.splitlines() if l.startswith("::error ")]
+    check(p.returncode in (1, 2), "a link's name: refused or reported", p.stdout + p.stderr)
+    check(commands(p.stdout) == annotations and not commands(p.stderr), "a link's name: no workflow command",
+          p.stdout + p.stderr)
 
 
 def main():
