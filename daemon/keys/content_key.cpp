@@ -32,6 +32,7 @@ bool Inside(const fs::path& root, const fs::path& p) {
 }  // namespace
 
 bool IsKeyNeutralOption(std::string_view o) {
+  if (o == "--no-source-include" || o == "-no-source-include") return true;
   for (std::string_view prefix : {"-I", "--include-path", "-pch", "--pch", "--create-pch", "--use-pch", "--pch-dir",
                                   "--pch-messages", "--pch-verbose", "--instantiate-templates-in-pch"}) {
     if (o.substr(0, prefix.size()) == prefix) return true;

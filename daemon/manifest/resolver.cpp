@@ -17,6 +17,11 @@ using text::Cat;
 using text::Join;
 
 constexpr const char* kRandomSeedOption = "-frandom-seed=jitd";
+// NVRTC otherwise also looks an #include up beside the program's name,
+// which is relative to the worker's working directory: a file found there
+// is in no key (and NVRTC's log would quote it). The tree's headers are
+// given by name and the toolkit's by -I; nothing else is read.
+constexpr const char* kNoSourceIncludeOption = "--no-source-include";
 
 // Kernel names are dotted identifiers; anything longer is not one of ours.
 constexpr size_t kMaxKernelName = 128;
@@ -265,6 +270,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   // seed makes a compile reproducible byte for byte, so that any cubin in
   // the cache (or the shared tier) can be checked against a fresh compile.
   job.options.push_back(kRandomSeedOption);
+  job.options.push_back(kNoSourceIncludeOption);
   job.options.push_back(Cat("-I", toolchain_.cccl_include.string()));
   job.options.push_back(Cat("-I", toolchain_.cuda_include.string()));
 

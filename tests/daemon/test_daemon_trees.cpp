@@ -342,6 +342,21 @@ TEST_F(TreesTest, AnIncludeOfAFileOutsideTheTreeIsRefusedAndItsContentNeverShown
   EXPECT_THAT(daemon_->process().Output(), ::testing::Not(HasSubstr("SECRET_CONTENT_42")));
 }
 
+TEST_F(TreesTest, AnIncludeIsNeverLookedUpInTheWorkingDirectory) {
+  // NVRTC looks an #include up beside the program's name too, and the
+  // name is relative: without --no-source-include the compile read this
+  // file from the working directory and its error quoted it.
+  WriteFile(dir_ / "cwd_secret.h", "SECRET_CONTENT_43 oops;\n");
+  WriteFile(team_ / "scale.cu", "#include \"cwd_secret.h\"\n" + ReadFile(team_ / "scale.cu"));
+  const auto lint = testing::RunProcess({"/bin/sh", "-c",
+                                         "cd '" + dir_.path().string() + "' && exec '" + testing::JitdBinary() +
+                                             "' lint --kernels team=" + team_.string()},
+                                        dir_ / "lint.log", kProcessTimeout);
+  EXPECT_NE(lint.exit_code, 0) << lint.output;
+  EXPECT_THAT(lint.output, HasSubstr("cannot open source file \"cwd_secret.h\""));
+  EXPECT_THAT(lint.output, ::testing::Not(HasSubstr("SECRET_CONTENT_43")));
+}
+
 TEST_F(TreesTest, ALinkLoopOrAnUnfollowableLinkRefusesItsTreeAloneAtStartAndOnReload) {
   std::filesystem::create_symlink("loop.cuh", team_ / "loop.cuh");
   Start();

@@ -43,9 +43,11 @@ struct KeyInputs {
   std::string nvrtc_library_fingerprint;
   std::string arch;  // "sm_90a"
   // NVRTC options in the order they are passed. Include paths (-I: the
-  // toolkit's, which toolkit_fingerprint covers) and precompiled-header
-  // options (the cubin is byte-identical with and without them) are left
-  // out of the key.
+  // toolkit's, which toolkit_fingerprint covers), precompiled-header
+  // options (the cubin is byte-identical with and without them) and
+  // --no-source-include (every compile has it; it only stops NVRTC reading
+  // files no key covers, so keys from before it stay valid) are left out
+  // of the key.
   std::vector<std::string> options;
   std::vector<std::string> name_expressions;  // in order
   // Exactly what NVRTC is given from memory: the program (its name, its
