@@ -21,6 +21,16 @@ std::string OutcomeName(absl::StatusCode code) {
 }
 
 // The mounted bundles (--bundle); nothing without any.
+// Which jitd runs, and the heap it holds.
+void EmitProcess(Emitter& e, const std::string& version, const std::string& nvrtc_version) {
+  e.Gauge("jitd_build_info", "Always 1; the labels say which jitd and NVRTC are running.", 1,
+          {{"version", version}, {"nvrtc", nvrtc_version}});
+  e.Gauge("jitd_heap_allocated_bytes",
+          "Heap bytes the daemon holds now (allocated, not freed): unlike resident memory, not counting what "
+          "the allocator keeps for reuse.",
+          static_cast<double>(AllocatedHeapBytes()));
+}
+
 void EmitBundles(Emitter& e, const std::vector<const cache::Bundle*>& bundles, const serving::KernelService::Stats& k) {
   if (bundles.empty()) return;
   for (const cache::Bundle* bundle : bundles) {
@@ -152,12 +162,7 @@ void DaemonMetrics::ObserveCompile(std::string_view result, std::chrono::duratio
 
 void DaemonMetrics::Collect(Sources s) {
   registry_.AddCollector([s](Emitter& e) {
-    e.Gauge("jitd_build_info", "Always 1; the labels say which jitd and NVRTC are running.", 1,
-            {{"version", s.version}, {"nvrtc", s.nvrtc_version}});
-    e.Gauge("jitd_heap_allocated_bytes",
-            "Heap bytes the daemon holds now (allocated, not freed): unlike resident memory, not counting what "
-            "the allocator keeps for reuse.",
-            static_cast<double>(AllocatedHeapBytes()));
+    EmitProcess(e, s.version, s.nvrtc_version);
 
     if (absl::StatusOr<cache::CacheStats> c = s.cache->Stats(); c.ok()) {
       e.Gauge("jitd_cache_bytes", "Bytes of blob files in the disk cache.", static_cast<double>(c->bytes));

@@ -71,8 +71,7 @@ absl::StatusOr<manifest::ServedTree> KernelTrees::LoadOne(
   return served;
 }
 
-absl::StatusOr<KernelTrees::Loaded> KernelTrees::Load(const manifest::Toolchain& toolchain,
-                                                      const manifest::Resolver* previous) {
+absl::StatusOr<std::vector<std::shared_ptr<const manifest::KernelLock>>> KernelTrees::ReadLocks() const {
   std::vector<std::shared_ptr<const manifest::KernelLock>> locks;
   std::map<std::string, std::filesystem::path> lock_of_tree;
   for (const std::filesystem::path& file : options_.locks) {
@@ -97,6 +96,12 @@ absl::StatusOr<KernelTrees::Loaded> KernelTrees::Load(const manifest::Toolchain&
     }
     locks.push_back(std::make_shared<const manifest::KernelLock>(*std::move(lock)));
   }
+  return locks;
+}
+
+absl::StatusOr<KernelTrees::Loaded> KernelTrees::Load(const manifest::Toolchain& toolchain,
+                                                      const manifest::Resolver* previous) {
+  JITD_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const manifest::KernelLock>> locks, ReadLocks());
   std::vector<manifest::ServedTree> trees;
   std::vector<State> states;
   Loaded loaded;

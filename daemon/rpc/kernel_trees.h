@@ -74,6 +74,9 @@ class KernelTrees {
   static std::string Fingerprints(const manifest::Resolver& resolver);
 
  private:
+  // Every --lock file, read and matched to a served tree; at most one lock
+  // a tree.
+  absl::StatusOr<std::vector<std::shared_ptr<const manifest::KernelLock>>> ReadLocks() const;
   // One tree read, guarded and locked, or why it is refused.
   absl::StatusOr<manifest::ServedTree> LoadOne(
       const KernelTreeSource& source, const std::vector<std::shared_ptr<const manifest::KernelLock>>& locks) const;
