@@ -49,14 +49,22 @@ export JITD_CRASH_KILLS=40 JITD_SOAK_SECONDS=30
 # and size-class regions raise after the warm-up while the heap stays flat
 # (60 s: RSS +5.5%, heap +0.1 MiB; test_system_soak.cpp says more).
 #
-# DescriptorExhaustion is excluded for now: about one run in eight (two
-# sanitized runs side by side), its daemon, run out of descriptors under
-# prlimit, stops at a UBSan report of a shared_ptr control block released
-# after it was freed (shared_ptr_base.h:199, _M_release_last_use_cold),
-# right after the acceptor logs "out of file descriptors". No stack comes
-# with it (the sanitizer has no descriptor left to read the module map or
-# run the symbolizer), and attempts under gdb or with core dumps have not
-# reproduced it yet. The plain suite runs the test every time.
+# DescriptorExhaustion is still excluded: sanitized, its daemon, run out of
+# descriptors under prlimit, sometimes stops at a UBSan report of a
+# shared_ptr control block released after it was freed
+# (shared_ptr_base.h:199, _M_release_last_use_cold), within a second of the
+# acceptor's "out of file descriptors". Measured 2026-12-05 at 329aba4,
+# DescriptorExhaustion.* in loops of two or three side by side: 3 of 99
+# runs, 1 of 20, 1 of 119, and 1 of the first 7 under gdb (0 of 131 with gdb
+# catching the exit, 0 of 150 with the symbolizer started at start). Every
+# report names the same address, 0x610000010440: a chunk of ASan's 256-byte
+# size class allocated after "jitd ready". No stack comes with it: the
+# sanitizer needs descriptors to symbolize, to read the module map and even
+# to print the object (a pipe), and the report never got one. On that path
+# jitd touches no shared_ptr of its own (the acceptor hands each silent
+# connection to grpc::AddInsecureChannelFromFd; the clients only call
+# Health/Check), so gRPC's connection setup under EMFILE is the suspect; not
+# yet shown. The plain suite runs the test every time.
 excluded=(DescriptorExhaustion)
 regex=$(python3 "$here/sanitize_selection.py" "$build" --targets "${targets[@]}" --exclude "${excluded[@]}")
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -R "$regex"
