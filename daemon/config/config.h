@@ -152,7 +152,8 @@ struct DaemonConfig {
   // Group given the Unix sockets (mode 0660): who may call the daemon.
   // Empty: the daemon's primary group.
   std::string socket_group;
-  // GetKernel and Warm calls one peer may have in flight (peer_limit.h).
+  // GetKernel, Warm and ListKernels calls one peer may have in flight
+  // (peer_limit.h).
   uint64_t max_calls_per_peer = 0;
   // Connections open at once on the Unix sockets, and for one uid
   // (unix_acceptor.h); 0 = no bound. Unset: decided at start from the file

@@ -514,8 +514,9 @@ void AddBoundRows(std::vector<Setting>& rows) {
         .flag = "--max-calls-per-peer",
         .kind = K::kCount,
         .value_name = "N",
-        .help = text::Cat("GetKernel and Warm calls one client may have in flight; 0 = no bound (default: ",
-                          kDefaultMaxCallsPerPeer, "; a peer is a user on the Unix sockets, an address over TCP)"),
+        .help =
+            text::Cat("GetKernel, Warm and ListKernels calls one client may have in flight; 0 = no bound (default: ",
+                      kDefaultMaxCallsPerPeer, "; a peer is a user on the Unix sockets, an address over TCP)"),
         .example = "512"},
       &ConfigLayer::max_calls_per_peer, &DaemonConfig::max_calls_per_peer, ParseCount(),
       Or<uint64_t>(kDefaultMaxCallsPerPeer)));
