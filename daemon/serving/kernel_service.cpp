@@ -536,8 +536,7 @@ void KernelService::OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<
   // module that is not is a compile failure, answered and remembered as
   // one, never stored.
   if (compiled.ok()) {
-    absl::Status outside =
-        guard::CheckModuleNamespace(compiled->cubin, TreeNamespace(*resolver(), r.tree), r.kernel);
+    absl::Status outside = guard::CheckModuleNamespace(compiled->cubin, TreeNamespace(*resolver(), r.tree), r.kernel);
     if (!outside.ok()) compiled = std::move(outside);
   }
   const auto wall = Clock::now() - started;

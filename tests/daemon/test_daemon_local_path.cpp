@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "jitd/client.h"
 #include "jitd/base/local_wire.h"
+#include "jitd/client.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
 #include "process_cpu.h"

@@ -27,20 +27,19 @@
 // hour is JITD_HOSTILE_SECONDS=3600).
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <csignal>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -53,9 +52,9 @@
 #include <vector>
 
 #include "jitd/base/files.h"
+#include "jitd/base/local_wire.h"
 #include "jitd/blob.h"
 #include "jitd/bundle.h"
-#include "jitd/base/local_wire.h"
 #include "jitd/v1/compiler.grpc.pb.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
@@ -171,8 +170,7 @@ TEST(HostileSoak, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded
   // own), warmed under the tree name the daemon serves it by.
   const std::string small_tree = "small=" + testing::SmallKernelsDir().string();
   auto bundled_request = [](const std::string& macro) {
-    v1::GetKernelRequest request =
-        KernelRequest("small.fill", {{"dtype", "fp32"}}, v1::GetKernelRequest::CACHED_ONLY);
+    v1::GetKernelRequest request = KernelRequest("small.fill", {{"dtype", "fp32"}}, v1::GetKernelRequest::CACHED_ONLY);
     request.add_options("-D" + macro);
     return request;
   };
@@ -181,15 +179,15 @@ TEST(HostileSoak, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded
                      "[[spec]]\nkernel = \"small.fill\"\nparams = { dtype = \"fp32\" }\noptions = [\"-DBUNDLED_B\"]\n");
   const std::filesystem::path bundle = dir / "seed.jitdbundle";
   {
-    const testing::ProcessResult warmed = testing::RunProcess(
-        {testing::JitdBinary(), "warm", "--cache-dir", (dir / "seed-cache").string(), "--kernels", small_tree,
-         "--manifest", (dir / "bundled.toml").string(), "--workers", "1"},
-        dir / "seed-warm.log", std::chrono::minutes(2));
+    const testing::ProcessResult warmed =
+        testing::RunProcess({testing::JitdBinary(), "warm", "--cache-dir", (dir / "seed-cache").string(), "--kernels",
+                             small_tree, "--manifest", (dir / "bundled.toml").string(), "--workers", "1"},
+                            dir / "seed-warm.log", std::chrono::minutes(2));
     ASSERT_EQ(warmed.exit_code, 0) << warmed.output;
-    const testing::ProcessResult made = testing::RunProcess(
-        {testing::JitdBinary(), "bundle", "create", "--cache-dir", (dir / "seed-cache").string(), "-o",
-         bundle.string(), "--signing-key-file", (dir / "fleet.key").string()},
-        dir / "seed-bundle.log", std::chrono::minutes(2));
+    const testing::ProcessResult made =
+        testing::RunProcess({testing::JitdBinary(), "bundle", "create", "--cache-dir", (dir / "seed-cache").string(),
+                             "-o", bundle.string(), "--signing-key-file", (dir / "fleet.key").string()},
+                            dir / "seed-bundle.log", std::chrono::minutes(2));
     ASSERT_EQ(made.exit_code, 0) << made.output;
   }
   // A is asked for from the start (served from the bundle, then memory);
@@ -413,8 +411,9 @@ TEST(HostileSoak, AttackersNeverCostTheHonestClientACallAndTheDaemonStaysBounded
       }
       if (stop) context.TryCancel();
       const grpc::Status finished = reader->Finish();
-      tally.Add(std::string("warm flood (this user) ") +
-                (finished.ok() ? "ok" : absl::StatusCodeToString(static_cast<absl::StatusCode>(finished.error_code()))));
+      tally.Add(
+          std::string("warm flood (this user) ") +
+          (finished.ok() ? "ok" : absl::StatusCodeToString(static_cast<absl::StatusCode>(finished.error_code()))));
       // Refused at connect while the connection flood holds every place:
       // asked again a little later, not in a spin.
       if (finished.error_code() == grpc::StatusCode::UNAVAILABLE) std::this_thread::sleep_for(50ms);

@@ -70,8 +70,7 @@ TEST(Soak, MixedLoadHasNoErrorsAndFlatMemory) {
   const std::optional<int> metrics_port = testing::MetricsPort(daemon);
   ASSERT_TRUE(metrics_port.has_value()) << daemon.process().Output();
   auto heap_mib = [&] {
-    const std::optional<double> bytes =
-        testing::Sample(testing::HttpGet(*metrics_port), "jitd_heap_allocated_bytes");
+    const std::optional<double> bytes = testing::Sample(testing::HttpGet(*metrics_port), "jitd_heap_allocated_bytes");
     return bytes.value_or(0) / (1 << 20);
   };
 
