@@ -39,13 +39,21 @@ constexpr uint64_t kMaxEntryBytes = 256 << 20;
 // The seal is computed over the file in pieces of this size.
 constexpr size_t kChunkBytes = 1 << 20;
 
+// SHA-256, fetched from OpenSSL's provider once: EVP_sha256() at each init
+// is an implicit fetch (a locked lookup) every time, and every bundle read
+// takes a digest.
+const EVP_MD* Sha256() {
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  return md;
+}
+
 // SHA-256, or HMAC-SHA256 with a key, over bytes given in pieces.
 class Sealer {
  public:
   explicit Sealer(std::string_view key) {
     if (key.empty()) {
       md_ = EVP_MD_CTX_new();
-      ok_ = md_ != nullptr && EVP_DigestInit_ex(md_, EVP_sha256(), nullptr) == 1;
+      ok_ = md_ != nullptr && Sha256() != nullptr && EVP_DigestInit_ex(md_, Sha256(), nullptr) == 1;
       return;
     }
     mac_ = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
