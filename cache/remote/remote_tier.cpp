@@ -1,12 +1,11 @@
 // RemoteTier: verification, circuit breaker and leases over a RemoteBackend.
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <random>
 
+#include "jitd/base/digest.h"
 #include "jitd/base/text.h"
 #include "remote/remote.h"
 
@@ -31,24 +30,14 @@ constexpr std::string_view kSignatureMarker = "JITDHMAC";
 constexpr size_t kTagBytes = 32;
 
 std::string Tag(const std::string& secret, const std::string& store_key, std::string_view bytes) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  size_t len = 0;
-  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  EVP_MAC_CTX* ctx = mac != nullptr ? EVP_MAC_CTX_new(mac) : nullptr;
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
-  const bool ok =
-      ctx != nullptr &&
-      EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), params) == 1 &&
-      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(store_key.data()), store_key.size() + 1) == 1 &&
-      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()) == 1 &&
-      EVP_MAC_final(ctx, out, &len, sizeof(out)) == 1;
-  EVP_MAC_CTX_free(ctx);
-  EVP_MAC_free(mac);
+  digest::Sha256 mac = digest::Sha256::Hmac(secret);
+  mac.Update(std::string_view(store_key.data(), store_key.size() + 1));
+  mac.Update(bytes);
+  absl::StatusOr<std::string> tag = mac.Final();
   // No tag at all (an OpenSSL without HMAC) verifies nothing and signs
   // nothing anyone accepts: fail closed.
-  if (!ok || len != kTagBytes) return Cat(std::string(kTagBytes, '\0'), "unavailable");
-  return std::string(reinterpret_cast<const char*>(out), len);
+  if (!tag.ok()) return Cat(std::string(kTagBytes, '\0'), "unavailable");
+  return *std::move(tag);
 }
 
 }  // namespace

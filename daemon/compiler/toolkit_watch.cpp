@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <link.h>
 #include <nvrtc.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <sys/inotify.h>
 #include <unistd.h>
@@ -16,7 +15,7 @@
 #include <utility>
 
 #include "compiler/ptx_link.h"
-#include "jitd/base/hex.h"
+#include "jitd/base/digest.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/keys/content_key.h"
@@ -27,13 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-std::string Sha256Hex(std::string_view text) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned size = 0;
-  EVP_Digest(text.data(), text.size(), out, &size, EVP_sha256(), nullptr);
-  return hex::Encode(std::string_view(reinterpret_cast<const char*>(out), size));
-}
 
 int FindLoadedBuiltins(struct dl_phdr_info* info, size_t /*size*/, void* data) {
   const std::string_view name = info->dlpi_name != nullptr ? info->dlpi_name : "";
@@ -93,7 +85,7 @@ absl::StatusOr<ToolkitIdentity> ToolkitIdentity::Compute(const fs::path& include
                         memo_dir.empty() ? keys::FilesFingerprint(libraries)
                                          : keys::MemoizedFilesFingerprint(libraries, memo_dir / kNvrtcLibrariesMemo));
   for (const fs::path& p : libraries) id.nvrtc_libraries.push_back(fs::weakly_canonical(p, ec));
-  id.fingerprint = Sha256Hex(
+  id.fingerprint = digest::Sha256Hex(
       text::Cat("jitd-toolkit 1\nheaders ", id.headers_fingerprint, "\nnvrtc ", id.nvrtc_library_fingerprint, "\n"));
   return id;
 }

@@ -1,36 +1,28 @@
 #include "jitd/keys/field_digest.h"
 
-#include <openssl/evp.h>
-
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "jitd/base/hex.h"
 
 namespace jitd::keys {
 
-struct FieldDigest::Context {
-  EVP_MD_CTX* md = EVP_MD_CTX_new();
-};
-
-FieldDigest::FieldDigest() : ctx_(new Context) { EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr); }
-
-FieldDigest::~FieldDigest() {
-  EVP_MD_CTX_free(ctx_->md);
-  delete ctx_;
-}
-
 void FieldDigest::Field(std::string_view tag, std::string_view value) {
-  EVP_DigestUpdate(ctx_->md, tag.data(), tag.size());
+  sha_.Update(tag);
   const uint64_t size = value.size();
-  EVP_DigestUpdate(ctx_->md, &size, sizeof size);
-  EVP_DigestUpdate(ctx_->md, value.data(), value.size());
+  sha_.Update(std::string_view(reinterpret_cast<const char*>(&size), sizeof size));
+  sha_.Update(value);
 }
 
 std::string FieldDigest::Hex() {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned size = 0;
-  EVP_DigestFinal_ex(ctx_->md, out, &size);
-  return hex::Encode(std::string_view(reinterpret_cast<const char*>(out), size));
+  absl::StatusOr<std::string> raw = sha_.Final();
+  if (!raw.ok()) {
+    // A key that matched nothing would silently recompile everything.
+    std::fprintf(stderr, "jitd: %s\n", std::string(raw.status().message()).c_str());
+    std::abort();
+  }
+  return hex::Encode(*raw);
 }
 
 }  // namespace jitd::keys

@@ -1,9 +1,6 @@
 #include "jitd/bundle.h"
 
 #include <fcntl.h>
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +9,7 @@
 #include <cstring>
 
 #include "jitd/base/coding.h"
+#include "jitd/base/digest.h"
 #include "jitd/base/files.h"
 #include "jitd/base/hex.h"
 #include "jitd/base/status.h"
@@ -26,7 +24,7 @@ constexpr std::string_view kMagic = "JITDBNDL";
 constexpr std::string_view kEndMagic = "JITDBEND";
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 8 + 4 + 4;
-constexpr size_t kSealBytes = 32;
+constexpr size_t kSealBytes = digest::kSha256Bytes;
 constexpr size_t kTrailerBytes = 8 + kSealBytes + 8;  // index offset, seal, end magic
 // A bundle larger than this is refused at open: 64 GiB is far beyond a
 // fleet's every kernel and keeps a hostile length field from meaning much.
@@ -39,75 +37,16 @@ constexpr uint64_t kMaxEntryBytes = 256 << 20;
 // The seal is computed over the file in pieces of this size.
 constexpr size_t kChunkBytes = 1 << 20;
 
-// SHA-256, fetched from OpenSSL's provider once: EVP_sha256() at each init
-// is an implicit fetch (a locked lookup) every time, and every bundle read
-// takes a digest.
-const EVP_MD* Sha256() {
-  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  return md;
-}
-
-// SHA-256, or HMAC-SHA256 with a key, over bytes given in pieces.
-class Sealer {
- public:
-  explicit Sealer(std::string_view key) {
-    if (key.empty()) {
-      md_ = EVP_MD_CTX_new();
-      ok_ = md_ != nullptr && Sha256() != nullptr && EVP_DigestInit_ex(md_, Sha256(), nullptr) == 1;
-      return;
-    }
-    mac_ = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-    ctx_ = mac_ != nullptr ? EVP_MAC_CTX_new(mac_) : nullptr;
-    char digest[] = "SHA256";
-    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_END};
-    ok_ = ctx_ != nullptr &&
-          EVP_MAC_init(ctx_, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) == 1;
-  }
-  ~Sealer() {
-    EVP_MD_CTX_free(md_);
-    EVP_MAC_CTX_free(ctx_);
-    EVP_MAC_free(mac_);
-  }
-  Sealer(const Sealer&) = delete;
-  Sealer& operator=(const Sealer&) = delete;
-
-  void Update(std::string_view bytes) {
-    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-    if (md_ != nullptr) ok_ = ok_ && EVP_DigestUpdate(md_, p, bytes.size()) == 1;
-    if (ctx_ != nullptr) ok_ = ok_ && EVP_MAC_update(ctx_, p, bytes.size()) == 1;
-  }
-  // The 32 bytes, or an error when OpenSSL could not compute them.
-  absl::StatusOr<std::string> Final() {
-    unsigned char out[EVP_MAX_MD_SIZE];
-    size_t len = 0;
-    if (md_ != nullptr) {
-      unsigned int n = 0;
-      ok_ = ok_ && EVP_DigestFinal_ex(md_, out, &n) == 1;
-      len = n;
-    } else {
-      ok_ = ok_ && EVP_MAC_final(ctx_, out, &len, sizeof(out)) == 1;
-    }
-    if (!ok_ || len != kSealBytes) return absl::InternalError("OpenSSL could not compute the bundle's seal");
-    return std::string(reinterpret_cast<const char*>(out), len);
-  }
-
- private:
-  EVP_MD_CTX* md_ = nullptr;
-  EVP_MAC* mac_ = nullptr;
-  EVP_MAC_CTX* ctx_ = nullptr;
-  bool ok_ = false;
-};
+// SHA-256 when the bundle is not signed, HMAC-SHA256 with the fleet's key
+// when it is.
+digest::Sha256 Sealer(std::string_view key) { return key.empty() ? digest::Sha256() : digest::Sha256::Hmac(key); }
 
 absl::Status Corrupt(const std::filesystem::path& path, std::string_view why) {
   return absl::DataLossError(Cat("bundle ", path.string(), ": ", why));
 }
 
 // SHA-256 of one entry's stored bytes, taken at mount and at every read.
-absl::StatusOr<std::string> EntryDigest(std::string_view blob) {
-  Sealer sha256({});
-  sha256.Update(blob);
-  return sha256.Final();
-}
+absl::StatusOr<std::string> EntryDigest(std::string_view blob) { return digest::Sha256Of(blob); }
 
 }  // namespace
 
@@ -140,7 +79,7 @@ absl::Status WriteBundle(const std::filesystem::path& path, const std::vector<st
   const uint64_t index_offset = out.size();
   out.append(index);
   coding::PutFixed64(&out, index_offset);
-  Sealer sealer(signing_key);
+  digest::Sha256 sealer = Sealer(signing_key);
   sealer.Update(out);
   JITD_ASSIGN_OR_RETURN(std::string seal, sealer.Final());
   out.append(seal);
@@ -261,7 +200,7 @@ absl::Status Bundle::CheckSeal(std::string_view signing_key, std::string_view he
   for (auto& [key, slot] : index_) by_offset.emplace_back(&key, &slot);
   std::sort(by_offset.begin(), by_offset.end(),
             [](const auto& a, const auto& b) { return a.second->offset < b.second->offset; });
-  Sealer sealer(signing_key);
+  digest::Sha256 sealer = Sealer(signing_key);
   sealer.Update(header);
   uint64_t at = kHeaderBytes;
   auto seal_up_to = [&](uint64_t end) -> absl::Status {

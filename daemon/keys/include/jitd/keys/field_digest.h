@@ -6,12 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include "jitd/base/digest.h"
+
 namespace jitd::keys {
 
 class FieldDigest {
  public:
-  FieldDigest();
-  ~FieldDigest();
+  FieldDigest() = default;
   FieldDigest(const FieldDigest&) = delete;
   FieldDigest& operator=(const FieldDigest&) = delete;
 
@@ -22,8 +23,7 @@ class FieldDigest {
   std::string Hex();
 
  private:
-  struct Context;
-  Context* ctx_;
+  digest::Sha256 sha_;
 };
 
 }  // namespace jitd::keys
