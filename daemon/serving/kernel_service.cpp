@@ -99,7 +99,7 @@ void KernelService::NoteArch(const std::string& arch) {
 }
 
 void KernelService::CountLocalHit(Origin origin) {
-  // A bundle's hits are counted by its tier (BundleTier::hits).
+  // A bundle's hits are counted by its level (BundleStorage::stats).
   if (origin == Origin::kMemory) Bump(counters_.memory_hits);
   if (origin == Origin::kDisk) Bump(counters_.disk_hits);
 }
@@ -151,11 +151,11 @@ KernelService::Stats KernelService::stats() const {
   s.cached_only_misses = get(c.cached_only_misses);
   s.prefetches = get(c.prefetches);
   s.abandoned = get(c.abandoned);
-  s.store_failures = disk_.store_failures();
+  s.store_failures = disk_.stats().fill_failures;
   s.in_flight = get(c.in_flight);
   s.remote_hits = get(c.remote_hits);
-  s.bundle_hits = bundled_.has_value() ? bundled_->hits() : 0;
-  s.bundle_corrupt = bundled_.has_value() ? bundled_->corrupt() : 0;
+  s.bundle_hits = bundled_.has_value() ? bundled_->stats().hits : 0;
+  s.bundle_corrupt = bundled_.has_value() ? bundled_->stats().corrupt : 0;
   {
     std::lock_guard lock(arch_misses_mu_);
     s.arch_misses = arch_misses_;
@@ -165,7 +165,7 @@ KernelService::Stats KernelService::stats() const {
   s.remote_failures_shared = get(c.remote_failures_shared);
   s.prefetches_refused = get(c.prefetches_refused);
   s.peer_compiles_refused = get(c.peer_compiles_refused);
-  s.hot = memory_.stats();
+  s.hot = memory_.hot_stats();
   return s;
 }
 

@@ -48,9 +48,11 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/worker_pool.h"
+#include "jitd/bundle_storage.h"
 #include "jitd/cache.h"
 #include "manifest/manifest.h"
 #include "remote/remote.h"
+#include "remote/remote_storage.h"
 #include "serving/executor.h"
 #include "serving/flight_table.h"
 #include "serving/tier.h"
@@ -288,9 +290,9 @@ class KernelService {
   // The tiers, fastest first; the bundles only when mounted, the remote
   // one only with a remote tier.
   MemoryTier memory_;
-  DiskTier disk_;
-  std::optional<BundleTier> bundled_;
-  std::optional<RemoteTierAdapter> shared_;
+  cache::DiskStorage disk_;
+  std::optional<cache::BundleStorage> bundled_;
+  std::optional<cache::RemoteStorage> shared_;
   std::unique_ptr<TierStack> tiers_;
   size_t local_tiers_ = 2;   // memory, disk and the bundles: what CACHED_ONLY and Find() ask
   size_t remote_level_ = 2;  // the remote tier's level, when there is one

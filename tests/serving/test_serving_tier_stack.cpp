@@ -21,7 +21,7 @@ class TierStackTest : public ::testing::Test {
     o.background = false;
     cache_ = cache::testing::OpenCache(o);
     ASSERT_NE(cache_, nullptr);
-    disk_ = std::make_unique<DiskTier>(cache_.get());
+    disk_ = std::make_unique<cache::DiskStorage>(cache_.get());
     stack_ = std::make_unique<TierStack>(std::vector<Tier*>{&memory_, disk_.get()});
   }
 
@@ -44,7 +44,7 @@ class TierStackTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<cache::Cache> cache_;
   MemoryTier memory_{1 << 20};
-  std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<cache::DiskStorage> disk_;
   std::unique_ptr<TierStack> stack_;
 };
 
@@ -68,6 +68,25 @@ TEST_F(TierStackTest, ADiskHitFillsMemory) {
   ASSERT_TRUE(cache_->Publish(MetaFor(2), CubinFor(2)).ok());
   EXPECT_EQ(stack_->Lookup(KeyFor(2), 0, 2)->origin, Origin::kDisk);
   EXPECT_EQ(stack_->Lookup(KeyFor(2), 0, 2)->origin, Origin::kMemory);
+}
+
+TEST_F(TierStackTest, EveryLevelCountsItsHitsMissesAndFillsTheSameWay) {
+  ASSERT_TRUE(cache_->Publish(MetaFor(2), CubinFor(2)).ok());
+  EXPECT_EQ(stack_->Lookup(KeyFor(2), 0, 2)->origin, Origin::kDisk);    // memory misses, disk hits
+  EXPECT_EQ(stack_->Lookup(KeyFor(2), 0, 2)->origin, Origin::kMemory);  // memory hits
+  EXPECT_FALSE(stack_->Lookup(KeyFor(3), 0, 2).has_value());            // both miss
+  stack_->Fill(Compiled(4), 0, 2);
+  const cache::StorageStats memory = memory_.stats();
+  const cache::StorageStats disk = disk_->stats();
+  EXPECT_EQ(memory.hits, 1u);
+  EXPECT_EQ(memory.misses, 2u);
+  EXPECT_EQ(memory.fills, 2u) << "the disk hit, then the compiled entry";
+  EXPECT_EQ(disk.hits, 1u);
+  EXPECT_EQ(disk.misses, 1u);
+  EXPECT_EQ(disk.fills, 1u);
+  EXPECT_EQ(disk.fill_failures, 0u);
+  EXPECT_STREQ(cache::LevelName(disk_->level()), "disk");
+  EXPECT_EQ(OriginOf(memory_.level()), Origin::kMemory);
 }
 
 TEST_F(TierStackTest, WhatTheDiskEvictsOrRepairsAwayIsForgottenInMemory) {
