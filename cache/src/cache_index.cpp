@@ -94,7 +94,11 @@ constexpr const char* kColumns =
 constexpr const char* kColumnsV2 =
     "key, checksum, kernel, params, arch, size, nvrtc_version, compile_ms, created_ms, last_used_ms, hits, pinned, "
     "''";
-constexpr int kOldestReadOnlyVersion = 2;
+// And from a version 1 index (the first): no params, NVRTC version,
+// compile time, hits or pins yet. The client's fallback reads directories
+// warmed by any jitd.
+constexpr const char* kColumnsV1 = "key, checksum, kernel, '', arch, size, '', 0, created_ms, last_used_ms, 0, 0, ''";
+constexpr int kOldestReadOnlyVersion = 1;
 
 IndexRow ReadRow(const Statement& s) {
   IndexRow r;
@@ -115,8 +119,8 @@ IndexRow ReadRow(const Statement& s) {
 }
 
 // Builds "WHERE ..." with ?N placeholders and the values to bind, in order.
-std::string WhereClause(const RowFilter& f, std::string_view options_column, std::vector<std::string>* text_args,
-                        std::optional<int64_t>* int_arg) {
+std::string WhereClause(const RowFilter& f, std::string_view params_column, std::string_view options_column,
+                        std::vector<std::string>* text_args, std::optional<int64_t>* int_arg) {
   std::vector<std::string> terms;
   if (!f.keys.empty()) {
     std::vector<std::string> marks;
@@ -136,7 +140,7 @@ std::string WhereClause(const RowFilter& f, std::string_view options_column, std
   }
   if (f.params) {
     text_args->push_back(*f.params);
-    terms.push_back("params = ?");
+    terms.push_back(Cat(params_column, " = ?"));
   }
   if (f.options) {
     text_args->push_back(*f.options);
@@ -259,7 +263,10 @@ absl::Status CacheIndex::Migrate() {
   });
 }
 
-const char* CacheIndex::Columns() const { return schema_version_ >= 3 ? kColumns : kColumnsV2; }
+const char* CacheIndex::Columns() const {
+  return schema_version_ >= 3 ? kColumns : (schema_version_ == 2 ? kColumnsV2 : kColumnsV1);
+}
+const char* CacheIndex::ParamsColumn() const { return schema_version_ >= 2 ? "params" : "''"; }
 const char* CacheIndex::OptionsColumn() const { return schema_version_ >= 3 ? "options" : "''"; }
 
 absl::StatusOr<std::unique_ptr<CacheIndex::Reader>> CacheIndex::AcquireReader() {
@@ -375,9 +382,9 @@ absl::StatusOr<std::optional<IndexRow>> CacheIndex::FindSerialized(const std::st
 absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter, bool newest_first, size_t limit) {
   std::vector<std::string> text_args;
   std::optional<int64_t> int_arg;
-  std::string sql =
-      Cat("SELECT ", Columns(), " FROM entries", WhereClause(filter, OptionsColumn(), &text_args, &int_arg),
-          newest_first ? " ORDER BY last_used_ms DESC, created_ms DESC" : " ORDER BY last_used_ms ASC, created_ms ASC");
+  std::string sql = Cat(
+      "SELECT ", Columns(), " FROM entries", WhereClause(filter, ParamsColumn(), OptionsColumn(), &text_args, &int_arg),
+      newest_first ? " ORDER BY last_used_ms DESC, created_ms DESC" : " ORDER BY last_used_ms ASC, created_ms ASC");
   if (limit > 0) text::Append(sql, " LIMIT ", limit);
   JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   std::vector<IndexRow> out;
@@ -407,7 +414,8 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
 absl::StatusOr<uint64_t> CacheIndex::Count(const RowFilter& filter) {
   std::vector<std::string> text_args;
   std::optional<int64_t> int_arg;
-  std::string sql = Cat("SELECT count(*) FROM entries", WhereClause(filter, OptionsColumn(), &text_args, &int_arg));
+  std::string sql =
+      Cat("SELECT count(*) FROM entries", WhereClause(filter, ParamsColumn(), OptionsColumn(), &text_args, &int_arg));
   JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   absl::StatusOr<uint64_t> out = uint64_t{0};
   {

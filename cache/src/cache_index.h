@@ -131,6 +131,7 @@ class CacheIndex {
   // The columns ReadRow reads, and the options column, for schema_version_.
   const char* Columns() const;
   const char* OptionsColumn() const;
+  const char* ParamsColumn() const;
   void ReleaseReader(std::unique_ptr<Reader> reader);
   // Runs `body` inside BEGIN IMMEDIATE ... COMMIT on the writer.
   template <typename F>

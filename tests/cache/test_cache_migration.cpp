@@ -1,6 +1,6 @@
 // Schema migration: an index written by schema version 1 or 2 opens, is
 // migrated in place, and serves its entries; a read-only open reads a
-// version 2 index as it is; a newer schema is refused clearly.
+// version 1 or 2 index as it is; a newer schema is refused clearly.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -40,31 +40,39 @@ void Exec(sqlite3* db, const std::string& sql) {
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
 }
 
-TEST(Migration, Version1IndexIsMigratedAndServesItsEntries) {
-  TempDir dir;
-  // Publish with the current code to get real blob files, then replace the
-  // index with a version 1 index that names them.
-  std::vector<std::pair<std::string, std::string>> rows;  // key, blob file name
+// Publishes with the current code to get real blob files, then replaces
+// the index with a version 1 index that names them. Returns each entry's
+// (checksum, blob path).
+std::vector<std::pair<std::string, std::string>> MakeVersion1Index(const fs::path& dir) {
+  std::vector<std::pair<std::string, std::string>> rows;
   {
-    auto c = Cache::Open(Options(dir.path()));
-    ASSERT_TRUE(c.ok());
+    auto c = Cache::Open(Options(dir));
+    EXPECT_TRUE(c.ok());
+    if (!c.ok()) return rows;
     for (int i = 0; i < 3; ++i) {
-      ASSERT_TRUE((*c)->Publish(MetaFor(i), CubinFor(i)).ok());
+      EXPECT_TRUE((*c)->Publish(MetaFor(i), CubinFor(i)).ok());
       auto e = (*c)->Lookup(KeyFor(i));
       rows.emplace_back(e->checksum, e->blob_path.string());
     }
   }
-  fs::path index = dir.path() / "index.sqlite";
+  fs::path index = dir / "index.sqlite";
   for (const char* s : {"", "-wal", "-shm"}) fs::remove(index.string() + s);
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(index.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_open(index.c_str(), &db), SQLITE_OK);
   Exec(db, kSchemaV1);
   for (int i = 0; i < 3; ++i) {
     Exec(db, "INSERT INTO entries VALUES ('" + KeyFor(i) + "', '" + rows[i].first + "', 'test.kernel', 'sm_90', " +
                  std::to_string(fs::file_size(rows[i].second)) + ", 1000, " + std::to_string(2000 + i) + ")");
   }
   sqlite3_close(db);
+  return rows;
+}
 
+TEST(Migration, Version1IndexIsMigratedAndServesItsEntries) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> rows = MakeVersion1Index(dir.path());
+  ASSERT_EQ(rows.size(), 3u);
+  const fs::path index = dir.path() / "index.sqlite";
   auto c = Cache::Open(Options(dir.path()));
   ASSERT_TRUE(c.ok()) << c.status();
   for (int i = 0; i < 3; ++i) {
@@ -154,6 +162,33 @@ TEST(Migration, AReadOnlyOpenReadsAVersion2IndexAsItIs) {
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->cubin, CubinFor(1));
   EXPECT_EQ(e->meta.request_options, (std::vector<std::string>{"--generate-line-info", "-DTILE=4"}));
+}
+
+TEST(Migration, AReadOnlyOpenReadsAVersion1IndexAsItIs) {
+  TempDir dir;
+  ASSERT_EQ(MakeVersion1Index(dir.path()).size(), 3u);
+  CacheOptions options = Options(dir.path());
+  options.read_only = true;
+  options.background = false;
+  auto c = Cache::Open(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  // What the client's fallback asks: one instantiation, no params (version
+  // 1 had none), no extra options.
+  auto listed = (*c)->List({.kernel_glob = "test.kernel", .arch = "sm_90", .params = "", .options = ""});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 3u);
+  EXPECT_TRUE((*c)->List({.params = "dtype=fp32"})->empty());
+  auto e = (*c)->Lookup(KeyFor(2));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->cubin, CubinFor(2));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir.path() / "index.sqlite").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT version FROM schema_version", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 1) << "a read-only open migrates nothing";
+  sqlite3_finalize(st);
+  sqlite3_close(db);
 }
 
 TEST(Migration, AnIndexRebuiltFromTheBlobsKnowsEachEntrysRequestOptions) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Dependencies point the right way: the daemon's link line holds no client
-library (what both need is in jitd_base and jitd_spec_file), and neither
-jitctl's nor a program linking jitd_client alone holds the cache library
-(blobs are decoded by jitd_blob; the fallback is jitd_client_fallback).
+library (what both need is in jitd_base and jitd_spec_file); a program
+linking jitd_client alone holds no cache library (blobs are decoded by
+jitd_blob; the fallback, which reads a directory through the cache's
+read-only level, is the optional jitd_client_fallback); and jitctl, which
+links that fallback, holds no remote tier.
 
     check_link_lines.py BUILD_DIR     check this build tree
     check_link_lines.py --self-test   prove the check fails on a bad tree
@@ -20,7 +22,7 @@ import tempfile
 # (program, its directory in the build tree, libraries it must not link)
 RULES = [
     ("jitd", "daemon", ["jitd_client", "jitd_jitctl"]),
-    ("jitctl", "client", ["jitd_cache"]),
+    ("jitctl", "client", ["jitd_remote", "jitd_serving"]),
     # tests/repo/client_link_probe.cpp: a program that links jitd_client and
     # nothing else, so that its link line is the client's own closure.
     ("client_link_probe", "tests/repo", ["jitd_cache", "jitd_client_fallback", "jitd_remote"]),
@@ -32,6 +34,7 @@ WHY = {
     "jitd_cache": "the client must not depend on the cache (decode blobs with jitd_blob)",
     "jitd_client_fallback": "the fallback is an optional component, not a part of jitd_client",
     "jitd_remote": "the client must not depend on the remote tier",
+    "jitd_serving": "the client must not depend on the daemon's engine",
 }
 
 
@@ -76,7 +79,7 @@ def self_test():
     }
     bad_lines = {
         "jitd": ("../client/libjitd_client.a", "jitd links jitd_client"),
-        "jitctl": ("../cache/libjitd_cache.a", "jitctl links jitd_cache"),
+        "jitctl": ("../cache/remote/libjitd_remote.a", "jitctl links jitd_remote"),
         "client_link_probe": ("../../client/libjitd_client_fallback.a", "client_link_probe links jitd_client_fallback"),
     }
 
@@ -105,11 +108,11 @@ def self_test():
                     "  LINK_LIBRARIES = daemon/libjitd_daemon.a client/libjitd_client.a\n"
                     "  TARGET_FILE = daemon/jitd\n"
                     "build client/jitctl: CXX_EXECUTABLE_LINKER__jitctl_Release client/main.cpp.o\n"
-                    "  LINK_LIBRARIES = client/libjitd_client.a cache/libjitd_cache.a\n"
+                    "  LINK_LIBRARIES = client/libjitd_client.a cache/remote/libjitd_remote.a\n"
                     "build tests/repo/client_link_probe: CXX_EXECUTABLE_LINKER__client_link_probe_Release p.o\n"
                     "  LINK_LIBRARIES = client/libjitd_client.a\n")
         bad = check(tmp)
-        assert len(bad) == 2 and "jitd links jitd_client" in bad[0] and "jitctl links jitd_cache" in bad[1], bad
+        assert len(bad) == 2 and "jitd links jitd_client" in bad[0] and "jitctl links jitd_remote" in bad[1], bad
     print("check_link_lines self-test: each rule's forbidden library, clean lines and a missing line are told apart")
 
 
