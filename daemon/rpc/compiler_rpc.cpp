@@ -257,7 +257,7 @@ v1::GetKernelResponse::Source SourceOf(serving::Origin origin) {
 }
 
 CompilerRpc::CompilerRpc(serving::KernelService& service, InFlightCalls& calls, Options options)
-    : service_(service), calls_(calls), options_(options), peers_(options.max_calls_per_peer) {}
+    : service_(service), calls_(calls), options_(options), peers_(options.max_calls_per_peer), fatbins_(service) {}
 
 grpc::Status CompilerRpc::GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                     v1::GetKernelResponse* response) {

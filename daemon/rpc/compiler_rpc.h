@@ -21,17 +21,15 @@
 #pragma once
 
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "jitd/v1/compiler.grpc.pb.h"
 #include "rpc/daemon_metrics.h"
 #include "rpc/in_flight_calls.h"
 #include "security/peer_limit.h"
+#include "serving/fatbin_assembly.h"
 #include "serving/kernel_service.h"
 
 namespace jitd::daemon {
@@ -86,30 +84,13 @@ class CompilerRpc final : public v1::Compiler::Service {
 
   grpc::Status GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                 v1::GetKernelResponse* response, serving::Origin* origin);
-  // GetKernel with `archs` or `fleet` (fatbin_rpc.cpp): one fatbin of every
-  // arch asked, each part answered or compiled on its own.
+  // GetKernel with `archs` or `fleet` (fatbin_rpc.cpp), answered by
+  // serving::FatbinAssembly.
   grpc::Status GetFatbin(const v1::GetKernelRequest& request, serving::Mode mode, const serving::CallContext& call,
                          v1::GetKernelResponse* response, serving::Origin* origin);
-  // Every part of a fatbin, in the order of `targets`; compiles side by side.
-  std::vector<absl::StatusOr<serving::KernelAnswer>> GetParts(const manifest::KernelRequest& base,
-                                                              const std::vector<std::string>& targets,
-                                                              serving::Mode mode, const serving::CallContext& call);
   std::string PeerOf(const grpc::ServerContext& context) const;
 
-  // Fatbins built lately, by the digest of their parts' content keys: the
-  // same parts always make the same bytes, so an entry never goes stale,
-  // and a repeated fleet request copies one buffer instead of building the
-  // container again. Bounded in bytes; the oldest goes first.
-  struct BuiltFatbins {
-    static constexpr size_t kMaxBytes = 32 << 20;
-    std::mutex mu;
-    std::unordered_map<std::string, std::shared_ptr<const std::string>> by_digest;  // guarded by mu
-    std::deque<std::string> order;                                                  // guarded by mu
-    size_t bytes = 0;                                                               // guarded by mu
-    std::shared_ptr<const std::string> Find(const std::string& digest);
-    void Add(const std::string& digest, std::shared_ptr<const std::string> fatbin);
-  };
-  BuiltFatbins built_fatbins_;
+  serving::FatbinAssembly fatbins_;
 };
 
 }  // namespace jitd::daemon
