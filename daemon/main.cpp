@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "absl/strings/str_format.h"
+#include "app/server.h"
 #include "compiler/compile_worker.h"
 #include "config/command_line.h"
 #include "config/config_file.h"
@@ -14,7 +15,6 @@
 #include "process/compile_stack.h"
 #include "process/daemon_signals.h"
 #include "process/offline_commands.h"
-#include "rpc/server.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 //   server_listen.cpp   who may reach it: the configuration's addresses,
 //                       the Unix sockets and their token files, gRPC, the
 //                       local path, the acceptor and the listener probe
-// Internal to jitd_daemon; nothing outside rpc/ includes it.
+// Internal to jitd_daemon; nothing outside app/ includes it.
 #pragma once
 
 #include <grpcpp/security/server_credentials.h>
@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "app/server.h"
 #include "compiler/toolkit_watch.h"
 #include "jitd/bundle.h"
 #include "manifest/manifest.h"
@@ -40,7 +41,6 @@
 #include "rpc/in_flight_calls.h"
 #include "rpc/kernel_trees.h"
 #include "rpc/local_server.h"
-#include "rpc/server.h"
 #include "security/admin_auth.h"
 #include "security/admin_token_files.h"
 #include "security/listen_address.h"

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
+#include "app/server_impl.h"
 #include "jitd/base/admin_token.h"
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "rpc/server_impl.h"
 #include "security/signing_key.h"
 
 namespace jitd::daemon {

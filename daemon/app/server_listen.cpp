@@ -10,9 +10,9 @@
 #include <cstring>
 #include <set>
 
+#include "app/server_impl.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "rpc/server_impl.h"
 #include "security/tcp_credentials.h"
 
 namespace jitd::daemon {

@@ -1,4 +1,4 @@
-#include "rpc/server.h"
+#include "app/server.h"
 
 #include <grpc/grpc.h>
 #include <grpcpp/server.h>
@@ -6,10 +6,10 @@
 
 #include <algorithm>
 
+#include "app/server_impl.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "process/fd_limit.h"
-#include "rpc/server_impl.h"
 #include "rpc/serving_stats.h"
 
 namespace jitd::daemon {
