@@ -18,4 +18,19 @@ std::string CanonicalParams(const std::map<std::string, std::string>& params) {
   return text::Join(pairs, ",");
 }
 
+std::optional<std::map<std::string, std::string>> ParseCanonicalParams(std::string_view text) {
+  std::map<std::string, std::string> params;
+  for (std::string_view rest = text; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    const std::string_view pair = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) return std::nullopt;
+    if (!params.emplace(std::string(pair.substr(0, eq)), std::string(pair.substr(eq + 1))).second) return std::nullopt;
+  }
+  // Read back only what would be written back the same way.
+  if (CanonicalParams(params) != text) return std::nullopt;
+  return params;
+}
+
 }  // namespace jitd

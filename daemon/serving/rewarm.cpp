@@ -10,7 +10,6 @@
 #include <tuple>
 #include <vector>
 
-#include "absl/strings/str_split.h"
 #include "jitd/base/kernel_params.h"
 #include "serving/warm_run.h"
 
@@ -24,19 +23,6 @@ int64_t NowUnixMs() {
       .count();
 }
 
-// The params of an index row as a request names them; nullopt when the
-// text does not read back as it was written (it is never compiled then).
-std::optional<std::map<std::string, std::string>> ParamsOf(const std::string& text) {
-  std::map<std::string, std::string> params;
-  if (!text.empty()) {
-    for (absl::string_view pair : absl::StrSplit(text, ',')) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
-      params[kv.first] = kv.second;
-    }
-  }
-  if (CanonicalParams(params) != text) return std::nullopt;
-  return params;
-}
 
 // What tells one instantiation's entries (of every generation) together.
 using InstantiationId = std::tuple<std::string, std::string, std::string, std::vector<std::string>>;
@@ -46,7 +32,7 @@ InstantiationId IdOf(const cache::EntryInfo& e) { return {e.kernel, e.params, e.
 // The request that asks for `e`'s instantiation; nullopt when its params
 // do not read back.
 std::optional<manifest::KernelRequest> RequestOf(const cache::EntryInfo& e) {
-  std::optional<std::map<std::string, std::string>> params = ParamsOf(e.params);
+  std::optional<std::map<std::string, std::string>> params = ParseCanonicalParams(e.params);
   if (!params.has_value()) return std::nullopt;
   return manifest::KernelRequest{
       .kernel = e.kernel, .params = *std::move(params), .arch = e.arch, .options = e.options};

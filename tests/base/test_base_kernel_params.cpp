@@ -21,3 +21,23 @@ TEST(CanonicalParams, SortsTheTextsAsTheDaemonDoes) {
 
 }  // namespace
 }  // namespace jitd
+
+namespace jitd {
+namespace {
+
+TEST(ParseCanonicalParams, ReadsBackWhatCanonicalParamsWrote) {
+  const std::map<std::string, std::string> params = {{"gate", "full"}, {"dtype", "bf16"}, {"n2", "x"}, {"n", "y"}};
+  EXPECT_EQ(ParseCanonicalParams(CanonicalParams(params)), params);
+  EXPECT_EQ(ParseCanonicalParams(""), (std::map<std::string, std::string>{}));
+  EXPECT_EQ(ParseCanonicalParams("expr=a=b"), (std::map<std::string, std::string>{{"expr", "a=b"}}));
+}
+
+TEST(ParseCanonicalParams, RefusesATextCanonicalParamsWouldNotHaveWritten) {
+  EXPECT_EQ(ParseCanonicalParams("gate=full,dtype=bf16"), std::nullopt) << "out of order";
+  EXPECT_EQ(ParseCanonicalParams("dtype=bf16,dtype=fp16"), std::nullopt) << "a name twice";
+  EXPECT_EQ(ParseCanonicalParams("dtype"), std::nullopt) << "no '='";
+  EXPECT_EQ(ParseCanonicalParams("dtype=bf16,"), std::nullopt) << "a trailing comma";
+}
+
+}  // namespace
+}  // namespace jitd

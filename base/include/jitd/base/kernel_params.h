@@ -4,7 +4,9 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace jitd {
 
@@ -12,5 +14,10 @@ namespace jitd {
 // The "k=v" texts are what is sorted, as the daemon does: that is key order
 // except where one name extends another with a character below '='.
 std::string CanonicalParams(const std::map<std::string, std::string>& params);
+
+// The params a canonical text names (an index row's, a lock entry's), the
+// inverse of CanonicalParams; nullopt for a text CanonicalParams would not
+// have written (a name twice, out of order, a pair without '=').
+std::optional<std::map<std::string, std::string>> ParseCanonicalParams(std::string_view text);
 
 }  // namespace jitd
