@@ -14,9 +14,9 @@
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/spec_file.h"
-#include "manifest/lock.h"
 #include "process/compile_stack.h"
 #include "serving/kernel_service.h"
+#include "serving/warm_plan.h"
 #include "serving/warm_run.h"
 
 namespace jitd::daemon {
@@ -41,53 +41,23 @@ int offline::CannotRun(std::string_view what, const absl::Status& s) {
 
 namespace {
 
-// "k=v,k=v" (a lock's canonical params) as a request's map.
-std::map<std::string, std::string> ParamsMap(std::string_view canonical) {
-  std::map<std::string, std::string> params;
-  for (std::string_view rest = canonical; !rest.empty();) {
-    const std::string_view pair = rest.substr(0, rest.find(','));
-    rest.remove_prefix(std::min(rest.size(), pair.size() + 1));
-    const size_t eq = pair.find('=');
-    params[std::string(pair.substr(0, eq))] = eq == std::string_view::npos ? "" : std::string(pair.substr(eq + 1));
-  }
-  return params;
-}
-
-// What `jitd warm` warms: every instantiation of the manifest (--all),
-// every entry of --lock (each for its own arch), or every spec of
-// --manifest, for each of `archs` unless the spec names one.
-absl::StatusOr<std::vector<manifest::KernelRequest>> WarmRequests(const OfflineOptions& o,
-                                                                  const manifest::Resolver& resolver,
-                                                                  const std::vector<std::string>& archs) {
-  std::vector<manifest::KernelRequest> requests;
-  if (const manifest::KernelLock* lock = resolver.trees().front().lock.get(); lock != nullptr) {
-    for (const manifest::LockEntry& e : lock->entries) requests.push_back({e.kernel, ParamsMap(e.params), e.arch, {}});
-    return requests;
-  }
-  if (o.all) {
-    for (const auto& k : resolver.tree().manifest().kernels) {
-      for (const auto& params : manifest::Manifest::Instantiations(k)) {
-        for (const auto& arch : archs) requests.push_back({k.name, params, arch, {}});
-      }
-    }
-    return requests;
-  }
+// What `jitd warm` asks for: every instantiation of the manifest (--all),
+// every entry of --lock (a locked tree's all is its lock, each entry for
+// its own arch unless --arch names some), or every spec of --manifest, for
+// each --arch unless the spec names one. serving::WarmPlan makes the items.
+absl::StatusOr<serving::WarmAsk> WarmAskOf(const OfflineOptions& o) {
+  serving::WarmAsk ask;
+  ask.archs = o.archs;
+  ask.all = o.all || !o.lock.empty();
+  if (ask.all) return ask;
   JITD_ASSIGN_OR_RETURN(auto specs, LoadSpecFile(o.manifest));
   for (const auto& spec : specs) {
-    manifest::KernelRequest r{spec.kernel(),
-                              {spec.params().begin(), spec.params().end()},
-                              spec.arch(),
-                              {spec.options().begin(), spec.options().end()}};
-    if (!r.arch.empty()) {
-      requests.push_back(r);
-      continue;
-    }
-    for (const auto& arch : archs) {
-      r.arch = arch;
-      requests.push_back(r);
-    }
+    ask.specs.push_back({spec.kernel(),
+                         {spec.params().begin(), spec.params().end()},
+                         spec.arch(),
+                         {spec.options().begin(), spec.options().end()}});
   }
-  return requests;
+  return ask;
 }
 
 }  // namespace
@@ -118,8 +88,10 @@ int RunWarm(const CommandLine& command_line) {
   auto resolver = LoadKernels(kernels_dir, o.kernels_name, o.lock, *toolchain, archs.front());
   if (!resolver.ok()) return CannotRun("warm", resolver.status());
 
-  absl::StatusOr<std::vector<manifest::KernelRequest>> requests = WarmRequests(o, **resolver, archs);
-  if (!requests.ok()) return CannotRun("warm", requests.status());
+  absl::StatusOr<serving::WarmAsk> ask = WarmAskOf(o);
+  if (!ask.ok()) return CannotRun("warm", ask.status());
+  absl::StatusOr<serving::WarmPlan> plan = serving::WarmPlan::Make(*std::move(ask), **resolver, {});
+  if (!plan.ok()) return CannotRun("warm", plan.status());
 
   const size_t workers = offline::WorkerCount(o.workers);
   // A toolkit change during the warm-up fails the compiles that saw it
@@ -131,10 +103,10 @@ int RunWarm(const CommandLine& command_line) {
   service_options.hot_cache_bytes = 0;  // nothing is served: keep no cubins in memory
   serving::KernelService service(*resolver, cache->get(), stack->pool.get(), service_options);
 
-  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", requests->size(), (*cache)->dir().c_str(),
+  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", plan->size(), (*cache)->dir().c_str(),
               workers);
   std::fflush(stdout);
-  Progress progress("warm", requests->size());
+  Progress progress("warm", plan->size());
   std::vector<std::string> failures;
   serving::WarmRunOptions run;
   // One more in flight than workers keeps every worker busy while a result
@@ -142,10 +114,10 @@ int RunWarm(const CommandLine& command_line) {
   run.concurrency = workers + 1;
   run.call.priority = compiler::Priority::kWarm;
   const serving::WarmCounts counts = serving::RunWarm(
-      service, requests->size(), [&](size_t i) { return (*requests)[i]; }, run,
+      service, plan->size(), [&](size_t i) { return plan->At(i); }, run,
       [&](size_t i, const absl::StatusOr<serving::KernelAnswer>& answer, serving::WarmOutcome outcome,
           const serving::WarmCounts&) {
-        const manifest::KernelRequest& r = (*requests)[i];
+        const manifest::KernelRequest r = plan->At(i);
         const std::string what =
             text::Instantiation(r.kernel, answer.ok() ? answer->params : CanonicalParams(r.params), r.arch, r.options);
         if (outcome == serving::WarmOutcome::kFailed) {
@@ -163,7 +135,7 @@ int RunWarm(const CommandLine& command_line) {
   progress.Finish();
   if (auto s = (*cache)->Flush(); !s.ok()) spdlog::warn("flushing the cache index: {}", s.ToString());
   for (const auto& f : failures) std::printf("failed: %s\n", f.c_str());
-  std::printf("jitd warm: %zu instantiations in %.1f s: %u compiled, %u already cached, %zu failed\n", requests->size(),
+  std::printf("jitd warm: %zu instantiations in %.1f s: %u compiled, %u already cached, %zu failed\n", plan->size(),
               progress.elapsed_s(), counts.compiled, counts.cached, failures.size());
   return failures.empty() ? 0 : kExitFindings;
 }

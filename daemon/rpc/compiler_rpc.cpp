@@ -11,10 +11,10 @@
 #include "jitd/base/kernel_params.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "manifest/lock.h"
 #include "manifest/manifest.h"
 #include "process/memory_trim.h"
 #include "rpc/grpc_status.h"
+#include "serving/warm_plan.h"
 #include "serving/warm_run.h"
 
 namespace jitd::daemon {
@@ -27,11 +27,6 @@ using Steady = std::chrono::steady_clock;
 // more would only fill the worker queue (and push live callers into
 // RESOURCE_EXHAUSTED) without compiling any sooner.
 constexpr size_t kMaxWarmConcurrency = 64;
-// What one Warm call may ask for (docs/SECURITY.md): a warm-up of every
-// instantiation of a large manifest for several archs is thousands; more
-// is split into several calls. NVRTC knows a few dozen archs at most.
-constexpr size_t kMaxWarmItems = 100'000;
-constexpr size_t kMaxWarmArchs = 64;
 // How often a Warm call that waits for its items checks for its caller.
 constexpr std::chrono::milliseconds kWarmPollInterval{50};
 
@@ -101,121 +96,20 @@ void FillResponse(const serving::KernelAnswer& answer, bool by_path, v1::GetKern
   response->set_nvrtc_version(entry.meta.nvrtc_version);
 }
 
-// Whether `lock` lists the instantiation for some arch.
-bool Locked(const manifest::KernelLock& lock, const std::string& kernel, const std::string& params) {
-  return std::any_of(lock.entries.begin(), lock.entries.end(),
-                     [&](const manifest::LockEntry& e) { return e.kernel == kernel && e.params == params; });
+// A Warm request as the engine's question (serving::WarmPlan says the rules).
+serving::WarmAsk WarmAskOf(const v1::WarmRequest& request) {
+  serving::WarmAsk ask;
+  ask.all = request.all();
+  ask.fleet = request.fleet();
+  ask.archs.assign(request.archs().begin(), request.archs().end());
+  if (!ask.all) {
+    ask.specs.reserve(static_cast<size_t>(request.specs_size()));
+    for (const v1::KernelSpec& spec : request.specs()) {
+      ask.specs.push_back(ToKernelRequest(spec.kernel(), spec.params(), spec.arch(), spec.options()));
+    }
+  }
+  return ask;
 }
-
-// What one Warm call compiles: every instantiation of the manifest, or the
-// given specs, each for every requested arch (a spec's own arch wins).
-
-// Expanded lazily (At): a request of a few hundred KB must not become 10^9
-// items in memory. Its size is capped before anything is expanded.
-class WarmPlan {
- public:
-  static absl::StatusOr<WarmPlan> Make(const v1::WarmRequest& request, const manifest::Resolver& resolver,
-                                       const std::vector<std::string>& fleet_targets) {
-    WarmPlan plan;
-    if (request.fleet() && fleet_targets.empty()) {
-      return absl::FailedPreconditionError(
-          "this daemon has no fleet set to warm: start it with --fleet-archs, or name the archs");
-    }
-    if (static_cast<size_t>(request.archs_size()) > kMaxWarmArchs) {
-      return absl::InvalidArgumentError(Cat("a Warm call names at most ", kMaxWarmArchs, " archs; this one names ",
-                                            request.archs_size(), " (NVRTC ", resolver.toolchain().nvrtc_version,
-                                            " knows ", resolver.toolchain().archs.size(), ")"));
-    }
-    for (const std::string& arch : request.archs()) {
-      JITD_RETURN_IF_ERROR(manifest::ValidateArch(arch, resolver.toolchain()));
-      // Once each: sm_90 twice is one compile, not two items.
-      if (std::find(plan.archs_.begin(), plan.archs_.end(), arch) == plan.archs_.end()) plan.archs_.push_back(arch);
-    }
-    // The fleet's: each of its archs and the PTX of the lowest.
-    for (const std::string& arch : request.fleet() ? fleet_targets : std::vector<std::string>{}) {
-      if (std::find(plan.archs_.begin(), plan.archs_.end(), arch) == plan.archs_.end()) plan.archs_.push_back(arch);
-    }
-    if (plan.archs_.empty()) plan.archs_.push_back(resolver.default_arch());
-    const size_t archs = plan.archs_.size();
-    if (request.all()) {
-      // Counted before anything is listed: a tree is bounded
-      // (kMaxInstantiationsPerTree), several trees and archs multiply it.
-      // A locked tree warms at most what its lock lists.
-      uint64_t at_most = 0;
-      for (const manifest::ServedTree& tree : resolver.trees()) {
-        uint64_t count = 0;
-        for (const manifest::KernelDef& kernel : tree.tree->manifest().kernels) {
-          count += std::min<uint64_t>(manifest::InstantiationCount(kernel), kMaxWarmItems + 1);
-        }
-        if (tree.lock != nullptr) count = std::min<uint64_t>(count, tree.lock->entries.size());
-        at_most += count;
-      }
-      if (at_most * archs > kMaxWarmItems) {
-        return absl::InvalidArgumentError(
-            Cat("a Warm call warms at most ", kMaxWarmItems, " instantiations (specs x archs); all of them for ", archs,
-                " arch(s) would be up to ", at_most * archs, ": name fewer archs, or give specs in several calls"));
-      }
-      for (const manifest::TreeKernel& kernel : resolver.Kernels()) {
-        for (auto& params : manifest::Manifest::Instantiations(*kernel.def)) {
-          // A locked tree's all is its lock: the rest would only be refused.
-          if (kernel.tree->lock != nullptr && !Locked(*kernel.tree->lock, kernel.def->name, CanonicalParams(params))) {
-            continue;
-          }
-          plan.instantiations_.push_back({kernel.name, std::move(params), "", {}});
-        }
-      }
-      plan.size_ = plan.instantiations_.size() * archs;
-    } else {
-      if (request.specs().empty()) {
-        return absl::InvalidArgumentError(
-            "nothing to warm: set `all` or give `specs` (jitctl warm --all or --manifest FILE)");
-      }
-      if (static_cast<size_t>(request.specs_size()) > kMaxWarmItems) {
-        return absl::InvalidArgumentError(Cat("a Warm call warms at most ", kMaxWarmItems,
-                                              " instantiations; this one gives ", request.specs_size(),
-                                              " specs: split it into several calls"));
-      }
-      plan.specs_ = &request.specs();
-      plan.first_item_.reserve(request.specs().size());
-      for (const v1::KernelSpec& spec : request.specs()) {
-        plan.first_item_.push_back(plan.size_);
-        plan.size_ += spec.arch().empty() ? archs : 1;
-      }
-    }
-    if (plan.size_ > kMaxWarmItems) {
-      return absl::InvalidArgumentError(Cat("a Warm call warms at most ", kMaxWarmItems,
-                                            " instantiations (specs x archs); this one asks for ", plan.size_,
-                                            ": split it into several calls, or name fewer archs"));
-    }
-    return plan;
-  }
-
-  size_t size() const { return size_; }
-
-  // Item i of size(); `request` must still be alive for specs.
-  manifest::KernelRequest At(size_t i) const {
-    const size_t archs = archs_.size();
-    if (specs_ == nullptr) {
-      manifest::KernelRequest item = instantiations_[i / archs];
-      item.arch = archs_[i % archs];
-      return item;
-    }
-    // The spec whose items begin at or before i (the last such one).
-    const size_t s =
-        static_cast<size_t>(std::upper_bound(first_item_.begin(), first_item_.end(), i) - first_item_.begin()) - 1;
-    const v1::KernelSpec& spec = (*specs_)[static_cast<int>(s)];
-    manifest::KernelRequest item = ToKernelRequest(spec.kernel(), spec.params(), spec.arch(), spec.options());
-    if (item.arch.empty()) item.arch = archs_[i - first_item_[s]];
-    return item;
-  }
-
- private:
-  std::vector<std::string> archs_;
-  std::vector<manifest::KernelRequest> instantiations_;  // `all`: the manifest's, without arch
-  const google::protobuf::RepeatedPtrField<v1::KernelSpec>* specs_ = nullptr;
-  std::vector<size_t> first_item_;  // specs: the index of each spec's first item
-  size_t size_ = 0;
-};
 
 void FillSpec(const manifest::KernelRequest& item, v1::KernelSpec* spec) {
   spec->set_kernel(item.kernel);
@@ -351,7 +245,13 @@ grpc::Status CompilerRpc::Warm(grpc::ServerContext* context, const v1::WarmReque
   if (absl::Status admitted = peers_.Acquire(PeerOf(*context), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
   const auto started = Steady::now();
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
-  absl::StatusOr<WarmPlan> plan = WarmPlan::Make(*request, *resolver, service_.fleet_targets());
+  if (!request->all() && request->specs().empty()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        "nothing to warm: set `all` or give `specs` (jitctl warm --all or --manifest FILE)"));
+  }
+  // A request is at most 1 MiB (server_listen.cpp): converting it is bounded.
+  absl::StatusOr<serving::WarmPlan> plan =
+      serving::WarmPlan::Make(WarmAskOf(*request), *resolver, service_.fleet_targets());
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   const size_t total = plan->size();
   const size_t asked = request->concurrency() > 0 ? request->concurrency() : options_.workers;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jitd/base/kernel_params.h"
+#include "serving/warm_plan.h"
 #include "serving/warm_run.h"
 
 namespace jitd::serving {
@@ -22,7 +23,6 @@ int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
 
 // What tells one instantiation's entries (of every generation) together.
 using InstantiationId = std::tuple<std::string, std::string, std::string, std::vector<std::string>>;
@@ -229,8 +229,19 @@ void Rewarmer::Run(const std::string& why) {
     std::lock_guard lock(mu_);
     return stopping_;
   };
+  // The hot set's instantiations, each for the arch it was used on: the
+  // same plan every warm-up runs (warm_plan.h).
+  WarmAsk ask;
+  ask.specs.reserve(missing.size());
+  for (size_t j : missing) ask.specs.push_back(ranked[j].request);
+  absl::StatusOr<WarmPlan> plan =
+      missing.empty() ? absl::StatusOr<WarmPlan>(WarmPlan()) : WarmPlan::Make(std::move(ask), *service_.resolver(), {});
+  if (!plan.ok()) {
+    spdlog::warn("rewarm after {}: {}", why, plan.status().ToString());
+    plan = WarmPlan();
+  }
   const WarmCounts counts = RunWarm(
-      service_, missing.size(), [&](size_t j) { return ranked[missing[j]].request; }, run,
+      service_, plan->size(), [&](size_t i) { return plan->At(i); }, run,
       [&](size_t, const absl::StatusOr<KernelAnswer>&, WarmOutcome outcome, const WarmCounts&) {
         std::lock_guard lock(mu_);
         if (outcome == WarmOutcome::kFailed) {
