@@ -33,13 +33,17 @@ std::string HomeDir() {
 
 }  // namespace
 
+std::string UserJitdDir() {
+  std::string cache_home = EnvOrEmpty("XDG_CACHE_HOME");
+  if (cache_home.empty()) cache_home = Cat(HomeDir(), "/.cache");
+  return Cat(cache_home, "/jitd");
+}
+
 std::string DefaultEndpoint() {
   if (std::string runtime = EnvOrEmpty("XDG_RUNTIME_DIR"); !runtime.empty()) {
     return Cat("unix:", runtime, "/jitd.sock");
   }
-  std::string cache_home = EnvOrEmpty("XDG_CACHE_HOME");
-  if (cache_home.empty()) cache_home = Cat(HomeDir(), "/.cache");
-  return Cat("unix:", cache_home, "/jitd/jitd.sock");
+  return Cat("unix:", UserJitdDir(), "/jitd.sock");
 }
 
 std::string ResolveEndpoint(std::string_view explicit_endpoint) {

@@ -1,7 +1,6 @@
 #include "config/config.h"
 
 #include <grp.h>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "config/settings.h"
+#include "jitd/base/endpoint.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "remote/remote.h"
@@ -30,26 +30,9 @@ constexpr int64_t kMaxMaxQueue = 1000000;
 // A day: a failure remembered longer would outlive any reason to cache it.
 constexpr int64_t kMaxNegativeTtlSeconds = 86400;
 
-std::string EnvOrEmpty(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
-
 }  // namespace
 
-std::filesystem::path DefaultCacheDir() {
-  if (std::string cache_home = EnvOrEmpty("XDG_CACHE_HOME"); !cache_home.empty()) {
-    return std::filesystem::path(cache_home) / "jitd";
-  }
-  // $HOME, else the password database's home, as the default socket's
-  // rule (client/src/endpoint.cpp): both then agree where HOME is unset.
-  std::string home = EnvOrEmpty("HOME");
-  if (home.empty()) {
-    if (const passwd* entry = getpwuid(getuid()); entry != nullptr && entry->pw_dir != nullptr) home = entry->pw_dir;
-  }
-  if (home.empty()) home = "/tmp";
-  return std::filesystem::path(home) / ".cache" / "jitd";
-}
+std::filesystem::path DefaultCacheDir() { return UserJitdDir(); }
 
 std::filesystem::path DefaultKernelsDir() {
   std::error_code error;

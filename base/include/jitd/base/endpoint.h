@@ -23,6 +23,13 @@ namespace jitd {
 // same function for its default, which is why it lives in jitd_base.
 std::string DefaultEndpoint();
 
+// The user's jitd directory: $XDG_CACHE_HOME/jitd, else $HOME/.cache/jitd
+// ($HOME from the password database when unset, as under systemd without a
+// session or `env -i`; /tmp when neither says). The daemon's default cache
+// and, without XDG_RUNTIME_DIR, the default socket live there, so that both
+// agree on where HOME is.
+std::string UserJitdDir();
+
 // The endpoint a client should use: `explicit_endpoint` when non-empty, else
 // $JITD_ENDPOINT when set and non-empty, else DefaultEndpoint().
 std::string ResolveEndpoint(std::string_view explicit_endpoint);
