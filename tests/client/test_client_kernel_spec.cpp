@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_split.h"
 #include "jitd/client.h"
+#include "jitd/kernel_launch.h"
 
 namespace jitd {
 namespace {

@@ -28,6 +28,7 @@
 #include "crosscheck_dump.h"
 #include "gpu_session.h"
 #include "jitd/base/text.h"
+#include "jitd/kernel_launch.h"
 #include "jitd/reference.h"
 #include "test_inputs.h"
 

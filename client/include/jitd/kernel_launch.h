@@ -1,0 +1,36 @@
+// Launch choices the shipped kernels (kernels/, docs/KERNELS.md) leave to
+// the caller, made as measured: rules of those kernels, not of the client,
+// so they are here and not in jitd/client.h. The Python client has the same
+// rules (jitd.rmsnorm_threads, jitd.align_block_size_grid).
+#pragma once
+
+#include <cstdint>
+
+namespace jitd {
+
+// The `threads` param of norm.rmsnorm for rows of `dim` elements: a power of
+// two near dim / 32, from 128 to 1024 (about four 16-byte packs of a bf16
+// row per thread): 128 up to dim 4096, 256 up to 8192, 512 up to 16384,
+// then 1024. On the H200 it was the fastest of the four values at dims
+// 2048, 4096 and 8192 (docs/KERNELS.md, norm.rmsnorm; tests/gpu/kernel_bench.py).
+// The Python client's jitd.rmsnorm_threads is the same rule.
+constexpr int RmsnormThreads(int64_t dim) {
+  int threads = 128;
+  while (threads < 1024 && static_cast<int64_t>(threads) * 32 < dim) threads *= 2;
+  return threads;
+}
+
+// The grid (gridDim.x; block 1024) to launch moe.align_block_size with for
+// `numel` routing entries: a block per 1024 entries, from 1 to 32. Every grid
+// from 1 to 64 gives the same outputs; more blocks share out the scatter,
+// which bounds one block, while each block still counts the whole input
+// (docs/KERNELS.md, moe.align_block_size). The Python client's
+// jitd.align_block_size_grid is the same rule.
+constexpr int AlignBlockSizeGrid(int64_t numel) {
+  constexpr int64_t kEntriesPerBlock = 1024;
+  constexpr int64_t kMostBlocks = 32;
+  const int64_t blocks = numel <= 0 ? 1 : (numel - 1) / kEntriesPerBlock + 1;
+  return static_cast<int>(blocks < kMostBlocks ? blocks : kMostBlocks);
+}
+
+}  // namespace jitd
