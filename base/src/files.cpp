@@ -140,4 +140,9 @@ void EmptyDirectory(const std::filesystem::path& dir) {
   }
 }
 
+bool PathInside(const std::filesystem::path& root, const std::filesystem::path& p) {
+  const std::filesystem::path rel = p.lexically_relative(root);
+  return !rel.empty() && rel != "." && *rel.begin() != "..";
+}
+
 }  // namespace jitd::files

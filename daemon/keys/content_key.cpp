@@ -23,12 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using text::Cat;
 
-// Whether `p` (already normalised) lies inside `root` (normalised).
-bool Inside(const fs::path& root, const fs::path& p) {
-  auto rel = p.lexically_relative(root);
-  return !rel.empty() && *rel.begin() != "..";
-}
-
 }  // namespace
 
 bool IsKeyNeutralOption(std::string_view o) {
@@ -69,7 +63,7 @@ absl::StatusOr<std::vector<fs::path>> IncludeClosure(const fs::path& root_in, co
   fs::path root = fs::weakly_canonical(root_in, ec);
   if (ec) return absl::NotFoundError(Cat("kernels directory ", root_in.string(), ": ", ec.message()));
   fs::path first = (root / source).lexically_normal();
-  if (!Inside(root, first) || !fs::is_regular_file(first, ec)) {
+  if (!files::PathInside(root, first) || !fs::is_regular_file(first, ec)) {
     return absl::NotFoundError(Cat("kernel source ", source.string(), " not found in ", root.string()));
   }
   std::set<fs::path> seen{first};
@@ -88,9 +82,9 @@ absl::StatusOr<std::vector<fs::path>> IncludeClosure(const fs::path& root_in, co
       if (m[1] == "\"") candidates.push_back((file.parent_path() / name).lexically_normal());
       candidates.push_back((root / name).lexically_normal());
       for (const auto& c : candidates) {
-        if (!Inside(root, c) || !fs::is_regular_file(c, ec)) continue;
+        if (!files::PathInside(root, c) || !fs::is_regular_file(c, ec)) continue;
         fs::path real = fs::weakly_canonical(c, ec);
-        if (ec || !Inside(root, real)) break;  // a link out of the tree: the toolkit's business
+        if (ec || !files::PathInside(root, real)) break;  // a link out of the tree: the toolkit's business
         if (seen.insert(real).second) stack.push_back(real);
         break;
       }

@@ -50,12 +50,6 @@ bool ReadAlways(const std::string& rel) {
 
 std::string MiB(uint64_t bytes) { return Cat(bytes >> 20, " MiB"); }
 
-// Whether `p` (canonical) lies inside `root` (canonical).
-bool Inside(const fs::path& root, const fs::path& p) {
-  const fs::path rel = p.lexically_relative(root);
-  return !rel.empty() && *rel.begin() != "..";
-}
-
 // A regular file of the tree, found by the walk; not read yet.
 struct Listed {
   fs::path target;  // what is opened, relative to the root: the file, or where its link leads
@@ -120,7 +114,7 @@ absl::Status TreeReader::Walk() {
         return Refuse(rel, Cat("is a symbolic link (to ", shown, ") that cannot be followed: ", entry_ec.message(),
                                "; remove it or make it a file of the tree"));
       }
-      if (!Inside(root_, target)) {
+      if (!files::PathInside(root_, target)) {
         return Refuse(rel, Cat("is a symbolic link to ", target.string(),
                                ", outside the kernel tree: a compile reads only the tree's own files, which are in "
                                "its kernels' keys; copy the file into the tree instead of linking to it"));

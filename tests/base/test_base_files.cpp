@@ -189,3 +189,19 @@ TEST_F(FilesTest, ErrnoStatusGivesTheCodesTheCacheReliesOn) {
 
 }  // namespace
 }  // namespace jitd::files
+
+namespace jitd::files {
+namespace {
+
+TEST(PathInside, OnlyWhatLiesStrictlyUnderTheRootIsInside) {
+  EXPECT_TRUE(PathInside("/t/kernels", "/t/kernels/a.cu"));
+  EXPECT_TRUE(PathInside("/t/kernels", "/t/kernels/sub/b.cuh"));
+  EXPECT_FALSE(PathInside("/t/kernels", "/t/kernels")) << "the root itself";
+  EXPECT_FALSE(PathInside("/t/kernels", "/t/kernels2/a.cu")) << "a sibling that shares a prefix";
+  EXPECT_FALSE(PathInside("/t/kernels", "/t/other/a.cu"));
+  EXPECT_FALSE(PathInside("/t/kernels", "/etc/passwd"));
+  EXPECT_FALSE(PathInside("kernels", "/t/kernels/a.cu")) << "one relative, one absolute";
+}
+
+}  // namespace
+}  // namespace jitd::files

@@ -91,4 +91,11 @@ absl::Status MakePrivateDirs(const std::filesystem::path& dir);
 // best effort: what cannot be removed stays.
 void EmptyDirectory(const std::filesystem::path& dir);
 
+// Whether `p` lies strictly inside `root`, by their text: both must be
+// normalised the same way (both canonical, or both lexically normal).
+// `root` itself, a sibling ("/a/bc" of "/a/b") and anything reached
+// through ".." are not inside. The one spelling of "inside the tree" for
+// the tree reader and the include closure.
+bool PathInside(const std::filesystem::path& root, const std::filesystem::path& p);
+
 }  // namespace jitd::files
