@@ -87,9 +87,9 @@ absl::StatusOr<WarmPlan> WarmPlan::Make(WarmAsk ask, const manifest::Resolver& r
     plan.size_ = plan.locked_.size() + plan.instantiations_.size() * archs;
     return plan;
   }
-  if (ask.specs.empty()) {
-    return absl::InvalidArgumentError("nothing to warm: ask for all of it, or give specs");
-  }
+  // No specs is an empty plan: `jitd warm` of an empty warm list warms
+  // nothing and succeeds, as it always did (the Warm RPC refuses an empty
+  // request before it asks for a plan).
   if (ask.specs.size() > kMaxItems) {
     return absl::InvalidArgumentError(Cat("a warm-up warms at most ", kMaxItems, " instantiations; this one gives ",
                                           ask.specs.size(), " specs: split it into several calls"));

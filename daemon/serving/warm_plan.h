@@ -44,9 +44,9 @@ class WarmPlan {
   static constexpr size_t kMaxItems = 100'000;
   static constexpr size_t kMaxArchs = 64;
 
-  // INVALID_ARGUMENT for an arch the toolkit does not know, for nothing to
-  // warm, or over a bound (saying how to split it); FAILED_PRECONDITION for
-  // `fleet` without `fleet_targets`.
+  // INVALID_ARGUMENT for an arch the toolkit does not know or over a bound
+  // (saying how to split it); FAILED_PRECONDITION for `fleet` without
+  // `fleet_targets`. No specs and not `all` is an empty plan.
   static absl::StatusOr<WarmPlan> Make(WarmAsk ask, const manifest::Resolver& resolver,
                                        const std::vector<std::string>& fleet_targets);
 
