@@ -83,13 +83,19 @@ absl::StatusOr<std::string> Sha256Of(std::string_view bytes) {
   return sha.Final();
 }
 
-std::string Sha256Hex(std::string_view bytes) {
-  absl::StatusOr<std::string> raw = Sha256Of(bytes);
+std::string Sha256::FinalHex() {
+  absl::StatusOr<std::string> raw = Final();
   if (!raw.ok()) {
     std::fprintf(stderr, "jitd: %s\n", std::string(raw.status().message()).c_str());
     std::abort();
   }
   return hex::Encode(*raw);
+}
+
+std::string Sha256Hex(std::string_view bytes) {
+  Sha256 sha;
+  sha.Update(bytes);
+  return sha.FinalHex();
 }
 
 }  // namespace jitd::digest

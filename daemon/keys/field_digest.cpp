@@ -1,10 +1,6 @@
 #include "jitd/keys/field_digest.h"
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-
-#include "jitd/base/hex.h"
 
 namespace jitd::keys {
 
@@ -15,14 +11,6 @@ void FieldDigest::Field(std::string_view tag, std::string_view value) {
   sha_.Update(value);
 }
 
-std::string FieldDigest::Hex() {
-  absl::StatusOr<std::string> raw = sha_.Final();
-  if (!raw.ok()) {
-    // A key that matched nothing would silently recompile everything.
-    std::fprintf(stderr, "jitd: %s\n", std::string(raw.status().message()).c_str());
-    std::abort();
-  }
-  return hex::Encode(*raw);
-}
+std::string FieldDigest::Hex() { return sha_.FinalHex(); }
 
 }  // namespace jitd::keys

@@ -32,6 +32,10 @@ class Sha256 {
   // The 32 bytes; once only. An error when OpenSSL could not compute them
   // (a provider without SHA-256 or HMAC): callers fail closed.
   absl::StatusOr<std::string> Final();
+  // Final() as 64 lower-case hex digits, for keys and fingerprints: an
+  // OpenSSL without SHA-256 cannot run jitd at all, so this aborts with a
+  // message rather than return a digest that matches nothing.
+  std::string FinalHex();
 
  private:
   struct Hmac_ {};
@@ -43,9 +47,7 @@ class Sha256 {
 // SHA-256 of `bytes`, 32 raw bytes.
 absl::StatusOr<std::string> Sha256Of(std::string_view bytes);
 
-// SHA-256 of `bytes` as 64 lower-case hex digits. OpenSSL without SHA-256
-// cannot run jitd at all; this aborts with a message rather than return a
-// digest that matches nothing.
+// SHA-256 of `bytes` as 64 lower-case hex digits (Sha256::FinalHex).
 std::string Sha256Hex(std::string_view bytes);
 
 }  // namespace jitd::digest
