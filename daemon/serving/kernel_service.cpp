@@ -76,7 +76,7 @@ KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver,
       resolver_(std::move(resolver)),
       fleet_targets_(manifest::FleetTargets(options.fleet_archs)),
       executor_(options.executor_threads) {
-  std::vector<Tier*> tiers = {&memory_, &disk_};
+  std::vector<cache::Storage*> tiers = {&memory_, &disk_};
   if (!bundles.empty()) {
     bundled_.emplace(std::move(bundles));
     tiers.push_back(&*bundled_);

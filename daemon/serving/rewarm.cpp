@@ -234,8 +234,7 @@ void Rewarmer::Run(const std::string& why) {
   WarmAsk ask;
   ask.specs.reserve(missing.size());
   for (size_t j : missing) ask.specs.push_back(ranked[j].request);
-  absl::StatusOr<WarmPlan> plan =
-      missing.empty() ? absl::StatusOr<WarmPlan>(WarmPlan()) : WarmPlan::Make(std::move(ask), *service_.resolver(), {});
+  absl::StatusOr<WarmPlan> plan = WarmPlan::Make(std::move(ask), *service_.resolver(), {});
   if (!plan.ok()) {
     spdlog::warn("rewarm after {}: {}", why, plan.status().ToString());
     plan = WarmPlan();

@@ -44,14 +44,14 @@ void MemoryTier::Forget(const std::vector<std::string>& keys) {
   for (const auto& key : keys) hot_.Erase(key);
 }
 
-TierStack::TierStack(std::vector<Tier*> tiers) : tiers_(std::move(tiers)) {
+TierStack::TierStack(std::vector<cache::Storage*> tiers) : tiers_(std::move(tiers)) {
   for (size_t level = 0; level < tiers_.size(); ++level) {
     tiers_[level]->OnRemoved([this, level](const std::vector<std::string>& keys) { Removed(level, keys); });
   }
 }
 
 TierStack::~TierStack() {
-  for (Tier* tier : tiers_) tier->OnRemoved(nullptr);
+  for (cache::Storage* tier : tiers_) tier->OnRemoved(nullptr);
 }
 
 std::optional<TierStack::Hit> TierStack::Lookup(const std::string& key, size_t begin, size_t end,

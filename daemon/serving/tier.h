@@ -47,10 +47,8 @@ enum class Origin { kMemory, kDisk, kRemote, kCompiled, kNone, kBundle };
 const char* OriginName(Origin origin);
 Origin OriginOf(cache::Level level);
 
-using Tier = cache::Storage;
-
 // The daemon's memory: HotCache, least recently used out first.
-class MemoryTier final : public Tier {
+class MemoryTier final : public cache::Storage {
  public:
   explicit MemoryTier(uint64_t max_bytes) : hot_(max_bytes) {}
   cache::Level level() const override { return cache::Level::kMemory; }
@@ -73,8 +71,8 @@ class MemoryTier final : public Tier {
 class TierStack {
  public:
   // `tiers` must outlive the stack. Wires rule 2 for every tier that can
-  // remove entries by itself (Tier::OnRemoved: the disk) until destroyed.
-  explicit TierStack(std::vector<Tier*> tiers);
+  // remove entries by itself (Storage::OnRemoved: the disk) until destroyed.
+  explicit TierStack(std::vector<cache::Storage*> tiers);
   ~TierStack();
   TierStack(const TierStack&) = delete;
   TierStack& operator=(const TierStack&) = delete;
@@ -97,10 +95,10 @@ class TierStack {
   void Removed(size_t level, const std::vector<std::string>& keys);
 
   size_t size() const { return tiers_.size(); }
-  Tier& at(size_t level) const { return *tiers_[level]; }
+  cache::Storage& at(size_t level) const { return *tiers_[level]; }
 
  private:
-  std::vector<Tier*> tiers_;
+  std::vector<cache::Storage*> tiers_;
 };
 
 }  // namespace jitd::serving

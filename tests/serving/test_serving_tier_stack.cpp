@@ -22,7 +22,7 @@ class TierStackTest : public ::testing::Test {
     cache_ = cache::testing::OpenCache(o);
     ASSERT_NE(cache_, nullptr);
     disk_ = std::make_unique<cache::DiskStorage>(cache_.get());
-    stack_ = std::make_unique<TierStack>(std::vector<Tier*>{&memory_, disk_.get()});
+    stack_ = std::make_unique<TierStack>(std::vector<cache::Storage*>{&memory_, disk_.get()});
   }
 
   std::shared_ptr<const cache::Entry> Compiled(uint64_t n) {
