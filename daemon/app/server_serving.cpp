@@ -120,10 +120,8 @@ absl::Status Server::Impl::StartServing() {
   options.hot_cache_bytes = config.hot_cache_bytes;
   options.negative_ttl = config.negative_ttl;
   options.max_queue = config.max_queue;
-  // One client may start the workers' worth of compiles and half the
-  // queue: the other half stays for everyone else. A queue of fewer than
-  // 4 has no half worth keeping.
-  options.max_compiles_per_peer = config.max_queue >= 4 ? config.workers + config.max_queue / 2 : 0;
+  options.max_compiles_per_peer = serving::Admission::PeerFlightShare(config.workers, config.max_queue);
+  options.max_calls_per_peer = config.max_calls_per_peer;
   if (!config.metrics_listen.empty()) {
     JITD_ASSIGN_OR_RETURN(std::unique_ptr<DaemonMetrics> made, DaemonMetrics::Create());
     metrics = std::move(made);
@@ -152,7 +150,6 @@ absl::Status Server::Impl::StartServing() {
       *service, calls,
       CompilerRpc::Options{.workers = config.workers,
                            .log_hits = config.log_hits,
-                           .max_calls_per_peer = config.max_calls_per_peer,
                            .peer_of = [a = acceptor.get()](const std::string& p) { return a->PeerOf(p); },
                            .metrics = metrics.get()});
   return StartMetrics();

@@ -153,7 +153,7 @@ struct DaemonConfig {
   // Empty: the daemon's primary group.
   std::string socket_group;
   // GetKernel, Warm and ListKernels calls one peer may have in flight
-  // (peer_limit.h).
+  // (serving/admission.h).
   uint64_t max_calls_per_peer = 0;
   // Connections open at once on the Unix sockets, and for one uid
   // (unix_acceptor.h); 0 = no bound. Unset: decided at start from the file

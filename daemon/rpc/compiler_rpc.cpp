@@ -151,7 +151,7 @@ v1::GetKernelResponse::Source SourceOf(serving::Origin origin) {
 }
 
 CompilerRpc::CompilerRpc(serving::KernelService& service, InFlightCalls& calls, Options options)
-    : service_(service), calls_(calls), options_(options), peers_(options.max_calls_per_peer), fatbins_(service) {}
+    : service_(service), calls_(calls), options_(options), fatbins_(service) {}
 
 grpc::Status CompilerRpc::GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                     v1::GetKernelResponse* response) {
@@ -168,8 +168,10 @@ grpc::Status CompilerRpc::GetKernel(grpc::ServerContext* context, const v1::GetK
 grpc::Status CompilerRpc::GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                            v1::GetKernelResponse* response, serving::Origin* origin) {
   const InFlightCalls::Scope in_flight(calls_);
-  PeerLimit::Slot slot;
-  if (absl::Status admitted = peers_.Acquire(PeerOf(*context), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
+  serving::Admission::Ticket slot;
+  if (absl::Status admitted = service_.admission().AdmitCall(PeerOf(*context), &slot); !admitted.ok()) {
+    return ToGrpcStatus(admitted);
+  }
   const auto started = Steady::now();
   absl::StatusOr<serving::Mode> mode = ModeOf(request->mode());
   if (!mode.ok()) return ToGrpcStatus(mode.status());
@@ -241,8 +243,10 @@ std::string CompilerRpc::PeerOf(const grpc::ServerContext& context) const {
 grpc::Status CompilerRpc::Warm(grpc::ServerContext* context, const v1::WarmRequest* request,
                                grpc::ServerWriter<v1::WarmProgress>* writer) {
   const InFlightCalls::Scope in_flight(calls_);
-  PeerLimit::Slot slot;
-  if (absl::Status admitted = peers_.Acquire(PeerOf(*context), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
+  serving::Admission::Ticket slot;
+  if (absl::Status admitted = service_.admission().AdmitCall(PeerOf(*context), &slot); !admitted.ok()) {
+    return ToGrpcStatus(admitted);
+  }
   const auto started = Steady::now();
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
   if (!request->all() && request->specs().empty()) {

@@ -28,7 +28,6 @@
 #include "jitd/v1/compiler.grpc.pb.h"
 #include "rpc/daemon_metrics.h"
 #include "rpc/in_flight_calls.h"
-#include "security/peer_limit.h"
 #include "serving/fatbin_assembly.h"
 #include "serving/kernel_service.h"
 
@@ -48,9 +47,6 @@ class CompilerRpc final : public v1::Compiler::Service {
     size_t workers = 1;
     // Log one line per cache hit (every compile is logged by the service).
     bool log_hits = false;
-    // GetKernel, Warm and ListKernels calls one peer may have in flight;
-    // 0 = no bound.
-    size_t max_calls_per_peer = 0;
     // Who a gRPC peer name stands for ("fd:N" of a Unix connection: its
     // user, see unix_acceptor.h); unset = the name itself.
     std::function<std::string(const std::string&)> peer_of;
@@ -80,7 +76,6 @@ class CompilerRpc final : public v1::Compiler::Service {
   serving::KernelService& service_;
   InFlightCalls& calls_;
   const Options options_;
-  PeerLimit peers_;
 
   grpc::Status GetKernelCounted(grpc::ServerContext* context, const v1::GetKernelRequest* request,
                                 v1::GetKernelResponse* response, serving::Origin* origin);

@@ -75,8 +75,10 @@ grpc::Status CompilerRpc::ListKernels(grpc::ServerContext* context, const v1::Li
   const InFlightCalls::Scope in_flight(calls_);
   // What one peer makes the daemon hold for listings: max_calls_per_peer
   // calls, each one page of at most kMaxListPage kernels.
-  PeerLimit::Slot slot;
-  if (absl::Status admitted = peers_.Acquire(PeerOf(*context), &slot); !admitted.ok()) return ToGrpcStatus(admitted);
+  serving::Admission::Ticket slot;
+  if (absl::Status admitted = service_.admission().AdmitCall(PeerOf(*context), &slot); !admitted.ok()) {
+    return ToGrpcStatus(admitted);
+  }
   const std::shared_ptr<const manifest::Resolver> resolver = service_.resolver();
   const std::vector<manifest::TreeKernel> kernels = resolver->Kernels();
   const std::string tag = ListingTag(*resolver);

@@ -57,11 +57,10 @@ struct KernelService::FlightWork {
   // compiles.
   Clock::time_point give_up;
   std::chrono::milliseconds backoff{0};
-  bool waited = false;              // another daemon held the lease at least once
-  bool leased = false;              // this daemon holds the key's lease
-  bool prefetch = false;            // a PREFETCH started it (counted in prefetch_flights_)
-  bool fleet_wait = false;          // counted in fleet_waiting_ now
-  std::optional<std::string> peer;  // counted in flights_by_peer_ under this name (when set)
+  bool waited = false;           // another daemon held the lease at least once
+  bool leased = false;           // this daemon holds the key's lease
+  Admission::Ticket admitted;    // its place as a new flight (its peer's share, PREFETCH's)
+  Admission::Ticket fleet_wait;  // its place in the queue while it waits on another daemon
 };
 
 KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver, cache::Cache* cache,
@@ -75,6 +74,10 @@ KernelService::KernelService(std::shared_ptr<const manifest::Resolver> resolver,
       flights_(FlightTable::Options{options.negative_ttl, options.negative_entries, options.poll_interval}),
       resolver_(std::move(resolver)),
       fleet_targets_(manifest::FleetTargets(options.fleet_archs)),
+      admission_(Admission::Options{.max_calls_per_peer = options.max_calls_per_peer,
+                                    .max_flights_per_peer = options.max_compiles_per_peer,
+                                    .max_queue = options.max_queue},
+                 [pool] { return pool == nullptr ? size_t{0} : pool->Stats().queue_depth; }),
       executor_(options.executor_threads) {
   std::vector<cache::Storage*> tiers = {&memory_, &disk_};
   if (!bundles.empty()) {
@@ -163,8 +166,9 @@ KernelService::Stats KernelService::stats() const {
   s.remote_waits = get(c.remote_waits);
   s.remote_takeovers = get(c.remote_takeovers);
   s.remote_failures_shared = get(c.remote_failures_shared);
-  s.prefetches_refused = get(c.prefetches_refused);
-  s.peer_compiles_refused = get(c.peer_compiles_refused);
+  const Admission::Stats admission = admission_.stats();
+  s.prefetches_refused = admission.prefetches_refused;
+  s.peer_compiles_refused = admission.peer_flights_refused;
   s.hot = memory_.hot_stats();
   return s;
 }
@@ -263,13 +267,8 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
       Bump(counters_.joined);  // its waiter was counted by Join()
       break;
     case FlightTable::Joined::kLeader: {
-      absl::Status admitted = mode == Mode::kPrefetch ? AdmitPrefetch() : absl::OkStatus();
-      if (!admitted.ok()) {
-        Bump(counters_.prefetches_refused);
-      } else if (admitted = AdmitPeer(context.peer); !admitted.ok()) {
-        Bump(counters_.peer_compiles_refused);
-        if (mode == Mode::kPrefetch) Bump(counters_.prefetches_refused);
-      }
+      Admission::Ticket ticket;
+      const absl::Status admitted = admission_.AdmitFlight(context.peer, mode == Mode::kPrefetch, &ticket);
       if (!admitted.ok()) {
         // Nothing started: the flight ends at once (a request that joined
         // it meanwhile gets the same answer), unremembered.
@@ -281,13 +280,9 @@ KernelService::Begun KernelService::Begin(const manifest::KernelRequest& request
       if (mode == Mode::kPrefetch) Bump(counters_.prefetches);
       auto work = std::make_shared<FlightWork>();
       work->flight = joined.flight;
-      if (mode == Mode::kPrefetch) {
-        work->prefetch = true;
-        prefetch_flights_.fetch_add(1);
-      }
+      work->admitted = std::move(ticket);
       work->resolved = *std::move(resolved);
       work->priority = context.priority;
-      if (options_.max_compiles_per_peer != 0) work->peer = context.peer.empty() ? kUnnamedPeer : context.peer;
       StartFlight(std::move(work));
       break;
     }
@@ -422,12 +417,10 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
   if (!work->waited) {
     // A wait on the fleet is a queued compile too: it counts against
     // max_queue like one waiting for a worker.
-    if (absl::Status admitted = AdmitFleetWait(*work); !admitted.ok()) {
+    if (absl::Status admitted = admission_.AdmitFleetWait(r.kernel, &work->fleet_wait); !admitted.ok()) {
       FinishFlight(std::move(work), {admitted, Origin::kCompiled}, /*compiled_here=*/false);
       return;
     }
-    fleet_waiting_.fetch_add(1);
-    work->fleet_wait = true;
     work->waited = true;
     Bump(counters_.remote_waits);
   }
@@ -455,63 +448,8 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
   executor_.PostAfter(delay, [this, work = std::move(work)]() mutable { AskFleet(std::move(work)); });
 }
 
-absl::Status KernelService::AdmitPrefetch() const {
-  if (options_.max_queue == 0) return absl::OkStatus();
-  const size_t share = std::max<size_t>(1, options_.max_queue / 2);
-  if (const size_t prefetching = prefetch_flights_.load(); prefetching >= share) {
-    return absl::ResourceExhaustedError(
-        Cat("PREFETCH refused: ", prefetching,
-            " prefetched compiles are queued or running, the most this daemon "
-            "takes (half of --max-queue ",
-            options_.max_queue,
-            "; the rest is kept for requests that wait for their kernel); ask again later, or with COMPILE"));
-  }
-  const size_t waiting = pool_->Stats().queue_depth + fleet_waiting_.load();
-  if (waiting >= options_.max_queue) {
-    return absl::ResourceExhaustedError(Cat("PREFETCH refused: the compile queue is full (", waiting,
-                                            " compiles waiting, --max-queue ", options_.max_queue, ")"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status KernelService::AdmitPeer(const std::string& named) {
-  if (options_.max_compiles_per_peer == 0) return absl::OkStatus();
-  const std::string& peer = named.empty() ? std::string(kUnnamedPeer) : named;
-  std::lock_guard lock(peers_mu_);
-  size_t& n = flights_by_peer_[peer];
-  if (n >= options_.max_compiles_per_peer) {
-    return absl::ResourceExhaustedError(
-        Cat(peer, " has ", n, " new compiles queued or running, the most one client may start at once (",
-            options_.max_compiles_per_peer, ": the workers and half of --max-queue); retry when some have finished"));
-  }
-  ++n;
-  return absl::OkStatus();
-}
-
-void KernelService::ReleasePeer(const std::string& peer) {
-  std::lock_guard lock(peers_mu_);
-  auto it = flights_by_peer_.find(peer);
-  if (it != flights_by_peer_.end() && --it->second == 0) flights_by_peer_.erase(it);
-}
-
-absl::Status KernelService::AdmitFleetWait(const FlightWork& work) {
-  if (options_.max_queue == 0) return absl::OkStatus();
-  const size_t waiting = pool_->Stats().queue_depth + fleet_waiting_.load();
-  if (waiting < options_.max_queue) return absl::OkStatus();
-  return absl::ResourceExhaustedError(Cat("compile queue is full (", waiting,
-                                          " compiles waiting for a worker or for another daemon's compile, "
-                                          "--max-queue ",
-                                          options_.max_queue, "); not waiting for ", work.resolved.kernel));
-}
-
-void KernelService::StopFleetWait(FlightWork& work) {
-  if (!work.fleet_wait) return;
-  work.fleet_wait = false;
-  fleet_waiting_.fetch_sub(1);
-}
-
 void KernelService::Compile(std::shared_ptr<FlightWork> work) {
-  StopFleetWait(*work);  // now queued for a worker, counted by the pool
+  work->fleet_wait.Release();  // now queued for a worker, counted by the pool
   Bump(counters_.compiles);
   const auto started = Clock::now();
   compiler::CompileJob job = work->resolved.job;
@@ -582,9 +520,8 @@ void KernelService::FinishFlight(std::shared_ptr<FlightWork> work, FlightResult 
   const bool failed_here = compiled_here && !outcome.ok();
   // Counted before the callers wake: whoever reads the stats after its
   // answer finds this flight in them.
-  StopFleetWait(*work);
-  if (work->prefetch) prefetch_flights_.fetch_sub(1);
-  if (work->peer) ReleasePeer(*work->peer);
+  work->fleet_wait.Release();
+  work->admitted.Release();
   counters_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   // Only compiles run here: a failure shared by another daemon or a wait
   // that was cancelled is not a compile of this daemon's.

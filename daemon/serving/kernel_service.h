@@ -53,6 +53,7 @@
 #include "manifest/manifest.h"
 #include "remote/remote.h"
 #include "remote/remote_storage.h"
+#include "serving/admission.h"
 #include "serving/executor.h"
 #include "serving/flight_table.h"
 #include "serving/tier.h"
@@ -79,8 +80,6 @@ struct CallContext {
 // client's share of the compiles, and the rest of the queue stays for
 // clients (it also runs at warm priority, behind every live request).
 inline constexpr char kRewarmPeer[] = "daemon:rewarm";
-// Whom CallContext::peer "" is counted as.
-inline constexpr char kUnnamedPeer[] = "(a caller without a peer name)";
 
 struct KernelAnswer {
   std::string key;
@@ -115,18 +114,17 @@ class KernelService {
     // a few round trips a second.
     std::chrono::milliseconds remote_poll_min{5};
     std::chrono::milliseconds remote_poll_max{200};
-    // Compiles that may wait at once, for a worker (the pool's queue) or
-    // for another daemon's compile of the key (its lease): a flight that
-    // would wait beyond is answered RESOURCE_EXHAUSTED. PREFETCH-started
-    // flights may take at most half of it, so a flood of them never
-    // refuses a request that waits for its kernel. 0 = no bound here.
+    // The bounds of admission.h, which says what each one holds back:
+    // compiles that may wait at once (--max-queue; PREFETCH-started flights
+    // may take at most half of it), new compiles one peer may have queued
+    // or running (Admission::PeerFlightShare), calls one peer may have in
+    // flight (--max-calls-per-peer, counted by the translators above the
+    // service through admission()). A request over a bound is answered
+    // RESOURCE_EXHAUSTED; one that joins a flight already running is never
+    // refused. 0 = no bound.
     size_t max_queue = 0;
-    // Flights one peer (CallContext::peer) may have started and not yet
-    // finished: compiles queued or running, and waits on other daemons'
-    // leases. One more it would start is answered RESOURCE_EXHAUSTED; a
-    // request that joins a flight already running is never refused by it.
-    // 0 = no bound.
     size_t max_compiles_per_peer = 0;
+    size_t max_calls_per_peer = 0;
     // Called after each compile a worker ran (not for answers from the
     // remote tier): "ok", "failed" (NVRTC rejected the program) or "error",
     // and its wall time, queueing included. For metrics; must be cheap.
@@ -232,7 +230,9 @@ class KernelService {
   // (compute_N) of the lowest; empty without a fleet set.
   const std::vector<std::string>& fleet_targets() const { return fleet_targets_; }
   // Options::max_compiles_per_peer (0 = no bound).
-  size_t max_compiles_per_peer() const { return options_.max_compiles_per_peer; }
+  size_t max_compiles_per_peer() const { return admission_.max_flights_per_peer(); }
+  // Who may take what (admission.h): the translators ask it for each call.
+  Admission& admission() { return admission_; }
 
  private:
   struct FlightWork;  // a led flight's state between its steps
@@ -242,21 +242,8 @@ class KernelService {
   struct Counters {
     std::atomic<uint64_t> requests{0}, memory_hits{0}, disk_hits{0}, compiles{0}, compile_failures{0},
         compile_errors{0}, joined{0}, negative_hits{0}, cached_only_misses{0}, prefetches{0}, abandoned{0},
-        in_flight{0}, remote_hits{0}, remote_waits{0}, remote_takeovers{0}, remote_failures_shared{0},
-        prefetches_refused{0}, peer_compiles_refused{0};
+        in_flight{0}, remote_hits{0}, remote_waits{0}, remote_takeovers{0}, remote_failures_shared{0};
   };
-
-  // Whether a PREFETCH may start a flight now (Options::max_queue): OK or
-  // RESOURCE_EXHAUSTED saying which bound it met.
-  absl::Status AdmitPrefetch() const;
-  // Counts a flight `peer` starts, or says why it may not.
-  absl::Status AdmitPeer(const std::string& peer);
-  void ReleasePeer(const std::string& peer);
-  // Whether one more flight may wait on another daemon's lease now.
-  absl::Status AdmitFleetWait(const FlightWork& work);
-  // A flight that stops waiting (compiles now, or finishes) leaves the
-  // count of fleet waits.
-  void StopFleetWait(FlightWork& work);
 
   // What a request is before it waits: answered now, or a flight to wait
   // on (joined or led) with the answer to fill from its result.
@@ -312,12 +299,9 @@ class KernelService {
   // Flights led and not yet finished; the destructor waits for none.
   std::mutex active_mu_;
   std::condition_variable active_cv_;
-  size_t active_ = 0;                        // guarded by active_mu_
-  std::atomic<bool> stopping_{false};        // set by the destructor: fleet waits end
-  std::atomic<size_t> fleet_waiting_{0};     // flights waiting on another daemon's lease now
-  std::atomic<size_t> prefetch_flights_{0};  // flights a PREFETCH started, not finished
-  std::mutex peers_mu_;
-  std::map<std::string, size_t> flights_by_peer_;  // guarded by peers_mu_
+  size_t active_ = 0;                  // guarded by active_mu_
+  std::atomic<bool> stopping_{false};  // set by the destructor: fleet waits end
+  Admission admission_;
 
   // Declared last, destroyed first: its threads run the steps above.
   Executor executor_;
