@@ -166,7 +166,7 @@ absl::StatusOr<bool> Cache::Impl::Contains(std::string_view key) {
   return row.has_value();
 }
 
-absl::Status Cache::Impl::Publish(const EntryMeta& meta, std::string_view cubin) {
+absl::Status Cache::Impl::Publish(const EntryMeta& meta, std::string_view cubin, std::optional<Entry>* sealed) {
   if (opts_.read_only) return absl::FailedPreconditionError("cache opened read-only");
   if (!IsValidKey(meta.key)) {
     return absl::InvalidArgumentError(Cat("malformed cache key '", meta.key, "'"));
@@ -192,6 +192,12 @@ absl::Status Cache::Impl::Publish(const EntryMeta& meta, std::string_view cubin)
     return absl::OkStatus();
   }
   publishes_.fetch_add(1, std::memory_order_relaxed);
+  if (sealed != nullptr) {
+    Entry& entry = sealed->emplace();
+    entry.meta = std::move(m);
+    entry.blob_path = *std::move(path);
+    entry.checksum = std::move(checksum);
+  }
   if (uint64_t max = max_bytes_.load(); max > 0) {
     auto totals = index_->GetTotals();
     if (totals.ok() && totals->bytes > HighWatermark(max)) WakeBackground();
@@ -306,7 +312,9 @@ absl::StatusOr<Entry> Cache::Lookup(std::string_view key, LookupCounting countin
 absl::StatusOr<bool> Cache::Contains(std::string_view key) { return impl_->Contains(key); }
 void Cache::RecordUse(std::string_view key) { impl_->RecordUse(key); }
 void Cache::SetRemovalListener(RemovalListener listener) { impl_->SetRemovalListener(std::move(listener)); }
-absl::Status Cache::Publish(const EntryMeta& meta, std::string_view cubin) { return impl_->Publish(meta, cubin); }
+absl::Status Cache::Publish(const EntryMeta& meta, std::string_view cubin, std::optional<Entry>* sealed) {
+  return impl_->Publish(meta, cubin, sealed);
+}
 absl::StatusOr<EvictResult> Cache::Evict(const EvictFilter& filter) { return impl_->Evict(filter); }
 absl::Status Cache::Pin(std::string_view key, bool pinned) { return impl_->Pin(key, pinned); }
 absl::StatusOr<std::vector<EntryInfo>> Cache::List(const ListFilter& filter) { return impl_->List(filter); }

@@ -62,7 +62,7 @@ class Cache::Impl {
   void RecordUse(std::string_view key);
   void SetRemovalListener(Cache::RemovalListener listener);
   absl::StatusOr<bool> Contains(std::string_view key);
-  absl::Status Publish(const EntryMeta& meta, std::string_view cubin);
+  absl::Status Publish(const EntryMeta& meta, std::string_view cubin, std::optional<Entry>* sealed);
   absl::StatusOr<EvictResult> Evict(const EvictFilter& f);
   absl::Status Pin(std::string_view key, bool pinned);
   absl::StatusOr<std::vector<EntryInfo>> List(const ListFilter& f);

@@ -56,21 +56,26 @@ std::shared_ptr<const Entry> DiskStorage::Find(const std::string& key, std::chro
 }
 
 std::shared_ptr<const Entry> DiskStorage::Fill(std::shared_ptr<const Entry> entry) {
-  absl::Status stored = cache_->Publish(entry->meta, entry->cubin);
+  std::optional<Entry> sealed;
+  absl::Status stored = cache_->Publish(entry->meta, entry->cubin, &sealed);
   if (stored.ok()) {
-    // Read back what is on disk (verified, with its path for PATH
-    // delivery); not a use: nobody asked for it twice.
-    absl::StatusOr<Entry> back = cache_->Lookup(entry->meta.key, LookupCounting::kUncounted);
-    if (back.ok()) {
+    // What was just written is what is served: its path and checksum come
+    // from the write, so it is not read back. Only a key another writer
+    // stored first is read (verified, with its path for PATH delivery);
+    // not a use: nobody asked for it twice.
+    absl::StatusOr<Entry> kept = sealed.has_value() ? absl::StatusOr<Entry>(*std::move(sealed))
+                                                    : cache_->Lookup(entry->meta.key, LookupCounting::kUncounted);
+    if (sealed.has_value()) kept->cubin = entry->cubin;
+    if (kept.ok()) {
       if (uint64_t streak = failure_streak_.exchange(0); streak > 0) {
         spdlog::info("storing compiled kernels works again, after {} that could not be stored", streak);
       }
       CountFill(true);
-      return std::make_shared<const Entry>(*std::move(back));
+      return std::make_shared<const Entry>(*std::move(kept));
     }
     // Evicted between publish and read-back by a tiny budget, or the index
     // failed: the compiled bytes are served as they are.
-    stored = back.status();
+    stored = kept.status();
   }
   CountFill(false);
   // Once per episode: a full disk fails every compile until room is made.

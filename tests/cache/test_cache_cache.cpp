@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "testing.h"
@@ -39,6 +40,26 @@ TEST(Cache, PublishedEntryIsReturnedWithItsMetadata) {
   EXPECT_GT(e->meta.created_unix_ms, 0);
   EXPECT_TRUE(fs::exists(e->blob_path));
   EXPECT_EQ(e->checksum.size(), 32u);
+}
+
+TEST(Cache, PublishSealsWhatALookupWouldReturn) {
+  TempDir dir;
+  auto cache = OpenCache(Options(dir.path()));
+  const EntryMeta meta = MetaFor(2);
+  std::optional<Entry> sealed;
+  ASSERT_TRUE(cache->Publish(meta, CubinFor(2), &sealed).ok());
+  ASSERT_TRUE(sealed.has_value());
+  auto e = cache->Lookup(meta.key, LookupCounting::kUncounted);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(sealed->blob_path, e->blob_path);
+  EXPECT_EQ(sealed->checksum, e->checksum);
+  EXPECT_EQ(sealed->meta.created_unix_ms, e->meta.created_unix_ms);
+  EXPECT_EQ(sealed->meta.symbols, e->meta.symbols);
+  EXPECT_TRUE(sealed->cubin.empty()) << "the caller has the cubin; the seal carries none";
+  // A key already present is another writer's blob: nothing sealed.
+  std::optional<Entry> again;
+  ASSERT_TRUE(cache->Publish(meta, CubinFor(2), &again).ok());
+  EXPECT_FALSE(again.has_value());
 }
 
 TEST(Cache, MissIsNotFoundAndCounted) {

@@ -50,7 +50,12 @@ class TierStackTest : public ::testing::Test {
 
 TEST_F(TierStackTest, AFillGoesToEveryTierAndTheTopHoldsTheDisksCopy) {
   auto top = stack_->Fill(Compiled(1), 0, 2);
-  EXPECT_FALSE(top->blob_path.empty()) << "memory holds what the disk read back, with its path";
+  EXPECT_FALSE(top->blob_path.empty()) << "memory holds what the disk sealed, with its path";
+  auto stored = cache_->Lookup(KeyFor(1), cache::LookupCounting::kUncounted);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(top->blob_path, stored->blob_path);
+  EXPECT_EQ(top->checksum, stored->checksum) << "the seal of the write is the blob's";
+  EXPECT_EQ(top->cubin, stored->cubin);
   auto hit = stack_->Lookup(KeyFor(1), 0, 2);
   ASSERT_TRUE(hit.has_value());
   EXPECT_EQ(hit->origin, Origin::kMemory);

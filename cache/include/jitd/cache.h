@@ -214,7 +214,12 @@ class Cache {
   // (first publish wins; the content of a key never changes). Fails with
   // INVALID_ARGUMENT for a malformed key and RESOURCE_EXHAUSTED when the
   // disk is full; nothing partial is ever left visible.
-  absl::Status Publish(const EntryMeta& meta, std::string_view cubin);
+  //
+  // `sealed` (optional) gets the entry as this call stored it (its meta
+  // with the creation time, the blob's path and checksum; no cubin): what
+  // a Lookup would return, without reading the blob back. Left empty when
+  // the key was already present, whose blob is another writer's.
+  absl::Status Publish(const EntryMeta& meta, std::string_view cubin, std::optional<Entry>* sealed = nullptr);
 
   // Removes what the filter selects (or only reports it, with dry_run).
   // INVALID_ARGUMENT when no filter is set.
