@@ -217,7 +217,12 @@ v1::LocalAnswer CompilerRpc::AnswerLocal(const v1::GetKernelRequest& request, co
   } else if (std::optional<serving::KernelAnswer> hit = service_.Find(
                  ToKernelRequest(request.kernel(), request.params(), request.arch(), request.options()))) {
     v1::GetKernelResponse* response = answer.mutable_response();
-    FillResponse(*hit, request.delivery() == v1::GetKernelRequest::PATH, response);
+    // A hit is read once: a disk hit was just read and verified here, so it
+    // travels as bytes even when PATH was asked, and the client does not
+    // read and verify the same file again. A memory hit was read by nobody
+    // now: PATH names its file, which the client reads and verifies once.
+    FillResponse(*hit, request.delivery() == v1::GetKernelRequest::PATH && hit->origin != serving::Origin::kDisk,
+                 response);
     origin = hit->origin;
     const auto served_us = std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - started).count();
     response->set_served_us(static_cast<uint64_t>(served_us));

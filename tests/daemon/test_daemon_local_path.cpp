@@ -169,6 +169,38 @@ TEST(LocalPath, AHitOnDiskIsRecordedThereAsAUse) {
   EXPECT_EQ(entries->entries(0).hits(), 1u) << "the local hit is recorded on disk";
 }
 
+// A hit is read once: the disk hit the daemon reads for an answer travels
+// as bytes even when PATH is asked (the client does not read and verify
+// the file again); a memory hit, which nobody read now, names its file.
+TEST(LocalPath, ADiskHitAskedByPathComesAsTheBytesTheDaemonRead) {
+  TempDir dir;
+  {
+    TestDaemon daemon(dir, Small());
+    ASSERT_TRUE(daemon.WaitUntilServing().ok());
+    ASSERT_TRUE(Fresh(daemon)->GetKernelBinary(kFill).ok());
+  }
+  TestDaemon daemon(dir, Small());  // the same cache, nothing in memory
+  ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  RawLocal raw(daemon.socket_path());
+  ASSERT_TRUE(raw.connected());
+  v1::GetKernelRequest lookup = testing::KernelRequest("small.fill", {{"dtype", "fp32"}});
+  lookup.set_mode(v1::GetKernelRequest::CACHED_ONLY);
+  lookup.set_delivery(v1::GetKernelRequest::PATH);
+  const v1::LocalAnswer from_disk = raw.Ask(lookup);
+  ASSERT_EQ(from_disk.code(), 0) << from_disk.message();
+  EXPECT_EQ(from_disk.response().source(), v1::GetKernelResponse::DISK);
+  EXPECT_TRUE(from_disk.response().blob_path().empty());
+  EXPECT_FALSE(from_disk.response().cubin().empty());
+  EXPECT_EQ(from_disk.response().cubin_size(), from_disk.response().cubin().size());
+
+  const v1::LocalAnswer from_memory = raw.Ask(lookup);
+  ASSERT_EQ(from_memory.code(), 0) << from_memory.message();
+  EXPECT_EQ(from_memory.response().source(), v1::GetKernelResponse::MEMORY);
+  EXPECT_THAT(from_memory.response().blob_path(), HasSubstr(daemon.cache_dir().string() + "/blobs/"));
+  EXPECT_TRUE(from_memory.response().cubin().empty());
+  EXPECT_EQ(from_memory.response().cubin_size(), from_disk.response().cubin().size());
+}
+
 TEST(LocalPath, TurnedOffEveryRequestGoesOverGrpc) {
   TempDir dir;
   TestDaemon daemon(dir, Small());
