@@ -7,14 +7,14 @@
 #include <iostream>
 
 #include "absl/strings/str_format.h"
+#include "app/compile_stack.h"
 #include "app/server.h"
+#include "commands/bundle_commands.h"
+#include "commands/offline_commands.h"
 #include "compiler/compile_worker.h"
 #include "config/command_line.h"
 #include "config/config_file.h"
-#include "process/bundle_commands.h"
-#include "process/compile_stack.h"
-#include "process/daemon_signals.h"
-#include "process/offline_commands.h"
+#include "system/daemon_signals.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include "app/server_impl.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
-#include "process/fd_limit.h"
 #include "rpc/serving_stats.h"
+#include "system/fd_limit.h"
 
 namespace jitd::daemon {
 namespace {

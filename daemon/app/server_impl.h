@@ -25,14 +25,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "app/compile_stack.h"
 #include "app/server.h"
 #include "compiler/toolkit_watch.h"
 #include "jitd/bundle.h"
 #include "manifest/manifest.h"
 #include "metrics/http_server.h"
-#include "process/cache_dir_lock.h"
-#include "process/compile_stack.h"
-#include "process/memory_trim.h"
 #include "remote/remote.h"
 #include "rpc/cache_admin_rpc.h"
 #include "rpc/compiler_rpc.h"
@@ -49,6 +47,8 @@
 #include "security/unix_socket_claim.h"
 #include "serving/kernel_service.h"
 #include "serving/rewarm.h"
+#include "system/cache_dir_lock.h"
+#include "system/memory_trim.h"
 
 namespace jitd::daemon {
 

@@ -12,10 +12,10 @@
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "manifest/manifest.h"
-#include "process/memory_trim.h"
 #include "rpc/grpc_status.h"
 #include "serving/warm_plan.h"
 #include "serving/warm_run.h"
+#include "system/memory_trim.h"
 
 namespace jitd::daemon {
 namespace {

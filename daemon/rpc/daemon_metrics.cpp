@@ -5,7 +5,7 @@
 #include <cctype>
 
 #include "jitd/base/status.h"
-#include "process/memory_trim.h"
+#include "system/memory_trim.h"
 
 namespace jitd::daemon {
 namespace {

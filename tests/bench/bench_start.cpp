@@ -180,7 +180,7 @@ double HotGrowthMiB(const fs::path& kernels, const std::string& hot, double boun
   serve_all();
   serve_all();
   // The daemon gives freed answer buffers back within about a second
-  // (daemon/process/memory_trim.h). The figure is the growth a fixed 3 s after the
+  // (daemon/system/memory_trim.h). The figure is the growth a fixed 3 s after the
   // last answer, whatever it is then (not the first sample under the
   // bound, which could not fail); `settle_ms` says when it first came
   // within `bound_mib` (-1: never, in those 3 s).

@@ -1,4 +1,4 @@
-// jitd lint's report formats (process/lint_report.h) on a report like the
+// jitd lint's report formats (commands/lint_report.h) on a report like the
 // seed_misses fixture's: the text exactly as it always was, JSON through a
 // real parser (google.protobuf.Value), JUnit counts, GitHub Actions
 // commands, and every escaper on the characters that break each format.
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "process/lint_report.h"
+#include "commands/lint_report.h"
 
 namespace jitd::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "process/bundle_commands.h"
+#include "commands/bundle_commands.h"
 
 #include <stdlib.h>
 
@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "commands/offline_commands.h"
 #include "jitd/base/files.h"
 #include "jitd/base/text.h"
 #include "jitd/bundle.h"
 #include "jitd/cache.h"
-#include "process/offline_commands.h"
 #include "security/signing_key.h"
 
 namespace jitd::daemon {

@@ -1,4 +1,4 @@
-#include "process/cache_dir_lock.h"
+#include "system/cache_dir_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,4 +1,4 @@
-#include "process/lint_report.h"
+#include "commands/lint_report.h"
 
 #include <cstdint>
 #include <cstdio>

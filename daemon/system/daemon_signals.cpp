@@ -1,4 +1,4 @@
-#include "process/daemon_signals.h"
+#include "system/daemon_signals.h"
 
 #include <pthread.h>
 

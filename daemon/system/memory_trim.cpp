@@ -1,4 +1,4 @@
-#include "process/memory_trim.h"
+#include "system/memory_trim.h"
 
 #include <malloc.h>
 

@@ -1,4 +1,4 @@
-#include "process/compile_stack.h"
+#include "app/compile_stack.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "process/fd_limit.h"
+#include "system/fd_limit.h"
 
 #include <sys/resource.h>
 

@@ -1,4 +1,4 @@
-#include "process/offline_commands.h"
+#include "commands/offline_commands.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,13 +8,13 @@
 #include <memory>
 #include <thread>
 
+#include "app/compile_stack.h"
 #include "config/config.h"
 #include "jitd/base/kernel_params.h"
 #include "jitd/base/progress.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/spec_file.h"
-#include "process/compile_stack.h"
 #include "serving/kernel_service.h"
 #include "serving/warm_plan.h"
 #include "serving/warm_run.h"

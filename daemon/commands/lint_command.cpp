@@ -10,6 +10,9 @@
 #include <set>
 #include <tuple>
 
+#include "app/compile_stack.h"
+#include "commands/lint_report.h"
+#include "commands/offline_commands.h"
 #include "config/config.h"
 #include "guard/namespace_guard.h"
 #include "jitd/base/files.h"
@@ -18,9 +21,6 @@
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "manifest/lock.h"
-#include "process/compile_stack.h"
-#include "process/lint_report.h"
-#include "process/offline_commands.h"
 
 namespace jitd::daemon {
 namespace {
