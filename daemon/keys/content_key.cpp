@@ -247,6 +247,13 @@ absl::StatusOr<std::string> MetadataDigest(const std::vector<std::pair<std::stri
   return h.Hex();
 }
 
+// One file of a fingerprint: the one rule TreeFingerprint, FilesFingerprint
+// and a tree held in memory share.
+void AddFile(FieldDigest& h, std::string_view name, std::string_view content) {
+  h.Field("path", name);
+  h.Field("content", content);
+}
+
 absl::StatusOr<std::string> ContentDigest(const std::vector<std::pair<std::string, fs::path>>& files,
                                           bool skip_non_regular) {
   FieldDigest h;
@@ -254,8 +261,7 @@ absl::StatusOr<std::string> ContentDigest(const std::vector<std::pair<std::strin
     std::error_code ec;
     if (skip_non_regular && !fs::is_regular_file(path, ec)) continue;
     JITD_ASSIGN_OR_RETURN(auto content, files::ReadWholeFile(path));
-    h.Field("path", name);
-    h.Field("content", content);
+    AddFile(h, name, content);
   }
   return h.Hex();
 }
@@ -299,6 +305,12 @@ absl::StatusOr<std::string> Memoized(
 absl::StatusOr<std::string> TreeFingerprint(const fs::path& dir) {
   JITD_ASSIGN_OR_RETURN(auto files, TreeFiles(dir));
   return ContentDigest(files, /*skip_non_regular=*/true);
+}
+
+std::string TreeFingerprint(const std::map<std::string, std::string>& files) {
+  FieldDigest h;
+  for (const auto& [name, content] : files) AddFile(h, name, content);
+  return h.Hex();
 }
 
 absl::StatusOr<std::string> MemoizedTreeFingerprint(const fs::path& dir, const fs::path& memo_file,

@@ -282,9 +282,7 @@ absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::pat
   JITD_RETURN_IF_ERROR(reader.ReadIncluded(tree->files_));
   // Over every file read, which holds every file a compile can be given
   // (each kernel's source and its include closure).
-  keys::KeyInputs fp;
-  for (const auto& [rel, content] : tree->files_) fp.sources.emplace_back(rel, content);
-  tree->fingerprint_ = keys::ContentKey(fp);
+  tree->fingerprint_ = keys::TreeFingerprint(tree->files_);
   return std::shared_ptr<const KernelTree>(std::move(tree));
 }
 

@@ -132,7 +132,7 @@ class KernelTree {
   // The directory it was read from (canonical): where NVRTC's log says the
   // files are, for the person who edits them.
   const std::filesystem::path& source_dir() const { return source_dir_; }
-  // SHA-256 over every file read's relative path and content (every file a
+  // keys::TreeFingerprint of every file read (every file a
   // compile can reach is read; a file no kernel can reach and no guard
   // scans is not in it).
   const std::string& fingerprint() const { return fingerprint_; }

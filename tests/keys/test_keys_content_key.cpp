@@ -230,6 +230,21 @@ TEST(TreeFingerprint, ChangesWithContentAndNamesNotLocation) {
   EXPECT_NE(*fa, *TreeFingerprint(b.path()));
 }
 
+// One rule for a tree's fingerprint: the files held in memory (a kernel
+// tree) and the same files in a directory give the same digest.
+TEST(TreeFingerprint, OfFilesInMemoryIsTheDirectorysOfTheSameFiles) {
+  TempDir dir;
+  const std::map<std::string, std::string> files = {
+      {"kernels.toml", "namespace = \"sglang\"\n"}, {"common/dtype.cuh", "#pragma once\n"}, {"a-b.cu", ""}};
+  for (const auto& [name, content] : files) Write(dir.path() / name, content);
+  auto on_disk = TreeFingerprint(dir.path());
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status();
+  EXPECT_EQ(TreeFingerprint(files), *on_disk);
+  auto changed = files;
+  changed["a-b.cu"] = "x";
+  EXPECT_NE(TreeFingerprint(changed), *on_disk);
+}
+
 // The memo's three lines: header, metadata digest, fingerprint.
 std::vector<std::string> MemoLines(const fs::path& memo) {
   std::ifstream in(memo);

@@ -118,6 +118,13 @@ absl::StatusOr<std::vector<IncludeName>> IncludeNames(const std::map<std::string
 // under `dir`, in sorted order, following symbolic links.
 absl::StatusOr<std::string> TreeFingerprint(const std::filesystem::path& dir);
 
+// TreeFingerprint's digest of files held in memory (`files`: path relative
+// to the root, generic form -> content): what TreeFingerprint answers for
+// a directory holding exactly these files. A kernel tree's fingerprint
+// (KernelTree::fingerprint) is this over every file it read, so the two
+// name a tree the same way.
+std::string TreeFingerprint(const std::map<std::string, std::string>& files);
+
 // TreeFingerprint(dir), remembered in `memo_file` beside a digest of every
 // file's metadata (relative path, device, inode, size, mtime and ctime in
 // nanoseconds). While that digest is unchanged the contents are not read
