@@ -6,7 +6,7 @@
 // line, an example value, and three functions bound to its fields: read a
 // value into a ConfigLayer, overlay one layer on another, and decide the
 // DaemonConfig field (the default when no layer sets it). A new setting is
-// one row here plus its fields in config.h; tests/daemon/test_daemon_settings
+// one row here plus its fields in config.h; tests/daemon/config/test_daemon_settings
 // checks that the flag and the key of every row read the same value, and
 // that deploy/jitd.toml and docs/CONTRACT.md name every row.
 #pragma once
