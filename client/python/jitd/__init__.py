@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import _launch, types
 from ._endpoint import default_endpoint, read_admin_token_file, resolve_endpoint
 from .client import Client, KernelsLike
 from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Internal, InvalidArgument, JitdError,
@@ -44,6 +45,11 @@ from .launch_rules import align_block_size_grid, rmsnorm_threads
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelEntry, KernelInfo, KernelParam, KernelResult,
                     KernelSpec, Manifest, Mode, MountedBundle, Stats, VerifyResult, WarmProgress, WarmResult)
+
+# KernelResult.launch launches through jitd._launch (with jitd.driver or
+# jitd.torch), handed to it here: jitd.types, the bottom floor of jitd's
+# imports, imports no launcher.
+types._launcher = _launch.launch
 
 __version__ = "0.1.0"
 

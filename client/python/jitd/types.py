@@ -1,13 +1,16 @@
 """The values jitd's calls take and return: plain, typed, immutable
 dataclasses (no protobuf messages leak out), picklable so they cross
-process boundaries. Field meanings are those of proto/jitd/v1/*.proto."""
+process boundaries. Field meanings are those of proto/jitd/v1/*.proto.
+
+The bottom floor of jitd's imports: it imports no other jitd module. The
+launchers (jitd.driver, jitd.torch) import it, and KernelResult.launch
+reaches them through jitd._launch, which ``import jitd`` hands to it."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
 import functools
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union
@@ -357,13 +360,9 @@ class KernelResult:
             raise TypeError(f"{self.spec} has {len(self.symbols)} entry points: name one, "
                             "k.launch(grid, block, *args, entry=EXPR) or k.entry(EXPR)[grid, block](*args), "
                             "EXPR one of: " + ", ".join(self.symbols))
-        torch = sys.modules.get("torch")  # a torch tensor among args means torch is imported
-        if torch is not None and any(isinstance(arg, torch.Tensor) for arg in args):
-            from . import torch as jitd_torch
-            jitd_torch.launch(self, entry, grid, block, *args, stream=stream, shared_mem=shared_mem)
-            return
-        from . import driver
-        driver.launch(self, entry, grid, block, *args, stream=stream, shared_mem=shared_mem)
+        if _launcher is None:  # set by `import jitd`
+            raise RuntimeError("KernelResult.launch needs jitd._launch, which `import jitd` hands to jitd.types")
+        _launcher(self, entry, grid, block, *args, stream=stream, shared_mem=shared_mem)
 
     def __getitem__(self, config: tuple) -> Callable[..., None]:
         """``k[grid, block]``, ``k[grid, block, stream]`` or ``k[grid, block,
@@ -384,6 +383,12 @@ class KernelResult:
 
 #: A grid or block size: an int, or up to three ints.
 Dim = Union[int, Sequence[int]]
+
+#: What :meth:`KernelResult.launch` hands a checked launch to, as ``(result,
+#: entry, grid, block, *args, stream=, shared_mem=)``: :func:`jitd._launch.launch`,
+#: set by ``import jitd``. This module is the bottom floor of jitd's imports: the
+#: launchers (jitd.driver, jitd.torch) import it, it imports none of them.
+_launcher: Optional[Callable[..., None]] = None
 
 
 @dataclass(frozen=True)
