@@ -1,6 +1,7 @@
 #include "jitd/base/digest.h"
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include <cstdio>
@@ -96,6 +97,10 @@ std::string Sha256Hex(std::string_view bytes) {
   Sha256 sha;
   sha.Update(bytes);
   return sha.FinalHex();
+}
+
+bool TagsEqual(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace jitd::digest

@@ -1,5 +1,4 @@
 // RemoteTier: verification, circuit breaker and leases over a RemoteBackend.
-#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -152,7 +151,7 @@ std::optional<std::string_view> RemoteTier::Verified(const std::string& store_ke
   std::string_view bytes = value.substr(0, value.size() - trailer);
   const std::string expected = Tag(options_.signing_key, store_key, bytes);
   if (expected.size() != kTagBytes) return std::nullopt;
-  if (CRYPTO_memcmp(expected.data(), value.data() + value.size() - kTagBytes, kTagBytes) != 0) return std::nullopt;
+  if (!digest::TagsEqual(expected, value.substr(value.size() - kTagBytes))) return std::nullopt;
   return bytes;
 }
 

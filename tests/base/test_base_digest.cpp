@@ -20,6 +20,17 @@ TEST(Digest, Sha256MatchesThePublishedVectors) {
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
+TEST(Digest, TagsAreEqualOnlyWhenEveryByteAndTheLengthAre) {
+  const std::string tag = *Sha256Of("a tag");
+  std::string flipped = tag;
+  flipped.back() ^= 1;
+  EXPECT_TRUE(TagsEqual(tag, tag));
+  EXPECT_FALSE(TagsEqual(tag, flipped));
+  EXPECT_FALSE(TagsEqual(tag, tag.substr(0, 31)));
+  EXPECT_FALSE(TagsEqual("", tag));
+  EXPECT_TRUE(TagsEqual("", ""));
+}
+
 TEST(Digest, PiecesGiveTheDigestOfTheirConcatenation) {
   Sha256 sha;
   sha.Update("ab");

@@ -50,4 +50,9 @@ absl::StatusOr<std::string> Sha256Of(std::string_view bytes);
 // SHA-256 of `bytes` as 64 lower-case hex digits (Sha256::FinalHex).
 std::string Sha256Hex(std::string_view bytes);
 
+// Whether two MACs are equal, in time that depends on their length only
+// (never on where they differ), so that a forger learns nothing from how
+// long a refusal takes. Different lengths are unequal.
+bool TagsEqual(std::string_view a, std::string_view b);
+
 }  // namespace jitd::digest
