@@ -114,12 +114,7 @@ KernelService::~KernelService() {
 }
 
 absl::StatusOr<std::shared_ptr<const manifest::Resolver>> KernelService::UpdateResolver(const ResolverUpdate& next) {
-  std::lock_guard update(resolver_update_mu_);
-  JITD_ASSIGN_OR_RETURN(std::shared_ptr<const manifest::Resolver> made, next(resolver()));
-  if (made == nullptr) return absl::InternalError("a resolver update made no resolver");
-  std::lock_guard lock(resolver_mu_);
-  resolver_ = made;
-  return made;
+  return resolver_.Apply(next);
 }
 
 void KernelService::SwapResolver(std::shared_ptr<const manifest::Resolver> resolver) {
@@ -130,10 +125,7 @@ void KernelService::Forget(const std::vector<std::string>& keys) { memory_.Forge
 
 absl::Status KernelService::Pin(const std::string& key) { return disk_.Pin(key); }
 
-std::shared_ptr<const manifest::Resolver> KernelService::resolver() const {
-  std::lock_guard lock(resolver_mu_);
-  return resolver_;
-}
+std::shared_ptr<const manifest::Resolver> KernelService::resolver() const { return resolver_.current(); }
 
 absl::StatusOr<manifest::ResolvedKernel> KernelService::Resolve(const manifest::KernelRequest& request) const {
   return resolver()->Resolve(request);

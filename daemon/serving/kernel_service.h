@@ -56,6 +56,7 @@
 #include "serving/admission.h"
 #include "serving/executor.h"
 #include "serving/flight_table.h"
+#include "serving/resolver_slot.h"
 #include "serving/tier.h"
 
 namespace jitd::serving {
@@ -211,8 +212,7 @@ class KernelService {
   // on what the other swapped in, never on what was there before it, so
   // neither can undo the other. Requests resolve with the current resolver
   // meanwhile. `next` must not update the resolver itself.
-  using ResolverUpdate = std::function<absl::StatusOr<std::shared_ptr<const manifest::Resolver>>(
-      const std::shared_ptr<const manifest::Resolver>& current)>;
+  using ResolverUpdate = ResolverSlot::Update;
   absl::StatusOr<std::shared_ptr<const manifest::Resolver>> UpdateResolver(const ResolverUpdate& next);
   // UpdateResolver with a `next` that ignores what is served now.
   void SwapResolver(std::shared_ptr<const manifest::Resolver> resolver);
@@ -285,12 +285,7 @@ class KernelService {
   size_t remote_level_ = 2;  // the remote tier's level, when there is one
   FlightTable flights_;
 
-  // Held by UpdateResolver from reading the resolver to swapping it: one
-  // update at a time. resolver_mu_ is held only to read or swap the pointer,
-  // so requests never wait for an update.
-  std::mutex resolver_update_mu_;
-  mutable std::mutex resolver_mu_;
-  std::shared_ptr<const manifest::Resolver> resolver_;  // guarded by resolver_mu_
+  ResolverSlot resolver_;
 
   Counters counters_;
   const std::vector<std::string> fleet_targets_;
