@@ -119,7 +119,7 @@ const std::vector<std::string>& Server::addresses() const { return impl_->addres
 std::string Server::DescribeKernels() const {
   if (impl_->service == nullptr) return "shut down";
   const std::shared_ptr<const manifest::Resolver> resolver = impl_->service->resolver();
-  return KernelTrees::Describe(*resolver);
+  return serving::KernelTrees::Describe(*resolver);
 }
 
 absl::Status Server::ReloadKernels() {
@@ -138,15 +138,17 @@ absl::Status Server::ReloadKernels() {
       impl_->service->UpdateResolver([&](const std::shared_ptr<const manifest::Resolver>& current)
                                          -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
         old = current;
-        spdlog::info("SIGHUP: re-reading the kernels: {}", KernelTrees::Describe(*current));
-        JITD_ASSIGN_OR_RETURN(KernelTrees::Loaded loaded, impl_->trees->Load(impl_->CurrentToolchain(), current.get()));
+        spdlog::info("SIGHUP: re-reading the kernels: {}", serving::KernelTrees::Describe(*current));
+        JITD_ASSIGN_OR_RETURN(serving::KernelTrees::Loaded loaded,
+                              impl_->trees->Load(impl_->CurrentToolchain(), current.get()));
         refused = std::move(loaded.refused);
         return std::move(loaded.resolver);
       }));
   if (!refused.empty()) {
     return absl::FailedPreconditionError(Cat(refused.size(), " kernel tree(s) refused: ", text::Join(refused, "; ")));
   }
-  spdlog::info("reloaded kernels: {} (was {})", KernelTrees::Summary(*reloaded), KernelTrees::Fingerprints(*old));
+  spdlog::info("reloaded kernels: {} (was {})", serving::KernelTrees::Summary(*reloaded),
+               serving::KernelTrees::Fingerprints(*old));
   return absl::OkStatus();
 }
 

@@ -37,7 +37,6 @@
 #include "rpc/daemon_metrics.h"
 #include "rpc/health_rpc.h"
 #include "rpc/in_flight_calls.h"
-#include "rpc/kernel_trees.h"
 #include "rpc/local_server.h"
 #include "security/admin_auth.h"
 #include "security/admin_token_files.h"
@@ -46,6 +45,7 @@
 #include "security/unix_acceptor.h"
 #include "security/unix_socket_claim.h"
 #include "serving/kernel_service.h"
+#include "serving/kernel_trees.h"
 #include "serving/rewarm.h"
 #include "system/cache_dir_lock.h"
 #include "system/memory_trim.h"
@@ -66,7 +66,7 @@ class Server::Impl {
   std::unique_ptr<cache::Cache> cache;
   AdminAuth auth;
   // The kernel trees, read and guarded tree by tree (at start and SIGHUP).
-  std::unique_ptr<KernelTrees> trees;
+  std::unique_ptr<serving::KernelTrees> trees;
   // The CUDA headers and NVRTC libraries compiles run with, watched: the
   // pool checks every job against it, and a change it notices gives the
   // request path a resolver with the new toolchain (OnToolkitChanged).

@@ -94,13 +94,14 @@ absl::Status Server::Impl::StartServing() {
   toolchain = std::move(detected);
   spdlog::info("toolkit: NVRTC {}, {} (identity {})", toolchain.nvrtc_version, toolkit->identity().Describe(),
                toolchain.identity.substr(0, 12));
-  trees = std::make_unique<KernelTrees>(KernelTrees::Options{.sources = config.kernels,
-                                                             .locks = config.locks,
-                                                             .allow_guard_findings = config.allow_guard_findings,
-                                                             .default_arch = config.arch});
-  JITD_ASSIGN_OR_RETURN(KernelTrees::Loaded loaded, trees->Load(toolchain, nullptr));
+  trees = std::make_unique<serving::KernelTrees>(
+      serving::KernelTrees::Options{.sources = config.kernels,
+                                    .locks = config.locks,
+                                    .allow_guard_findings = config.allow_guard_findings,
+                                    .default_arch = config.arch});
+  JITD_ASSIGN_OR_RETURN(serving::KernelTrees::Loaded loaded, trees->Load(toolchain, nullptr));
   const std::shared_ptr<const manifest::Resolver>* resolver = &loaded.resolver;
-  spdlog::info("kernels: {}; NVRTC {}", KernelTrees::Describe(**resolver), toolchain.nvrtc_version);
+  spdlog::info("kernels: {}; NVRTC {}", serving::KernelTrees::Describe(**resolver), toolchain.nvrtc_version);
 
   absl::StatusOr<CompileStack> started = StartCompileStack(*resolver, config.workers, config.max_queue, toolkit);
   if (!started.ok()) {

@@ -18,16 +18,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "manifest/manifest.h"
 
 namespace jitd::daemon {
 
 // A kernel tree to serve: `--kernels DIR` (unnamed: bare kernel names and
 // the keys they always had) or `--kernels NAME=DIR` (kernels "NAME/kernel").
-struct KernelTreeSource {
-  std::string name;
-  std::filesystem::path dir;
-  bool operator==(const KernelTreeSource&) const = default;
-};
+using KernelTreeSource = manifest::TreeSource;
 
 // What one source sets; unset fields fall through to the layer below.
 struct ConfigLayer {

@@ -43,6 +43,14 @@
 
 namespace jitd::manifest {
 
+// A kernel tree as configured: `--kernels [NAME=]DIR` (NAME "" = unnamed:
+// bare kernel names).
+struct TreeSource {
+  std::string name;
+  std::filesystem::path dir;
+  bool operator==(const TreeSource&) const = default;
+};
+
 struct ParamDef {
   std::string name;  // "dtype"
   std::string type;  // "dtype" | "enum" | "int"

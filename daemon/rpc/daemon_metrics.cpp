@@ -44,8 +44,8 @@ void EmitBundles(Emitter& e, const std::vector<const cache::Bundle*>& bundles, c
 }
 
 // Each kernel tree: what it serves, whether it serves, refused reloads.
-void EmitTrees(Emitter& e, const KernelTrees& trees) {
-  for (const KernelTrees::State& t : trees.states()) {
+void EmitTrees(Emitter& e, const serving::KernelTrees& trees) {
+  for (const serving::KernelTrees::State& t : trees.states()) {
     const std::vector<std::pair<std::string, std::string>> labels{{"tree", t.source.name},
                                                                   {"namespace", t.kernel_namespace}};
     e.Gauge("jitd_kernel_tree_kernels", "Kernels a kernel tree serves (--kernels NAME=DIR); by tree.",

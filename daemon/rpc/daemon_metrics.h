@@ -32,7 +32,7 @@
 #include "metrics/metrics.h"
 #include "remote/remote.h"
 #include "serving/kernel_service.h"
-#include "rpc/kernel_trees.h"
+#include "serving/kernel_trees.h"
 #include "serving/rewarm.h"
 
 namespace jitd::daemon {
@@ -47,7 +47,7 @@ class DaemonMetrics {
     const compiler::WorkerPool* pool = nullptr;
     const cache::RemoteTier* remote = nullptr;    // may be null
     const serving::Rewarmer* rewarmer = nullptr;  // may be null
-    const KernelTrees* trees = nullptr;           // may be null
+    const serving::KernelTrees* trees = nullptr;  // may be null
     std::string version;
     std::string nvrtc_version;
   };

@@ -41,8 +41,8 @@ void AddFleetAndRewarm(const ServingStatsSources& sources, const serving::Kernel
 }
 
 // Every configured tree, served or refused.
-void AddTrees(const KernelTrees& trees, v1::StatsResponse* response) {
-  for (const KernelTrees::State& state : trees.states()) {
+void AddTrees(const serving::KernelTrees& trees, v1::StatsResponse* response) {
+  for (const serving::KernelTrees::State& state : trees.states()) {
     v1::KernelTreeInfo* info = response->add_trees();
     info->set_name(state.source.name);
     info->set_dir(state.source.dir.string());

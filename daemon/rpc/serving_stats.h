@@ -8,8 +8,8 @@
 
 #include "compiler/worker_pool.h"
 #include "jitd/v1/cache_admin.pb.h"
-#include "rpc/kernel_trees.h"
 #include "serving/kernel_service.h"
+#include "serving/kernel_trees.h"
 #include "serving/rewarm.h"
 
 namespace jitd::daemon {
@@ -18,7 +18,7 @@ struct ServingStatsSources {
   const serving::KernelService* service = nullptr;
   const compiler::WorkerPool* pool = nullptr;
   uint64_t max_queue = 0;
-  const KernelTrees* trees = nullptr;
+  const serving::KernelTrees* trees = nullptr;
   const cache::RemoteTier* remote = nullptr;    // null: no remote tier
   const serving::Rewarmer* rewarmer = nullptr;  // null: --rewarm-count 0
 };

@@ -1,4 +1,4 @@
-#include "rpc/kernel_trees.h"
+#include "serving/kernel_trees.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,12 +10,12 @@
 #include "jitd/base/text.h"
 #include "manifest/lock.h"
 
-namespace jitd::daemon {
+namespace jitd::serving {
 namespace {
 
 using text::Cat;
 
-std::string Label(const KernelTreeSource& source) {
+std::string Label(const manifest::TreeSource& source) {
   return source.name.empty() ? Cat("kernel tree ", source.dir.string())
                              : Cat("kernel tree ", source.name, " (", source.dir.string(), ")");
 }
@@ -31,7 +31,7 @@ const manifest::ServedTree* FindTree(const manifest::Resolver* resolver, const s
 }  // namespace
 
 KernelTrees::KernelTrees(Options options) : options_(std::move(options)) {
-  for (const KernelTreeSource& source : options_.sources) {
+  for (const manifest::TreeSource& source : options_.sources) {
     State state;
     state.source = source;
     states_.push_back(std::move(state));
@@ -39,7 +39,7 @@ KernelTrees::KernelTrees(Options options) : options_(std::move(options)) {
 }
 
 absl::StatusOr<manifest::ServedTree> KernelTrees::LoadOne(
-    const KernelTreeSource& source, const std::vector<std::shared_ptr<const manifest::KernelLock>>& locks) const {
+    const manifest::TreeSource& source, const std::vector<std::shared_ptr<const manifest::KernelLock>>& locks) const {
   absl::StatusOr<std::shared_ptr<const manifest::KernelTree>> tree = manifest::KernelTree::Load(source.dir);
   if (!tree.ok()) {
     return absl::Status(tree.status().code(),
@@ -80,7 +80,7 @@ absl::StatusOr<std::vector<std::shared_ptr<const manifest::KernelLock>>> KernelT
     if (!lock.ok())
       return absl::Status(lock.status().code(), Cat("--lock ", file.string(), ": ", lock.status().message()));
     const auto source = std::find_if(options_.sources.begin(), options_.sources.end(),
-                                     [&](const KernelTreeSource& s) { return s.name == lock->tree; });
+                                     [&](const manifest::TreeSource& s) { return s.name == lock->tree; });
     if (source == options_.sources.end()) {
       return absl::InvalidArgumentError(
           Cat("--lock ", file.string(), " is the lock of kernel tree '", lock->tree,
@@ -112,7 +112,7 @@ absl::StatusOr<KernelTrees::Loaded> KernelTrees::Load(const manifest::Toolchain&
     states = states_;
   }
   for (size_t i = 0; i < options_.sources.size(); ++i) {
-    const KernelTreeSource& source = options_.sources[i];
+    const manifest::TreeSource& source = options_.sources[i];
     State& state = states[i];
     absl::StatusOr<manifest::ServedTree> tree = LoadOne(source, locks);
     if (tree.ok()) {
@@ -196,4 +196,4 @@ std::string KernelTrees::Describe(const manifest::Resolver& resolver) {
   return text::Join(parts, "; ");
 }
 
-}  // namespace jitd::daemon
+}  // namespace jitd::serving

@@ -23,15 +23,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "config/config.h"
 #include "manifest/manifest.h"
 
-namespace jitd::daemon {
+namespace jitd::serving {
 
 class KernelTrees {
  public:
   struct Options {
-    std::vector<KernelTreeSource> sources;
+    std::vector<manifest::TreeSource> sources;
     std::vector<std::filesystem::path> locks;
     // Serve trees with namespace guard findings (logged as warnings).
     bool allow_guard_findings = false;
@@ -40,7 +39,7 @@ class KernelTrees {
 
   // What Stats reports of one tree.
   struct State {
-    KernelTreeSource source;
+    manifest::TreeSource source;
     bool serving = false;
     std::string error{};  // why it (or its last reload) was refused
     size_t kernels = 0;
@@ -79,11 +78,11 @@ class KernelTrees {
   absl::StatusOr<std::vector<std::shared_ptr<const manifest::KernelLock>>> ReadLocks() const;
   // One tree read, guarded and locked, or why it is refused.
   absl::StatusOr<manifest::ServedTree> LoadOne(
-      const KernelTreeSource& source, const std::vector<std::shared_ptr<const manifest::KernelLock>>& locks) const;
+      const manifest::TreeSource& source, const std::vector<std::shared_ptr<const manifest::KernelLock>>& locks) const;
 
   const Options options_;
   mutable std::mutex mu_;
   std::vector<State> states_;  // guarded by mu_, as options_.sources
 };
 
-}  // namespace jitd::daemon
+}  // namespace jitd::serving
