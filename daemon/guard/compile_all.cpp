@@ -66,9 +66,8 @@ std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::v
             bool lowered = e < result->lowered_names.size() && !result->lowered_names[e].second.empty();
             if (!lowered) {
               add(Cat(where, ": name expression `", expr, "` did not resolve"));
-            } else if (!item.kernel->signature.empty()) {
-              if (std::string why = SignatureMismatch(item.kernel->signature, result->lowered_names[e].second);
-                  !why.empty()) {
+            } else if (const std::string& declared = item.kernel->SignatureOf(e); !declared.empty()) {
+              if (std::string why = SignatureMismatch(declared, result->lowered_names[e].second); !why.empty()) {
                 add(Cat(where, ": `", expr, "`: ", why));
               }
             }

@@ -109,18 +109,19 @@ using CompileFunction = std::function<absl::StatusOr<compiler::CompileResult>(co
 // Called after each instantiation: (done, total, kernel, params, arch, ok).
 using Progress = std::function<void(size_t, size_t, const std::string&, const std::string&, const std::string&, bool)>;
 
-// "" when a kernel's declared signature (kernels.toml `signature`) passes
-// what the compiled entry point with `lowered_name` takes, argument by
-// argument (pointer or not, const, scalar width); else what differs.
+// "" when a kernel's declared signature (kernels.toml `signature`, or the
+// entry point's own in `signatures`) passes what the compiled entry point
+// with `lowered_name` takes, argument by argument (pointer or not, const,
+// scalar width, struct by value); else what differs.
 std::string SignatureMismatch(std::string_view declared, std::string_view lowered_name);
 
 // Compiles every instantiation for every arch with `compile` (called from
 // up to `parallelism` threads at once) and checks every name expression
 // lowered to a non-empty name, and to an entry point whose arguments are
-// the ones the kernel's `signature` declares, and that each module passes
-// the module check (one finding per symbol outside). Kernels named in `skip`
-// (those with source findings, whose compile would only repeat them) are
-// left out.
+// the ones the kernel declares for it (KernelDef::SignatureOf), and that
+// each module passes the module check (one finding per symbol outside).
+// Kernels named in `skip` (those with source findings, whose compile would
+// only repeat them) are left out.
 std::vector<Finding> CompileAll(const manifest::Resolver& resolver, const std::vector<std::string>& archs,
                                 const CompileFunction& compile, size_t parallelism, const Progress& progress = {},
                                 const std::set<std::string>& skip = {});

@@ -171,10 +171,62 @@ absl::StatusOr<ParamDef> ParseParam(const toml::table& t, const std::string& ori
   return p;
 }
 
+// `signature` (one argument list for every entry point) or `signatures`
+// (one per name expression, as written in name_expressions), each one
+// readable by DeclaredArgs, into `k`.
+absl::Status ParseSignatures(const toml::table& t, const std::string& origin, const std::string& context,
+                             KernelDef& k) {
+  JITD_ASSIGN_OR_RETURN(auto signature, String(t, "signature", origin, context, false));
+  k.signature = signature;
+  if (!k.signature.empty()) {
+    if (auto args = DeclaredArgs(k.signature); !args.ok()) {
+      return Bad(origin, t.get("signature")->source(), Cat(context, ": ", args.status().message()));
+    }
+  }
+  const toml::node* node = t.get("signatures");
+  if (node == nullptr) return absl::OkStatus();
+  const toml::table* table = node->as_table();
+  if (table == nullptr) {
+    return Bad(origin, node->source(),
+               Cat(context, ": 'signatures' must be a table of name expression = \"(argument list)\""));
+  }
+  if (t.get("signature") != nullptr) {
+    return Bad(origin, node->source(),
+               Cat(context,
+                   ": give 'signature' (one for every entry point) or 'signatures' (one per entry "
+                   "point), not both"));
+  }
+  k.entry_signatures.assign(k.name_expressions.size(), "");
+  for (const auto& [key, value] : *table) {
+    const auto at = std::find(k.name_expressions.begin(), k.name_expressions.end(), key.str());
+    if (at == k.name_expressions.end()) {
+      return Bad(origin, value.source(),
+                 Cat(context, ": 'signatures' names '", key.str(), "', which is not one of its name_expressions"));
+    }
+    const std::optional<std::string_view> text = value.value<std::string_view>();
+    if (!text.has_value()) {
+      return Bad(origin, value.source(), Cat(context, ": the signature of '", key.str(), "' must be a string"));
+    }
+    if (auto args = DeclaredArgs(*text); !args.ok()) {
+      return Bad(origin, value.source(), Cat(context, ": ", key.str(), ": ", args.status().message()));
+    }
+    k.entry_signatures[static_cast<size_t>(at - k.name_expressions.begin())] = std::string(*text);
+  }
+  for (size_t e = 0; e < k.name_expressions.size(); ++e) {
+    if (k.entry_signatures[e].empty()) {
+      return Bad(origin, node->source(),
+                 Cat(context, ": 'signatures' gives no argument list for '", k.name_expressions[e],
+                     "' (one for each name expression)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& origin) {
-  JITD_RETURN_IF_ERROR(CheckKeys(
-      t, {"name", "source", "description", "name_expressions", "options", "params", "pch", "signature", "launch"},
-      origin, "a [[kernel]]"));
+  JITD_RETURN_IF_ERROR(CheckKeys(t,
+                                 {"name", "source", "description", "name_expressions", "options", "params", "pch",
+                                  "signature", "signatures", "launch"},
+                                 origin, "a [[kernel]]"));
   KernelDef k;
   k.line = static_cast<int>(t.source().begin.line);
   JITD_ASSIGN_OR_RETURN(auto name, String(t, "name", origin, "a [[kernel]]", true));
@@ -188,18 +240,12 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   }
   JITD_ASSIGN_OR_RETURN(auto description, String(t, "description", origin, context, false));
   k.description = description;
-  JITD_ASSIGN_OR_RETURN(auto signature, String(t, "signature", origin, context, false));
-  k.signature = signature;
-  if (!k.signature.empty()) {
-    if (auto args = DeclaredArgs(k.signature); !args.ok()) {
-      return Bad(origin, t.get("signature")->source(), Cat(context, ": ", args.status().message()));
-    }
-  }
   JITD_ASSIGN_OR_RETURN(auto launch, String(t, "launch", origin, context, false));
   k.launch = launch;
   JITD_ASSIGN_OR_RETURN(auto exprs, Strings(t, "name_expressions", origin, context));
   k.name_expressions = exprs;
   if (k.name_expressions.empty()) return Bad(origin, t.source(), Cat(context, " needs at least one name expression"));
+  JITD_RETURN_IF_ERROR(ParseSignatures(t, origin, context, k));
   JITD_ASSIGN_OR_RETURN(auto options, Strings(t, "options", origin, context));
   JITD_RETURN_IF_ERROR(CheckFileOptions(t, origin, context));
   k.options = options;
@@ -266,6 +312,15 @@ bool IsQualifiedName(std::string_view name) {
 }
 
 }  // namespace
+
+std::string KernelDef::SignatureText() const {
+  if (entry_signatures.empty()) return signature;
+  std::string out;
+  for (size_t e = 0; e < entry_signatures.size(); ++e) {
+    text::Append(out, e == 0 ? "" : "; ", name_expressions[e], " ", entry_signatures[e]);
+  }
+  return out;
+}
 
 absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::string& origin) {
   toml::table root;

@@ -74,6 +74,19 @@ struct KernelDef {
   // entry points), and how to launch them, one line; "" when not given.
   std::string signature;
   std::string launch;
+  // `signatures`: one argument list per entry point, in name_expressions'
+  // order (entry points of different signatures); empty when `signature`
+  // (or nothing) is declared.
+  std::vector<std::string> entry_signatures;
+
+  // The argument list declared for entry point `e`: its own, else the
+  // kernel's `signature`; "" when none is declared.
+  const std::string& SignatureOf(size_t e) const {
+    return e < entry_signatures.size() ? entry_signatures[e] : signature;
+  }
+  // Every declared signature as one line: `signature`, or "EXPR (ARGS); ..."
+  // for `signatures`.
+  std::string SignatureText() const;
 };
 
 // The most instantiations one kernel tree may have: the sum over its

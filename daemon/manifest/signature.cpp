@@ -45,12 +45,53 @@ std::vector<std::string> SplitTopLevel(std::string_view list) {
   return out;
 }
 
+// Removes every whole-word `word` from `type` (squeezed again after).
+std::string Without(std::string type, std::string_view word) {
+  for (size_t at = type.find(word); at != std::string::npos; at = type.find(word, at)) {
+    const bool starts = at == 0 || type[at - 1] == ' ';
+    const bool ends = at + word.size() == type.size() || type[at + word.size()] == ' ';
+    if (starts && ends) {
+      type.erase(at, word.size());
+    } else {
+      at += word.size();
+    }
+  }
+  return Squeeze(type);
+}
+
+// "struct NAME" for a class type passed by value (`ns::Params`,
+// `Params<float>`, `struct Params`): its unqualified name without template
+// arguments, which is what a declared and a compiled signature both say.
+// "" when `type` is not a (possibly qualified) class name.
+ArgKind StructKind(std::string type) {
+  type = Without(type, "struct");
+  if (const size_t open = type.find('<'); open != std::string::npos) {
+    if (type.back() != '>') return {};
+    type.resize(open);
+  }
+  while (!type.empty() && type.back() == ' ') type.pop_back();
+  const size_t colons = type.rfind("::");
+  const std::string name = colons == std::string::npos ? type : type.substr(colons + 2);
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return {};
+  for (const char c : type) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != ':') return {};
+  }
+  return Cat("struct ", name);
+}
+
 // A type's kind, or "" when it is none a launch passes. `type` is squeezed.
-ArgKind KindOf(std::string type) {
+// `by_value_structs`: a class type counts as a struct passed by value (a
+// compiled signature); a declared one must say so (`__grid_constant__` or
+// `struct`), so that a misspelt scalar is still an error.
+ArgKind KindOf(std::string type, bool by_value_structs) {
   // Top-level qualifiers do not change what is passed.
   for (std::string_view q : {" __restrict__", " __restrict", " restrict"}) {
     for (size_t at = type.find(q); at != std::string::npos; at = type.find(q)) type.erase(at, q.size());
   }
+  const std::string plain = Without(type, "__grid_constant__");
+  if (plain != Squeeze(type)) by_value_structs = true;
+  if (Without(plain, "struct") != plain) by_value_structs = true;
+  type = plain;
   while (!type.empty() && type.back() == ' ') type.pop_back();
   if (!type.empty() && type.back() == '*') {
     std::string pointee = Squeeze(type.substr(0, type.size() - 1));
@@ -75,7 +116,8 @@ ArgKind KindOf(std::string type) {
       {"double", "float64"},        {"bool", "bool"},
   };
   const auto it = kScalars.find(type);
-  return it == kScalars.end() ? ArgKind() : it->second;
+  if (it != kScalars.end()) return it->second;
+  return by_value_structs ? StructKind(type) : ArgKind();
 }
 
 }  // namespace
@@ -100,11 +142,12 @@ absl::StatusOr<std::vector<ArgKind>> DeclaredArgs(std::string_view signature) {
     if (name_start == arg.size() || type.empty()) {
       return absl::InvalidArgumentError(Cat("signature argument '", arg, "' needs a type and a name"));
     }
-    ArgKind kind = KindOf(type);
+    ArgKind kind = KindOf(type, /*by_value_structs=*/false);
     if (kind.empty()) {
       return absl::InvalidArgumentError(Cat("signature argument '", arg, "' has type '", type,
                                             "', which is neither a pointer nor a fixed-width scalar (int64_t, "
-                                            "int32_t, uint32_t, float, double, bool, ...)"));
+                                            "int32_t, uint32_t, float, double, bool, ...); a struct passed by "
+                                            "value is written `const __grid_constant__ NAME` or `struct NAME`"));
     }
     out.push_back(std::move(kind));
   }
@@ -138,10 +181,11 @@ absl::StatusOr<std::vector<ArgKind>> CompiledArgs(std::string_view lowered_name)
   const std::string inner = Squeeze(text.substr(open + 1, text.size() - open - 2));
   if (inner.empty() || inner == "void") return out;
   for (const std::string& type : SplitTopLevel(inner)) {
-    ArgKind kind = KindOf(type);
+    ArgKind kind = KindOf(type, /*by_value_structs=*/true);
     if (kind.empty()) {
-      return absl::InvalidArgumentError(
-          Cat("'", text, "' takes a '", type, "', which a signature cannot name (pointers and fixed-width scalars)"));
+      return absl::InvalidArgumentError(Cat("'", text, "' takes a '", type,
+                                            "', which a signature cannot name (pointers, fixed-width scalars and "
+                                            "structs by value)"));
     }
     out.push_back(std::move(kind));
   }

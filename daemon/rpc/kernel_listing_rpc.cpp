@@ -109,7 +109,7 @@ grpc::Status CompilerRpc::ListKernels(grpc::ServerContext* context, const v1::Li
     info->set_source(kernel.source);
     info->set_name_expression(NameExpressionTemplate(kernel));
     info->set_description(kernel.description);
-    info->set_signature(kernel.signature);
+    info->set_signature(kernel.SignatureText());
     info->set_launch(kernel.launch);
     for (const manifest::ParamDef& param : kernel.params) {
       v1::KernelParam* out = info->add_params();
