@@ -129,8 +129,8 @@ def main():
         print("  ".join(c.ljust(w) for c, w in zip(t, widths)))
     print(f"(medians of {args.repeat} runs per build, alternated; own ratio: the figure against its in-run "
           "baseline, lower is better for times)")
-    summary = {"base": {"revision": revisions["base"], "build": builds["base"]},
-               "head": {"revision": revisions["head"], "build": builds["head"]}, "repeat": args.repeat,
+    # Revisions, not build paths: a kept summary must not name this machine's directories.
+    summary = {"base": {"revision": revisions["base"]}, "head": {"revision": revisions["head"]}, "repeat": args.repeat,
                "quick": args.quick, "figures": rows}
     with open(os.path.join(args.out, "compare.json"), "w") as f:
         json.dump(summary, f, indent=2)
