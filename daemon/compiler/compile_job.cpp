@@ -22,6 +22,15 @@ std::string JobDigest(const CompileJob& job) {
   d.Field("exprs", std::to_string(job.name_expressions.size()));
   for (const std::string& expr : job.name_expressions) d.Field("expr", expr);
   d.Field("log-root", job.log_root);
+  if (job.kind == ArtifactKind::kCubin) return d.Hex();  // the digests cubin jobs always had
+  const ModuleBuild& m = job.module;
+  d.Field("kind", "shared-object");
+  d.Field("nvcc", m.nvcc);
+  d.Field("host-cxx", m.host_cxx);
+  for (const auto* list : {&m.compile_options, &m.link_options, &m.read_roots}) {
+    d.Field("list", std::to_string(list->size()));
+    for (const std::string& item : *list) d.Field("item", item);
+  }
   return d.Hex();
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +27,40 @@ struct CompileHeader {
   bool operator==(const CompileHeader&) const = default;
 };
 
+// What a job builds.
+enum class ArtifactKind : std::uint8_t {
+  // NVRTC: a cubin (or PTX for compute_XX) of device code.
+  kCubin = 0,
+  // nvcc and the host compiler: a tvm-ffi shared object of host launchers
+  // and device code (module_build.h).
+  kSharedObject = 1,
+};
+
+// How a kSharedObject job is built. The tree's files travel in the job
+// (CompileJob::headers, each under its path) and are staged, with the
+// generated unit (CompileJob::source, named program_name), into a private
+// directory the compile runs in; nothing of the kernels directory is read.
+struct ModuleBuild {
+  std::string nvcc;      // absolute path of nvcc
+  std::string host_cxx;  // nvcc's -ccbin; "" for nvcc's default (c++ on PATH)
+  // The compile's options, in order (defaults, kernel options, -gencode,
+  // the arch defines, -I of each include dir relative to the staged tree,
+  // tvm-ffi's include dirs); the worker adds -c, -o and the depfile.
+  std::vector<std::string> compile_options;
+  // The link's options (-shared is the worker's): -L tvm-ffi's lib dir,
+  // -ltvm_ffi, -lcudart.
+  std::vector<std::string> link_options;
+  // The directories outside the staged tree a compile may read (canonical):
+  // the toolkit, tvm-ffi's headers, the host compiler's system headers.
+  // Every one is fingerprinted into the key; a depfile naming a file
+  // outside them and the staged tree fails the job (what is hashed is what
+  // is compiled).
+  std::vector<std::string> read_roots;
+  bool operator==(const ModuleBuild&) const = default;
+};
+
 struct CompileJob {
+  ArtifactKind kind = ArtifactKind::kCubin;
   // Name NVRTC reports in diagnostics, e.g. "diffusion/modulate_scale_shift.cu"
   // (relative: it is part of the key and the digest, a machine path is not).
   std::string program_name;
@@ -59,19 +93,24 @@ struct CompileJob {
   // (UNAVAILABLE "toolkit changed") when the toolkit on disk is no longer
   // that one, before and after compiling. Empty: not checked.
   std::string toolkit_fingerprint;
+  // kind == kSharedObject only.
+  ModuleBuild module;
 };
 
-// Hex SHA-256 over the job's program name, source, headers (name, path,
-// content), options, name expressions and log root, each length-prefixed:
+// Hex SHA-256 over the job's kind, program name, source, headers (name,
+// path, content), options, name expressions, log root and module build,
+// each length-prefixed:
 // what NVRTC compiles and what names its log. Not over use_pch (the cubin is
 // the same either way), the timeout, the digest itself or the toolkit
 // fingerprint (checked separately, against the disk).
 std::string JobDigest(const CompileJob& job);
 
 struct CompileResult {
+  // The artefact: a cubin, or the shared object of a kSharedObject job.
   std::string cubin;
   // (name expression, lowered name), one per CompileJob::name_expressions,
-  // in the same order.
+  // in the same order; for a shared object (export name, its symbol
+  // "__tvm_ffi_<name>"), one per export.
   std::vector<std::pair<std::string, std::string>> lowered_names;
   // NVRTC's program log (warnings on success, errors on failure).
   std::string log;

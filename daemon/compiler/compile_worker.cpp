@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "compiler/detail/worker_protocol.h"
+#include "compiler/module_build.h"
 #include "compiler/nvrtc_program.h"
 #include "jitd/base/files.h"
 #include "jitd/base/text.h"
@@ -194,7 +195,10 @@ int RunCompileWorker(int fd, const std::filesystem::path& pch_dir) {
           request.job.digest.empty() ? std::string("(none)") : request.job.digest, "; not compiled"));
       spdlog::error("compile worker: {}", std::string(response.status.message()));
     } else {
-      absl::StatusOr<CompileResult> result = CompileInProcess(request.job, &pch, state.cancel_flag());
+      absl::StatusOr<CompileResult> result =
+          request.job.kind == ArtifactKind::kSharedObject
+              ? BuildModule(request.job, pch_dir / "module-build", state.cancel_flag())
+              : CompileInProcess(request.job, &pch, state.cancel_flag());
       if (result.ok()) {
         response.result = *std::move(result);
       } else {

@@ -63,6 +63,43 @@ TEST(WorkerProtocol, HeadersDigestAndLogRootTravel) {
   EXPECT_EQ(JobDigest(decoded->job), decoded->job.digest);
 }
 
+TEST(WorkerProtocol, AModuleBuildTravelsWithItsKindToolsOptionsAndRoots) {
+  CompileRequest request;
+  request.job_id = 11;
+  request.job = testing::HeaderJob();
+  request.job.kind = ArtifactKind::kSharedObject;
+  request.job.module = ModuleBuild{.nvcc = "/usr/local/cuda/bin/nvcc",
+                                   .host_cxx = "/usr/bin/g++",
+                                   .compile_options = {"-std=c++20", "-Icsrc"},
+                                   .link_options = {"-L/opt/tvm_ffi/lib", "-ltvm_ffi"},
+                                   .read_roots = {"/usr/include", "/opt/tvm_ffi/include"}};
+  request.job = testing::Sealed(request.job);
+  absl::StatusOr<CompileRequest> decoded = DecodeCompileRequest(Encode(request));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->job.kind, ArtifactKind::kSharedObject);
+  EXPECT_EQ(decoded->job.module, request.job.module);
+  EXPECT_EQ(JobDigest(decoded->job), request.job.digest);
+}
+
+TEST(JobDigest, AModuleJobsDigestCoversItsKindAndBuild) {
+  CompileJob base = testing::HeaderJob();
+  const std::string cubin_digest = JobDigest(base);
+  base.kind = ArtifactKind::kSharedObject;
+  base.module.nvcc = "/usr/local/cuda/bin/nvcc";
+  const std::string digest = JobDigest(base);
+  EXPECT_NE(digest, cubin_digest);
+  auto differs = [&](auto mutate) {
+    CompileJob job = base;
+    mutate(job);
+    return JobDigest(job) != digest;
+  };
+  EXPECT_TRUE(differs([](CompileJob& j) { j.module.nvcc = "/opt/cuda/bin/nvcc"; }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.module.host_cxx = "/usr/bin/clang++"; }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.module.compile_options.push_back("-O3"); }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.module.link_options.push_back("-lcudart"); }));
+  EXPECT_TRUE(differs([](CompileJob& j) { j.module.read_roots.push_back("/usr/include"); }));
+}
+
 TEST(JobDigest, CoversEveryByteNvrtcCompiles) {
   const CompileJob base = testing::HeaderJob();
   const std::string digest = JobDigest(base);

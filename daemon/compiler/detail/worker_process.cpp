@@ -258,6 +258,9 @@ int WorkerProcess::Terminate(std::chrono::milliseconds grace) {
   }
   if (!reaped_) {
     if (grace.count() <= 0 || !WaitForExit(Clock::now() + grace)) {
+      // The worker leads its own process group (POSIX_SPAWN_SETPGROUP):
+      // the group takes the nvcc and host compiler of a module build with it.
+      kill(-pid_, SIGKILL);
       kill(pid_, SIGKILL);
       Reaped(0);
     }

@@ -162,6 +162,12 @@ std::string Encode(const CompileRequest& message) {
   w.I64(message.job.timeout.count());
   w.Str(message.job.digest);
   w.Str(message.job.log_root);
+  w.U8(static_cast<std::uint8_t>(message.job.kind));
+  w.Str(message.job.module.nvcc);
+  w.Str(message.job.module.host_cxx);
+  w.StrList(message.job.module.compile_options);
+  w.StrList(message.job.module.link_options);
+  w.StrList(message.job.module.read_roots);
   return w.Take();
 }
 
@@ -239,6 +245,14 @@ absl::StatusOr<CompileRequest> DecodeCompileRequest(std::string_view payload) {
   message.job.timeout = std::chrono::milliseconds(timeout_ms);
   message.job.digest = r.Str();
   message.job.log_root = r.Str();
+  const std::uint8_t kind = r.U8();
+  if (kind > static_cast<std::uint8_t>(ArtifactKind::kSharedObject)) r.Fail("unknown artifact kind");
+  message.job.kind = static_cast<ArtifactKind>(kind);
+  message.job.module.nvcc = r.Str();
+  message.job.module.host_cxx = r.Str();
+  message.job.module.compile_options = r.StrList();
+  message.job.module.link_options = r.StrList();
+  message.job.module.read_roots = r.StrList();
   JITD_RETURN_IF_ERROR(r.Finish("compile"));
   return message;
 }

@@ -40,7 +40,7 @@
 namespace jitd::compiler::detail {
 
 inline constexpr std::uint32_t kProtocolMagic = 0x5754494a;  // "JITW"
-inline constexpr std::uint32_t kProtocolVersion = 2;
+inline constexpr std::uint32_t kProtocolVersion = 3;         // 3: artifact kind, module build
 // Largest payload either end accepts: a corrupt length must not make the
 // reader allocate gigabytes. Real frames are a source (KBs) or a cubin (MBs).
 inline constexpr std::uint32_t kMaxFrameBytes = 256u << 20;
