@@ -38,3 +38,20 @@ if [ ! -e /usr/local/cuda/include/nvrtc.h ]; then
   echo "install-deps: the CUDA toolkit (NVRTC) is expected at /usr/local/cuda and is missing" >&2
   exit 1
 fi
+
+# apache-tvm-ffi, for module kernels (kind = "module"): the headers and
+# libtvm_ffi.so that nvcc builds and links them against, and the Python
+# package clients load them with. From PyPI, into a venv of its own (Debian's
+# python is externally managed, PEP 668); CMake finds it there.
+tvm_ffi_version="0.1.15.post2"
+tvm_ffi_venv="${JITD_TVM_FFI_VENV:-/opt/jitd/tvm-ffi}"
+if "$tvm_ffi_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('apache-tvm-ffi') != '$tvm_ffi_version')" 2>/dev/null; then
+  echo "install-deps: apache-tvm-ffi $tvm_ffi_version present in $tvm_ffi_venv"
+else
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || [ -w "$(dirname "$tvm_ffi_venv")" ] || sudo="sudo"
+  echo "install-deps: installing apache-tvm-ffi $tvm_ffi_version into $tvm_ffi_venv"
+  $sudo mkdir -p "$(dirname "$tvm_ffi_venv")"
+  $sudo python3 -m venv "$tvm_ffi_venv"
+  $sudo "$tvm_ffi_venv/bin/pip" install -q --disable-pip-version-check "apache-tvm-ffi==$tvm_ffi_version"
+fi

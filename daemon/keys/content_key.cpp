@@ -53,6 +53,9 @@ std::string ContentKey(const KeyInputs& in) {
     h.Field("source-name", s->first);
     h.Field("source", s->second);
   }
+  // Only module keys have these, so every cubin key stays what it was.
+  if (!in.module_toolchain.empty()) h.Field("module-toolchain", in.module_toolchain);
+  for (const auto& o : in.module_options) h.Field("module-option", o);
   return h.Hex();
 }
 

@@ -11,106 +11,15 @@
 
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
+#include "manifest/module_kernel.h"
 #include "manifest/signature.h"
+#include "manifest/toml_fields.h"
 
 namespace jitd::manifest {
 namespace {
 
 using text::Cat;
 using text::Join;
-
-// `s` as a message may quote it: a byte outside printable ASCII but UTF-8
-// text's (a control character: C0, DEL, C1) as \xNN, so that no message
-// about a manifest carries a newline or an escape sequence from it.
-std::string Shown(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    const bool c1 = b == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0x9F &&
-                    static_cast<unsigned char>(s[i + 1]) >= 0x80;
-    if (b >= 0x20 && b != 0x7F && !c1) {
-      out.push_back(s[i]);
-      continue;
-    }
-    const std::string_view hex = "0123456789abcdef";
-    for (size_t k = 0; k < (c1 ? 2u : 1u); ++k) {
-      const auto v = static_cast<unsigned char>(s[i + k]);
-      text::Append(out, "\\x", hex[v >> 4], hex[v & 0xF]);
-    }
-    i += c1 ? 1 : 0;
-  }
-  return out;
-}
-
-absl::Status Bad(const std::string& origin, const toml::source_region& where, const std::string& what) {
-  return absl::InvalidArgumentError(Cat(origin, ":", where.begin.line, ": ", Shown(what)));
-}
-
-// Kernel names, parameter names and request values are what every message,
-// log and progress line and `jitd lint`'s reports print, and what keys
-// and requests spell: 1 to 128 of [A-Za-z0-9_.-], the first a letter, digit
-// or '_' (docs/KERNEL-AUTHORS.md documents it). No newline, no escape
-// sequence, no '/' (a tree's name qualifies a kernel's), no ',' or '='
-// (canonical params are "k=v,k=v").
-absl::Status CheckName(const std::string& origin, const toml::node& where, const std::string& what,
-                       std::string_view name) {
-  const bool ok = !name.empty() && name.size() <= 128 && name.front() != '.' && name.front() != '-' &&
-                  std::all_of(name.begin(), name.end(), [](char c) {
-                    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
-                  });
-  if (ok) return absl::OkStatus();
-  return Bad(origin, where.source(),
-             Cat(what, " '", name.substr(0, 128), "' is not a name: 1 to 128 letters, digits, '_', '.' or '-', ",
-                 "starting with a letter, digit or '_'"));
-}
-
-// Every other string of the manifest (a description, a C++ spelling, an
-// option) is text: no control character (C0 but none, DEL, C1), which
-// would reach terminals and logs as it is.
-absl::Status CheckText(const std::string& origin, const toml::node& where, const std::string& what,
-                       std::string_view text) {
-  if (Shown(text) == text) return absl::OkStatus();
-  return Bad(origin, where.source(), Cat(what, " holds a control character: '", text.substr(0, 128), "'"));
-}
-
-absl::Status CheckKeys(const toml::table& t, const std::set<std::string>& allowed, const std::string& origin,
-                       const std::string& context) {
-  for (const auto& [k, v] : t) {
-    std::string key(k.str());
-    if (!allowed.count(key)) {
-      return Bad(origin, v.source(),
-                 Cat("unknown key '", key, "' in ", context, " (allowed: ", Join(allowed, ", "), ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> String(const toml::table& t, const char* key, const std::string& origin,
-                                   const std::string& context, bool required) {
-  const toml::node* n = t.get(key);
-  if (!n) {
-    if (required) return Bad(origin, t.source(), Cat(context, " needs '", key, "'"));
-    return std::string();
-  }
-  if (!n->is_string()) return Bad(origin, n->source(), Cat("'", key, "' in ", context, " must be a string"));
-  JITD_RETURN_IF_ERROR(CheckText(origin, *n, Cat("'", key, "' in ", context), *n->value<std::string_view>()));
-  return std::string(*n->value<std::string_view>());
-}
-
-absl::StatusOr<std::vector<std::string>> Strings(const toml::table& t, const char* key, const std::string& origin,
-                                                 const std::string& context) {
-  std::vector<std::string> out;
-  const toml::node* n = t.get(key);
-  if (!n) return out;
-  const toml::array* a = n->as_array();
-  if (!a) return Bad(origin, n->source(), Cat("'", key, "' in ", context, " must be an array of strings"));
-  for (const auto& e : *a) {
-    if (!e.is_string()) return Bad(origin, e.source(), Cat("'", key, "' in ", context, " must hold only strings"));
-    JITD_RETURN_IF_ERROR(CheckText(origin, e, Cat("'", key, "' in ", context), *e.value<std::string_view>()));
-    out.emplace_back(*e.value<std::string_view>());
-  }
-  return out;
-}
 
 // An option that makes NVRTC read a file would compile bytes no key
 // covers (request_options.cpp, FileOptionProblem).
@@ -178,7 +87,9 @@ absl::Status ParseSignatures(const toml::table& t, const std::string& origin, co
                              KernelDef& k) {
   JITD_ASSIGN_OR_RETURN(auto signature, String(t, "signature", origin, context, false));
   k.signature = signature;
-  if (!k.signature.empty()) {
+  // A module's signature documents its exports' arguments (tensors, in the
+  // launcher's words); an NVRTC kernel's is checked against what compiles.
+  if (!k.signature.empty() && !k.is_module()) {
     if (auto args = DeclaredArgs(k.signature); !args.ok()) {
       return Bad(origin, t.get("signature")->source(), Cat(context, ": ", args.status().message()));
     }
@@ -222,10 +133,105 @@ absl::Status ParseSignatures(const toml::table& t, const std::string& origin, co
   return absl::OkStatus();
 }
 
+bool InsideTree(std::string_view path) {
+  return !path.empty() && path.front() != '/' && path.find("..") == std::string_view::npos;
+}
+
+// Options of a module kernel (or of [defaults] in a tree with modules):
+// nvcc's allow-list (ModuleOptionProblem).
+absl::Status CheckModuleOptions(const toml::table& t, const std::string& origin, const std::string& context) {
+  const toml::array* a = t.get_as<toml::array>("options");
+  for (size_t i = 0; a != nullptr && i < a->size(); ++i) {
+    const std::string_view option = (*a)[i].value_or(std::string_view());
+    if (std::string why = ModuleOptionProblem(option); !why.empty()) {
+      return Bad(origin, (*a)[i].source(), Cat("option '", option, "' in ", context, " is not allowed: ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// kind = "module": the sources, include directories and exports that take
+// the place of `source` and `name_expressions` (module_kernel.h).
+absl::Status ParseModuleFields(const toml::table& t, const std::string& origin, const std::string& context,
+                               KernelDef& k) {
+  for (const char* nvrtc_only : {"source", "name_expressions", "pch", "signatures", "launch"}) {
+    if (const toml::node* n = t.get(nvrtc_only)) {
+      return Bad(origin, n->source(),
+                 Cat(context, ": '", nvrtc_only,
+                     "' is for NVRTC kernels; a module lists `sources` and `exports` (docs/KERNEL-AUTHORS.md, "
+                     "\"Module trees\")"));
+    }
+  }
+  JITD_ASSIGN_OR_RETURN(k.sources, Strings(t, "sources", origin, context));
+  if (k.sources.empty()) {
+    return Bad(origin, t.source(), Cat(context, ": a module needs `sources`, the files its unit includes, in order"));
+  }
+  JITD_ASSIGN_OR_RETURN(k.include_dirs, Strings(t, "include_dirs", origin, context));
+  for (const auto& list : {&k.sources, &k.include_dirs}) {
+    for (const std::string& path : *list) {
+      if (!InsideTree(path)) {
+        return Bad(origin, t.source(),
+                   Cat(context, ": '", path, "' must be a path inside the kernels directory (relative, no '..')"));
+      }
+    }
+  }
+  k.source = k.sources.front();
+  const toml::node* node = t.get("exports");
+  const toml::table* exports = node != nullptr ? node->as_table() : nullptr;
+  if (exports == nullptr || exports->empty()) {
+    return Bad(origin, node != nullptr ? node->source() : t.source(),
+               Cat(context, ": a module needs `exports`, a table of export name = \"C++ expression\""));
+  }
+  for (const auto& [key, value] : *exports) {
+    const std::string export_name(key.str());
+    if (!IsCIdentifier(export_name)) {
+      return Bad(origin, value.source(),
+                 Cat(context, ": export name '", export_name,
+                     "' is not a C identifier (the shared object exports __tvm_ffi_<name>)"));
+    }
+    const std::optional<std::string_view> expression = value.value<std::string_view>();
+    if (!expression.has_value() || expression->empty()) {
+      return Bad(origin, value.source(), Cat(context, ": export '", export_name, "' must be a C++ expression string"));
+    }
+    JITD_RETURN_IF_ERROR(CheckText(origin, value, Cat(context, ": export '", export_name, "'"), *expression));
+    k.exports.emplace_back(export_name, std::string(*expression));
+  }
+  return CheckModuleOptions(t, origin, context);
+}
+
+// Every {placeholder} must name a parameter, and every parameter must be
+// used: otherwise two requests would compile to the same program.
+absl::Status CheckPlaceholders(const toml::table& t, const std::string& origin, const std::string& context,
+                               const KernelDef& k) {
+  std::set<std::string> used;
+  std::vector<std::string> templates = k.name_expressions;
+  for (const auto& [export_name, expression] : k.exports) templates.push_back(expression);
+  for (const auto& e : templates) {
+    for (size_t open = e.find('{'); open != std::string::npos; open = e.find('{', open + 1)) {
+      size_t close = e.find('}', open);
+      if (close == std::string::npos) return Bad(origin, t.source(), Cat(context, ": unclosed '{' in '", e, "'"));
+      std::string placeholder = e.substr(open + 1, close - open - 1);
+      bool known =
+          std::any_of(k.params.begin(), k.params.end(), [&](const ParamDef& p) { return p.name == placeholder; });
+      if (!known)
+        return Bad(origin, t.source(), Cat(context, ": '{", placeholder, "}' in '", e, "' is not a parameter"));
+      used.insert(placeholder);
+    }
+  }
+  for (const auto& p : k.params) {
+    if (!used.count(p.name)) {
+      return Bad(origin, t.source(),
+                 Cat(context, ": parameter '", p.name, "' is not used by any ",
+                     k.is_module() ? "export expression" : "name expression"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& origin) {
   JITD_RETURN_IF_ERROR(CheckKeys(t,
-                                 {"name", "source", "description", "name_expressions", "options", "params", "pch",
-                                  "signature", "signatures", "launch"},
+                                 {"name", "kind", "source", "sources", "include_dirs", "exports", "description",
+                                  "name_expressions", "options", "params", "pch", "signature", "signatures", "launch"},
                                  origin, "a [[kernel]]"));
   KernelDef k;
   k.line = static_cast<int>(t.source().begin.line);
@@ -233,10 +239,29 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   JITD_RETURN_IF_ERROR(CheckName(origin, *t.get("name"), "kernel name", name));
   k.name = name;
   std::string context = Cat("kernel ", k.name);
-  JITD_ASSIGN_OR_RETURN(auto source, String(t, "source", origin, context, true));
-  k.source = source;
-  if (k.source.empty() || k.source.front() == '/' || k.source.find("..") != std::string::npos) {
-    return Bad(origin, t.source(), Cat(context, ": source must be a path inside the kernels directory"));
+  JITD_ASSIGN_OR_RETURN(auto kind, String(t, "kind", origin, context, false));
+  if (kind == "module") {
+    k.kind = KernelKind::kModule;
+  } else if (!kind.empty() && kind != "nvrtc") {
+    return Bad(origin, t.get("kind")->source(),
+               Cat(context,
+                   ": kind must be \"nvrtc\" (device code, the default) or \"module\" (host+device, "
+                   "built by nvcc), not '",
+                   kind, "'"));
+  }
+  if (k.is_module()) {
+    JITD_RETURN_IF_ERROR(ParseModuleFields(t, origin, context, k));
+  } else {
+    for (const char* module_only : {"sources", "include_dirs", "exports"}) {
+      if (const toml::node* n = t.get(module_only)) {
+        return Bad(origin, n->source(), Cat(context, ": '", module_only, "' is for kind = \"module\""));
+      }
+    }
+    JITD_ASSIGN_OR_RETURN(auto source, String(t, "source", origin, context, true));
+    k.source = source;
+    if (!InsideTree(k.source)) {
+      return Bad(origin, t.source(), Cat(context, ": source must be a path inside the kernels directory"));
+    }
   }
   JITD_ASSIGN_OR_RETURN(auto description, String(t, "description", origin, context, false));
   k.description = description;
@@ -244,10 +269,12 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
   k.launch = launch;
   JITD_ASSIGN_OR_RETURN(auto exprs, Strings(t, "name_expressions", origin, context));
   k.name_expressions = exprs;
-  if (k.name_expressions.empty()) return Bad(origin, t.source(), Cat(context, " needs at least one name expression"));
+  if (k.name_expressions.empty() && !k.is_module()) {
+    return Bad(origin, t.source(), Cat(context, " needs at least one name expression"));
+  }
   JITD_RETURN_IF_ERROR(ParseSignatures(t, origin, context, k));
   JITD_ASSIGN_OR_RETURN(auto options, Strings(t, "options", origin, context));
-  JITD_RETURN_IF_ERROR(CheckFileOptions(t, origin, context));
+  if (!k.is_module()) JITD_RETURN_IF_ERROR(CheckFileOptions(t, origin, context));
   k.options = options;
   if (const toml::node* pch = t.get("pch")) {
     if (!pch->is_boolean()) return Bad(origin, pch->source(), Cat("'pch' in ", context, " must be true or false"));
@@ -267,26 +294,7 @@ absl::StatusOr<KernelDef> ParseKernel(const toml::table& t, const std::string& o
       k.params.push_back(std::move(param));
     }
   }
-  // Every {placeholder} must name a parameter, and every parameter must be
-  // used: otherwise two requests would compile to the same program.
-  std::set<std::string> used;
-  for (const auto& e : k.name_expressions) {
-    for (size_t open = e.find('{'); open != std::string::npos; open = e.find('{', open + 1)) {
-      size_t close = e.find('}', open);
-      if (close == std::string::npos) return Bad(origin, t.source(), Cat(context, ": unclosed '{' in '", e, "'"));
-      std::string placeholder = e.substr(open + 1, close - open - 1);
-      bool known =
-          std::any_of(k.params.begin(), k.params.end(), [&](const ParamDef& p) { return p.name == placeholder; });
-      if (!known)
-        return Bad(origin, t.source(), Cat(context, ": '{", placeholder, "}' in '", e, "' is not a parameter"));
-      used.insert(placeholder);
-    }
-  }
-  for (const auto& p : k.params) {
-    if (!used.count(p.name)) {
-      return Bad(origin, t.source(), Cat(context, ": parameter '", p.name, "' is not used by any name expression"));
-    }
-  }
+  JITD_RETURN_IF_ERROR(CheckPlaceholders(t, origin, context, k));
   return k;
 }
 
@@ -348,10 +356,15 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
   if (const toml::node* defaults = root.get("defaults")) {
     const toml::table* t = defaults->as_table();
     if (!t) return Bad(origin, defaults->source(), "[defaults] must be a table");
-    JITD_RETURN_IF_ERROR(CheckKeys(*t, {"options"}, origin, "[defaults]"));
+    JITD_RETURN_IF_ERROR(CheckKeys(*t, {"options", "arch_macro"}, origin, "[defaults]"));
     JITD_ASSIGN_OR_RETURN(auto options, Strings(*t, "options", origin, "[defaults]"));
     JITD_RETURN_IF_ERROR(CheckFileOptions(*t, origin, "[defaults]"));
     m.default_options = options;
+    JITD_ASSIGN_OR_RETURN(m.arch_macro, String(*t, "arch_macro", origin, "[defaults]", false));
+    if (t->get("arch_macro") != nullptr && !IsCIdentifier(m.arch_macro)) {
+      return Bad(origin, t->get("arch_macro")->source(),
+                 Cat("[defaults]: arch_macro '", m.arch_macro, "' is not a C identifier (e.g. \"SGL_CUDA_ARCH\")"));
+    }
   }
   const toml::node* kernels = root.get("kernel");
   if (!kernels || !kernels->is_array_of_tables()) {
@@ -361,6 +374,13 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
     JITD_ASSIGN_OR_RETURN(auto k, ParseKernel(*node.as_table(), origin));
     if (m.Find(k.name)) return Bad(origin, node.source(), Cat("kernel ", k.name, " is listed twice"));
     m.kernels.push_back(std::move(k));
+  }
+  // [defaults] reach module kernels too, so they pass nvcc's allow-list
+  // when the tree has any.
+  const toml::table* defaults = root.get_as<toml::table>("defaults");
+  if (defaults != nullptr &&
+      std::any_of(m.kernels.begin(), m.kernels.end(), [](const KernelDef& k) { return k.is_module(); })) {
+    JITD_RETURN_IF_ERROR(CheckModuleOptions(*defaults, origin, "[defaults] (this tree has module kernels)"));
   }
   // Counted before anything lists them (kMaxInstantiationsPerTree says why),
   // each kernel's count a product of its params' value counts that

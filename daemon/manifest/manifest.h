@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/compile_job.h"
 #include "compiler/toolkit_watch.h"
+#include "manifest/module_kernel.h"
 
 namespace jitd::manifest {
 
@@ -59,9 +60,17 @@ struct ParamDef {
   std::optional<std::string> default_value;
 };
 
+// How a kernel is built: NVRTC into a cubin (device code only), or nvcc
+// into a tvm-ffi shared object (host launchers beside device code, the
+// form SGLang's and FlashInfer's JIT kernels have; module_kernel.h).
+enum class KernelKind { kNvrtc, kModule };
+
 struct KernelDef {
-  std::string name;    // "diffusion.modulate_scale_shift"
-  std::string source;  // relative to the kernels directory
+  std::string name;  // "diffusion.modulate_scale_shift"
+  KernelKind kind = KernelKind::kNvrtc;
+  // Relative to the kernels directory. A module's first `sources` entry (so
+  // that whatever names a kernel's file names one).
+  std::string source;
   std::string description;
   std::vector<std::string> name_expressions;  // with {param} placeholders
   std::vector<std::string> options;           // extra NVRTC options
@@ -87,6 +96,15 @@ struct KernelDef {
   // Every declared signature as one line: `signature`, or "EXPR (ARGS); ..."
   // for `signatures`.
   std::string SignatureText() const;
+
+  // kind = "module" only (module_kernel.h): the files the generated unit
+  // includes, in order; the directories nvcc searches (-I, relative to the
+  // kernels directory); and the exports, (name, C++ expression with
+  // {param} placeholders), in manifest order.
+  std::vector<std::string> sources;
+  std::vector<std::string> include_dirs;
+  std::vector<std::pair<std::string, std::string>> exports;
+  bool is_module() const { return kind == KernelKind::kModule; }
 };
 
 // The most instantiations one kernel tree may have: the sum over its
@@ -110,6 +128,9 @@ struct Manifest {
   // qualified name ("team" or "team::ops"); "sglang" when not given.
   std::string kernel_namespace = "sglang";
   std::vector<std::string> default_options;
+  // `[defaults] arch_macro = "SGL_CUDA_ARCH"`: module kernels are compiled
+  // with -D<it>=<arch number x 10> besides -DJITD_CUDA_ARCH; "" for none.
+  std::string arch_macro;
   std::vector<KernelDef> kernels;
 
   // Parses kernels.toml text. INVALID_ARGUMENT names the origin, line and
@@ -185,6 +206,10 @@ struct Toolchain {
   // (CompileJob::toolkit_fingerprint) and the worker pool refuses the job
   // once the toolkit on disk is another.
   std::string identity;
+  // nvcc, the host compiler and tvm-ffi, for module kernels
+  // (module_kernel.h), detected on first use; null when this program
+  // builds no modules (a request for a module kernel is then refused).
+  std::shared_ptr<const ModuleToolchainSource> modules;
 
   // Asks the linked NVRTC for its version and architectures and
   // fingerprints the toolkit headers in `cuda_include` (about 30 MB read)
@@ -331,6 +356,11 @@ class Resolver {
   // include, under every name an #include spells it by
   // (keys::IncludeNames), with its content.
   std::vector<std::map<std::string, std::vector<compiler::CompileHeader>>> headers_;
+  // Per tree, per module kernel (by name): the tree files its build may
+  // read (ModuleClosure), each staged under its path.
+  std::vector<std::map<std::string, std::vector<compiler::CompileHeader>>> module_files_;
+  absl::StatusOr<ResolvedKernel> ResolveModule(const ServedTree& served, size_t tree_index, const KernelDef& def,
+                                               const std::map<std::string, std::string>& cpp, ResolvedKernel out) const;
   // Requests resolved before, by their exact text: a repeated request (every
   // hit) costs a lookup instead of a SHA-256 over the include closure. The
   // trees are immutable, so an entry never goes stale; a reload is a new

@@ -89,7 +89,20 @@ absl::StatusOr<std::unique_ptr<Resolver>> Resolver::Create(std::vector<ServedTre
   std::unique_ptr<Resolver> r(new Resolver());
   for (const ServedTree& t : trees) {
     auto& by_source = r->headers_.emplace_back();
+    auto& by_module = r->module_files_.emplace_back();
     for (const auto& k : t.tree->manifest().kernels) {
+      if (k.is_module()) {
+        auto closure = ModuleClosure(t.tree->files(), k);
+        if (!closure.ok()) {
+          return absl::Status(closure.status().code(),
+                              Cat("kernel ", QualifiedName(t.name, k.name), " in ", t.tree->source_dir().string(), ": ",
+                                  closure.status().message()));
+        }
+        for (const std::string& path : *closure) {
+          by_module[k.name].push_back(compiler::CompileHeader{path, path, *t.tree->File(path)});
+        }
+        continue;
+      }
       if (by_source.count(k.source)) continue;
       auto names = keys::IncludeNames(t.tree->files(), k.source);
       if (!names.ok()) {
@@ -244,6 +257,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   JITD_RETURN_IF_ERROR(ValidateArch(out.arch, toolchain_));
   JITD_ASSIGN_OR_RETURN(auto options, CanonicalRequestOptions(req.options));
   out.request_options = options;
+  if (def->is_module()) return ResolveModule(served, tree_index, *def, cpp, std::move(out));
 
   compiler::CompileJob& job = out.job;
   job.program_name = def->source;
@@ -289,6 +303,69 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   out.key = keys::ContentKey(key);
   job.digest = compiler::JobDigest(job);
   if (served.lock != nullptr) JITD_RETURN_IF_ERROR(CheckLock(served, *def, out));
+  return out;
+}
+
+absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served, size_t tree_index,
+                                                       const KernelDef& def,
+                                                       const std::map<std::string, std::string>& cpp,
+                                                       ResolvedKernel out) const {
+  if (toolchain_.modules == nullptr) {
+    return absl::FailedPreconditionError(Cat("kernel ", out.kernel,
+                                             " is a module (host+device, built by nvcc), which this program does "
+                                             "not build"));
+  }
+  absl::StatusOr<std::shared_ptr<const ModuleToolchain>> detected = toolchain_.modules->Get();
+  if (!detected.ok()) {
+    return absl::FailedPreconditionError(
+        Cat("kernel ", out.kernel, " is a module (host+device, built by nvcc): ", detected.status().message()));
+  }
+  if (!out.request_options.empty()) {
+    return absl::InvalidArgumentError(Cat("kernel ", out.kernel,
+                                          " is a module: request options are for NVRTC kernels (its nvcc options "
+                                          "are the manifest's)"));
+  }
+  const ModuleToolchain& tools = **detected;
+  const Manifest& m = served.tree->manifest();
+  compiler::CompileJob& job = out.job;
+  job.kind = compiler::ArtifactKind::kSharedObject;
+  job.program_name = kModuleUnitName;
+  job.source = ModuleUnit(m, def, cpp);
+  job.headers = module_files_[tree_index].at(def.name);
+  job.log_root = served.tree->source_dir().string();
+  job.toolkit_fingerprint = toolchain_.identity;
+  for (const auto& [name, expression] : def.exports) job.name_expressions.push_back(name);
+  compiler::ModuleBuild& build = job.module;
+  build.nvcc = tools.nvcc.string();
+  build.host_cxx = tools.host_cxx.string();
+  build.compile_options = m.default_options;
+  build.compile_options.insert(build.compile_options.end(), def.options.begin(), def.options.end());
+  for (std::string& option : ModuleArchOptions(out.arch, m.arch_macro)) build.compile_options.push_back(option);
+  build.compile_options.push_back("-Xcompiler=-fPIC");
+  for (const std::string& dir : def.include_dirs) build.compile_options.push_back(Cat("-I", dir));
+  // Paths of the declared roots: where they are is not part of the key,
+  // their content is (tools.fingerprint).
+  std::vector<std::string> root_options;
+  for (const auto& dir : tools.ffi_include) root_options.push_back(Cat("-I", dir.string()));
+  build.compile_options.insert(build.compile_options.end(), root_options.begin(), root_options.end());
+  build.link_options = {Cat("-L", tools.ffi_lib_dir.string()), "-ltvm_ffi", "-lcudart"};
+  build.read_roots = tools.read_roots;
+
+  keys::KeyInputs key;
+  key.tree = served.name;
+  key.nvrtc_version = Cat("module ", tools.nvcc_version);
+  key.toolkit_fingerprint = toolchain_.fingerprint;
+  key.nvrtc_library_fingerprint = toolchain_.nvrtc_library_fingerprint;
+  key.arch = out.arch;
+  key.options.assign(build.compile_options.begin(), build.compile_options.end() - root_options.size());
+  key.name_expressions = job.name_expressions;
+  key.sources.emplace_back(job.program_name, job.source);
+  for (const compiler::CompileHeader& file : job.headers) key.sources.emplace_back(file.name, file.content);
+  key.module_toolchain = tools.fingerprint;
+  key.module_options = {"-shared", "-ltvm_ffi", "-lcudart"};
+  out.key = keys::ContentKey(key);
+  job.digest = compiler::JobDigest(job);
+  if (served.lock != nullptr) JITD_RETURN_IF_ERROR(CheckLock(served, def, out));
   return out;
 }
 

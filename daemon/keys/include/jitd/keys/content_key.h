@@ -56,6 +56,13 @@ struct KeyInputs {
   // part of the program (they are what its #include lines say); where the
   // tree sits is not.
   std::vector<std::pair<std::string, std::string>> sources;
+  // A module (a tvm-ffi shared object built by nvcc): the module
+  // toolchain's fingerprint (nvcc, host compiler, tvm-ffi, the system
+  // headers) and the link options. `options` then holds nvcc's compile
+  // options, `name_expressions` the export names, `sources` the generated
+  // unit and every staged tree file. Empty for a cubin.
+  std::string module_toolchain;
+  std::vector<std::string> module_options;
 };
 
 // 64 hex digits: SHA-256 over every field above, each length-prefixed.
