@@ -90,6 +90,18 @@ absl::StatusOr<manifest::Toolchain> DetectToolchain(const fs::path& cuda_include
   return manifest::Toolchain::Detect(cuda_include, cache_dir);
 }
 
+std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const DaemonConfig& config,
+                                                                         const fs::path& memo_dir) {
+  return std::make_shared<const manifest::ModuleToolchainSource>(
+      manifest::ModuleToolOptions{config.nvcc, config.host_cxx, config.tvm_ffi_root}, config.cuda_include, memo_dir);
+}
+
+std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const OfflineOptions& o,
+                                                                         const fs::path& memo_dir) {
+  return std::make_shared<const manifest::ModuleToolchainSource>(
+      o.module_tools, o.cuda_include.empty() ? fs::path(compiler::kDefaultCudaInclude) : o.cuda_include, memo_dir);
+}
+
 absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const fs::path& kernels_dir,
                                                                       const std::string& name, const fs::path& lock,
                                                                       const manifest::Toolchain& toolchain,

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/worker_pool.h"
+#include "config/command_line.h"
 #include "guard/namespace_guard.h"
 #include "manifest/manifest.h"
 
@@ -80,6 +81,14 @@ absl::StatusOr<std::shared_ptr<compiler::ToolkitWatch>> WatchToolkit(const std::
 absl::StatusOr<manifest::Toolchain> DetectToolchain(
     const std::filesystem::path& cuda_include = compiler::kDefaultCudaInclude,
     const std::filesystem::path& cache_dir = {});
+
+// The module toolchain (kind = "module" kernels) the daemon's --nvcc,
+// --host-cxx and --tvm-ffi-root name, detected on first use, fingerprints
+// memoized in `memo_dir`.
+std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const DaemonConfig& config,
+                                                                         const std::filesystem::path& memo_dir);
+std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const OfflineOptions& o,
+                                                                         const std::filesystem::path& memo_dir);
 
 // Starts `workers` compile workers of this binary; beyond `max_queue`
 // waiting jobs, Compile answers RESOURCE_EXHAUSTED (0 = the pool's default).

@@ -61,6 +61,9 @@ void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
     spdlog::error("toolkit changed, but its toolchain cannot be read: {}", changed.status().ToString());
     return;
   }
+  // nvcc came with the toolkit: the module toolchain is detected again,
+  // on the next module request.
+  changed->modules = ModuleToolchainOf(config, cache->dir());
   {
     std::lock_guard lock(toolchain_mu);
     toolchain = *changed;

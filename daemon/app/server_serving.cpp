@@ -92,6 +92,7 @@ absl::Status Server::Impl::StartServing() {
   toolkit = std::move(watch);
   JITD_ASSIGN_OR_RETURN(manifest::Toolchain detected, manifest::Toolchain::FromIdentity(toolkit->identity()));
   toolchain = std::move(detected);
+  toolchain.modules = ModuleToolchainOf(config, cache->dir());
   spdlog::info("toolkit: NVRTC {}, {} (identity {})", toolchain.nvrtc_version, toolkit->identity().Describe(),
                toolchain.identity.substr(0, 12));
   trees = std::make_unique<serving::KernelTrees>(

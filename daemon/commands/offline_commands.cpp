@@ -81,6 +81,7 @@ int RunWarm(const CommandLine& command_line) {
   if (!toolkit.ok()) return CannotRun("warm", toolkit.status());
   auto toolchain = manifest::Toolchain::FromIdentity((*toolkit)->identity());
   if (!toolchain.ok()) return CannotRun("warm", toolchain.status());
+  toolchain->modules = ModuleToolchainOf(o, (*cache)->dir());
   // With --lock, the tree locked by it: every entry is resolved against its
   // locked key, so a warm-up of sources or a toolkit other than the linted
   // ones fails those entries instead of filling the cache with cubins the

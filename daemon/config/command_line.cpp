@@ -94,6 +94,9 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
 struct OfflineFlags {
   std::string kernels_dir;
   std::string cuda_include;
+  std::string nvcc;
+  std::string host_cxx;
+  std::string tvm_ffi_root;
   std::string cache_dir;
   std::vector<std::string> archs;
   bool all = false;
@@ -124,6 +127,13 @@ void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& ar
                  text::Cat("CUDA toolkit headers NVRTC compiles with (default: ", compiler::kDefaultCudaInclude, ")"))
       ->type_name("DIR");
   sub.add_option("--arch", flags.archs, arch_help)->type_name("ARCH");
+  sub.add_option("--nvcc", flags.nvcc, "nvcc for module kernels (default: bin/nvcc beside --cuda-include)")
+      ->type_name("PATH");
+  sub.add_option("--host-cxx", flags.host_cxx, "Host C++ compiler for module kernels (default: g++ on PATH)")
+      ->type_name("PATH");
+  sub.add_option("--tvm-ffi-root", flags.tvm_ffi_root,
+                 "tvm_ffi package directory module kernels link against (default: found)")
+      ->type_name("DIR");
   if (jobs) {
     sub.add_option("-j,--jobs", flags.workers, "Compiles at once (default: one per core)")->type_name("N");
     sub.add_option("--workers", flags.workers, "The same as --jobs")->group("");
@@ -252,6 +262,9 @@ int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
     o.kernels_dir = flags.kernels_dir.substr(eq + 1);
   }
   if (!flags.cuda_include.empty()) o.cuda_include = std::filesystem::absolute(flags.cuda_include);
+  if (!flags.nvcc.empty()) o.module_tools.nvcc = std::filesystem::absolute(flags.nvcc);
+  if (!flags.host_cxx.empty()) o.module_tools.host_cxx = std::filesystem::absolute(flags.host_cxx);
+  if (!flags.tvm_ffi_root.empty()) o.module_tools.tvm_ffi_root = std::filesystem::absolute(flags.tvm_ffi_root);
   o.cache_dir = flags.cache_dir;
   o.archs = flags.archs;
   o.all = flags.all;

@@ -17,21 +17,22 @@ enum class LintFormat { kText, kJson, kJunit, kGithub };
 
 // What `jitd lint`, `jitd warm` and `jitd bundle` were given.
 struct OfflineOptions {
-  std::filesystem::path kernels_dir;       // empty = DefaultKernelsDir()
-  std::filesystem::path cuda_include;      // empty = compiler::kDefaultCudaInclude
-  std::filesystem::path cache_dir;         // warm: the directory to fill
-  std::vector<std::string> archs;          // empty = the default arch
-  bool all = false;                        // warm: every instantiation
-  std::filesystem::path manifest;          // warm: a file of [[spec]] tables
-  std::filesystem::path lock;              // warm: exactly the entries of this lock file
-  uint32_t workers = 0;                    // 0 = one per core (lint: --jobs)
-  bool source_only = false;                // lint: skip the compile-all half
-  LintFormat format = LintFormat::kText;   // lint: how findings are written
-  std::filesystem::path write_lock;        // lint: the lock file a clean lint writes
-  std::string kernels_name;                // the tree's serving name ("" = unnamed): a lock's `tree`
-  std::filesystem::path output;            // bundle create: the bundle to write
-  std::filesystem::path bundle_file;       // bundle verify: the bundle to check
-  std::filesystem::path signing_key_file;  // bundle: the fleet's key; empty = a digest seal
+  std::filesystem::path kernels_dir;         // empty = DefaultKernelsDir()
+  std::filesystem::path cuda_include;        // empty = compiler::kDefaultCudaInclude
+  std::filesystem::path cache_dir;           // warm: the directory to fill
+  std::vector<std::string> archs;            // empty = the default arch
+  bool all = false;                          // warm: every instantiation
+  std::filesystem::path manifest;            // warm: a file of [[spec]] tables
+  std::filesystem::path lock;                // warm: exactly the entries of this lock file
+  uint32_t workers = 0;                      // 0 = one per core (lint: --jobs)
+  bool source_only = false;                  // lint: skip the compile-all half
+  LintFormat format = LintFormat::kText;     // lint: how findings are written
+  std::filesystem::path write_lock;          // lint: the lock file a clean lint writes
+  std::string kernels_name;                  // the tree's serving name ("" = unnamed): a lock's `tree`
+  std::filesystem::path output;              // bundle create: the bundle to write
+  std::filesystem::path bundle_file;         // bundle verify: the bundle to check
+  std::filesystem::path signing_key_file;    // bundle: the fleet's key; empty = a digest seal
+  manifest::ModuleToolOptions module_tools;  // --nvcc, --host-cxx, --tvm-ffi-root
 };
 
 struct CommandLine {

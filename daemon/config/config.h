@@ -33,6 +33,9 @@ struct ConfigLayer {
   std::optional<std::vector<KernelTreeSource>> kernels;
   std::optional<std::vector<std::filesystem::path>> locks;
   std::optional<std::filesystem::path> cuda_include;
+  std::optional<std::filesystem::path> nvcc;
+  std::optional<std::filesystem::path> host_cxx;
+  std::optional<std::filesystem::path> tvm_ffi_root;
   std::optional<uint64_t> max_cache_bytes;
   std::optional<uint32_t> workers;
   std::optional<std::string> arch;
@@ -83,6 +86,11 @@ struct DaemonConfig {
   // The CUDA toolkit headers NVRTC compiles with (cuda_fp16.h, cccl/, ...);
   // watched for changes while the daemon runs (toolkit_watch.h).
   std::filesystem::path cuda_include;
+  // Module kernels' nvcc, host compiler and tvm-ffi root; empty = found
+  // (manifest::DetectModuleToolchain).
+  std::filesystem::path nvcc;
+  std::filesystem::path host_cxx;
+  std::filesystem::path tvm_ffi_root;
   // Byte budget of the on-disk cache; 0 = unbounded.
   uint64_t max_cache_bytes = 0;
   // Compile worker processes.

@@ -212,6 +212,36 @@ void AddKernelRows(std::vector<Setting>& rows) {
       Or<std::vector<fs::path>>(std::vector<fs::path>{})));
 }
 
+// Module kernels' toolchain (kind = "module"): found when unset
+// (manifest::DetectModuleToolchain), on the first module request.
+void AddModuleToolRows(std::vector<Setting>& rows) {
+  using S = Setting;
+  using K = SettingKind;
+  rows.push_back(PathRow(S{.key = "nvcc",
+                           .flag = "--nvcc",
+                           .kind = K::kPath,
+                           .value_name = "PATH",
+                           .help = "nvcc for module kernels (default: bin/nvcc of the toolkit of --cuda-include)",
+                           .example = "/usr/local/cuda/bin/nvcc"},
+                         &ConfigLayer::nvcc, &DaemonConfig::nvcc, [] { return fs::path(); }));
+  rows.push_back(PathRow(S{.key = "host_cxx",
+                           .flag = "--host-cxx",
+                           .kind = K::kPath,
+                           .value_name = "PATH",
+                           .help = "Host C++ compiler nvcc uses for module kernels (default: g++ on PATH)",
+                           .example = "/usr/bin/g++-12"},
+                         &ConfigLayer::host_cxx, &DaemonConfig::host_cxx, [] { return fs::path(); }));
+  rows.push_back(PathRow(S{.key = "tvm_ffi_root",
+                           .flag = "--tvm-ffi-root",
+                           .kind = K::kPath,
+                           .value_name = "DIR",
+                           .help = "tvm_ffi package directory (include/, lib/libtvm_ffi.so) module kernels link "
+                                   "against (default: $JITD_TVM_FFI_ROOT, the one found at build time, or "
+                                   "python3's)",
+                           .example = "/opt/jitd/tvm-ffi/lib/python3.11/site-packages/tvm_ffi"},
+                         &ConfigLayer::tvm_ffi_root, &DaemonConfig::tvm_ffi_root, [] { return fs::path(); }));
+}
+
 // Where the daemon listens, keeps its cache and finds its kernels, and what it compiles with.
 void AddWhereRows(std::vector<Setting>& rows) {
   using S = Setting;
@@ -257,6 +287,7 @@ void AddWhereRows(std::vector<Setting>& rows) {
                            .example = "/usr/local/cuda/include"},
                          &ConfigLayer::cuda_include, &DaemonConfig::cuda_include,
                          [] { return fs::path(compiler::kDefaultCudaInclude); }));
+  AddModuleToolRows(rows);
   rows.push_back(BytesRow(S{.key = "max_cache_bytes",
                             .flag = "--max-cache-bytes",
                             .kind = K::kBytes,
