@@ -6,6 +6,13 @@ std::shared_ptr<const Entry> RemoteStorage::Find(const std::string& key,
                                                  std::chrono::steady_clock::time_point deadline) {
   RemoteFetch fetched = remote_->Fetch(key, deadline);
   if (fetched.kind != RemoteFetch::Kind::kHit) return nullptr;
+  if (remote_->options().signing_key.empty() && IsHostSharedObject(fetched.cubin)) {
+    // A module is code the client runs: without a fleet key, whoever can
+    // write the store could make every server run theirs (a checksum only
+    // stops damage). Compiled here instead.
+    CountUnsignedModule();
+    return nullptr;
+  }
   auto entry = std::make_shared<Entry>();
   entry->meta = std::move(fetched.meta);
   entry->cubin = std::move(fetched.cubin);
@@ -14,10 +21,15 @@ std::shared_ptr<const Entry> RemoteStorage::Find(const std::string& key,
 }
 
 std::shared_ptr<const Entry> RemoteStorage::Fill(std::shared_ptr<const Entry> entry) {
+  if (remote_->options().signing_key.empty() && IsHostSharedObject(entry->cubin)) {
+    return entry;  // no daemon would serve it unsigned (Find)
+  }
   remote_->Store(entry->meta, entry->cubin);
   // The remote's own counters (stores, failures) tell how a store went.
   CountFill(true);
   return entry;
 }
+
+void RemoteStorage::CountUnsignedModule() { unsigned_modules_.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace jitd::cache

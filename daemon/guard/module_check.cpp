@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <set>
 
 #include "guard/module_symbols.h"
 #include "guard/namespace_guard.h"
 #include "guard/namespace_scan.h"
 #include "jitd/base/text.h"
+#include "jitd/blob.h"
 
 namespace jitd::guard {
 namespace {
@@ -64,15 +66,30 @@ bool AddedByPtxas(const detail::ModuleSymbol& s) {
   return false;
 }
 
+// What a host shared object may define outside the namespace: weak
+// symbols (inline functions and template instantiations of the headers it
+// includes, tvm-ffi's and the standard library's, merged at load time), the
+// unit's exports (__tvm_ffi_<name>, C names the generated unit declares
+// inside the namespace) and what the linker adds.
+bool AllowedInSharedObject(const detail::ModuleSymbol& s) {
+  if (s.binding == detail::ModuleSymbol::Binding::kWeak) return true;
+  const std::string_view n = s.name;
+  return n.starts_with("__tvm_ffi_") || n == "_init" || n == "_fini" || n == "_edata" || n == "_end" ||
+         n == "__bss_start";
+}
+
 }  // namespace
 
 std::vector<std::string> ModuleSymbolsOutside(std::string_view module, std::string_view ns) {
   const absl::StatusOr<std::vector<detail::ModuleSymbol>> symbols = detail::ModuleExternalSymbols(module);
   if (!symbols.ok()) return {Cat("it cannot be read: ", symbols.status().message())};
   const detail::Rule rule = detail::ParseRule(ns);
+  const bool shared_object = cache::IsHostSharedObject(module);
   std::vector<std::string> out;
+  std::set<std::string> seen;  // a shared object lists a symbol in .symtab and .dynsym
   for (const detail::ModuleSymbol& s : *symbols) {
     if (detail::MangledInNamespace(s.name, rule.parts) || AddedByPtxas(s)) continue;
+    if (shared_object && (AllowedInSharedObject(s) || !seen.insert(s.name).second)) continue;
     const char* linkage = s.kind == detail::ModuleSymbol::Kind::kEntry ? "kernel " : "";
     if (!s.name.starts_with("_Z")) {
       out.push_back(Cat("it defines ", linkage, "`", Quoted(s.name),

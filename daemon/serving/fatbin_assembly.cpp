@@ -167,6 +167,13 @@ FatbinAssembly::Answers FatbinAssembly::GetParts(const manifest::KernelRequest& 
 
 absl::StatusOr<FatbinAnswer> FatbinAssembly::Get(const manifest::KernelRequest& base, const FatbinTargets& asked,
                                                  Mode mode, const CallContext& call) {
+  if (auto found = service_.resolver()->FindKernel(base.kernel); found.ok() && found->def->is_module()) {
+    // A shared object holds its host code once; its device code is for
+    // the one arch it was built for.
+    return absl::InvalidArgumentError(Cat("kernel ", found->name,
+                                          " is a module (a host shared object, built for one arch): ask for one "
+                                          "`arch`, not `archs` or `fleet`"));
+  }
   FatbinAnswer answer;
   JITD_ASSIGN_OR_RETURN(answer.targets, TargetsOf(asked));
   const std::vector<std::string>& targets = answer.targets;

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -280,6 +282,48 @@ TEST(ModuleSymbols, PtxLinkageDirectivesDecide) {
   EXPECT_EQ(symbols[3].binding, B::kWeak);
   EXPECT_EQ(symbols[4].kind, K::kFunction);
   EXPECT_EQ(symbols[5].binding, B::kLocal);
+}
+
+// A host shared object (a module kernel's) built by g++ from `source`.
+std::string SharedObject(const std::string& source) {
+  char dir[] = "/tmp/jitd-guard-so-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return "";
+  const std::string cc = std::string(dir) + "/m.cc", so = std::string(dir) + "/m.so";
+  if (FILE* f = std::fopen(cc.c_str(), "w")) {
+    std::fputs(source.c_str(), f);
+    std::fclose(f);
+  }
+  const std::string command = "g++ -shared -fPIC -O1 -o " + so + " " + cc;
+  std::string bytes;
+  if (std::system(command.c_str()) == 0) {
+    if (FILE* f = std::fopen(so.c_str(), "rb")) {
+      char buffer[65536];
+      for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) bytes.append(buffer, n);
+      std::fclose(f);
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return bytes;
+}
+
+TEST(ModuleSymbols, ASharedObjectIsHeldToTheRuleForItsOwnStrongSymbols) {
+  const std::string clean = SharedObject(
+      "#include <string>\n"
+      "namespace sglang { int helper(int x) { return x + 1; } }\n"
+      "inline int shared_inline(int x) { return x * 2; }\n"  // weak: a header's inline function
+      "extern \"C\" int __tvm_ffi_run(void*, const void*, int, void*) { return sglang::helper(shared_inline(1)); }\n");
+  ASSERT_FALSE(clean.empty()) << "g++ could not build the test's shared object";
+  EXPECT_EQ(Joined(ModuleSymbolsOutside(clean, "sglang")), "");
+
+  const std::string stray = SharedObject(
+      "int global_helper(int x) { return x + 1; }\n"
+      "extern \"C\" int plain_c(int x) { return x; }\n"
+      "extern \"C\" int __tvm_ffi_run(void*, const void*, int, void*) { return global_helper(plain_c(1)); }\n");
+  ASSERT_FALSE(stray.empty());
+  const std::vector<std::string> outside = ModuleSymbolsOutside(stray, "sglang");
+  EXPECT_TRUE(Mentions(outside, "global_helper(int)")) << Joined(outside);
+  EXPECT_TRUE(Mentions(outside, "`plain_c` with a C name")) << Joined(outside);
+  EXPECT_EQ(outside.size(), 2u) << "each symbol once, though .symtab and .dynsym both list it: " << Joined(outside);
 }
 
 TEST(ModuleSymbols, WhatIsNeitherCubinNorPtxIsAFinding) {

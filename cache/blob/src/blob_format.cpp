@@ -71,6 +71,16 @@ absl::Status Corrupt(std::string_view what) { return absl::DataLossError(Cat("co
 
 std::string Checksum128(std::string_view data) { return hex::Encode(HashBytes(data)); }
 
+bool IsHostSharedObject(std::string_view bytes) {
+  constexpr unsigned kX86_64 = 62, kAArch64 = 183;
+  if (bytes.size() < 20 || bytes.substr(0, 4) != std::string_view("\x7f"
+                                                                  "ELF",
+                                                                  4))
+    return false;
+  const unsigned machine = static_cast<unsigned char>(bytes[18]) | (static_cast<unsigned char>(bytes[19]) << 8);
+  return machine == kX86_64 || machine == kAArch64;
+}
+
 bool IsValidKey(std::string_view key) {
   if (key.size() < 16 || key.size() > 128) return false;
   for (char c : key) {

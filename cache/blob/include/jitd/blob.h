@@ -57,6 +57,13 @@ struct EntryMeta {
 // Whether `key` is a well-formed content key (lowercase hex, 16..128 chars).
 bool IsValidKey(std::string_view key);
 
+// Whether an entry's bytes are a host shared object (a module kernel's
+// tvm-ffi .so: ELF with e_machine x86-64 or AArch64) rather than a cubin
+// (ELF for EM_CUDA), PTX or a fatbin. A shared object is code the client
+// process runs on its CPU: the tiers that hold one say so (the shared tier
+// serves one only signed).
+bool IsHostSharedObject(std::string_view bytes);
+
 // Hex XXH3-128 of `data`: the checksum blobs carry.
 std::string Checksum128(std::string_view data);
 
