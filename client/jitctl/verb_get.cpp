@@ -89,7 +89,8 @@ class GetVerb final : public Verb {
     sub->add_option("--mode", mode_, "compile (default: on a miss), cached-only (never compiles) or prefetch")
         ->check(CLI::IsMember({"compile", "cached-only", "prefetch"}).description(""))
         ->type_name("MODE");
-    sub->add_option("-o,--output", output_path_, "Write the cubin to this file")->type_name("FILE");
+    sub->add_option("-o,--output", output_path_, "Write the cubin (a module kernel's shared object) to this file")
+        ->type_name("FILE");
     return sub;
   }
 

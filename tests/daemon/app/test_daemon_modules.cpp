@@ -1,0 +1,134 @@
+// Module kernels served by the real daemon: the project's module tree
+// (examples/module_tree, host+device files with tvm-ffi launchers), built
+// by nvcc in the compile workers into shared objects, cached and served like
+// cubins. Each build takes several seconds, so these tests are few and build
+// two modules in all; tests/compiler covers the build's rules on small units.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "kernel_fixtures.h"
+#include "test_daemon.h"
+
+namespace jitd {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::KernelRequest;
+using testing::ProcessResult;
+using testing::TempDir;
+using testing::TestDaemon;
+
+bool IsHostSharedObject(const std::string& bytes) {
+  return bytes.size() > 20 &&
+         bytes.compare(0, 4,
+                       "\x7f"
+                       "ELF") == 0 &&
+         static_cast<unsigned char>(bytes[18]) == 62;
+}
+
+class ModulesTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--kernels", JITD_MODULE_TREE_DIR, "--arch", "sm_90a", "--workers", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    daemon_.reset();
+    daemon_ = std::make_unique<TestDaemon>(dir_, args);
+    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
+    // A module build takes several seconds on a busy machine.
+    client_ = daemon_->Connect("", std::chrono::seconds(300));
+  }
+
+  absl::StatusOr<v1::GetKernelResponse> Get(const std::string& kernel, const std::string& dtype) {
+    return client_->GetKernel(KernelRequest(kernel, {{"dtype", dtype}}));
+  }
+
+  TempDir dir_;
+  std::unique_ptr<TestDaemon> daemon_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(ModulesTest, AModuleIsBuiltOnceThenServedFromMemoryAndAfterARestartFromDisk) {
+  Start();
+  absl::StatusOr<v1::GetKernelResponse> built = Get("activation.silu_and_mul", "bf16");
+  ASSERT_TRUE(built.ok()) << built.status() << "\n" << daemon_->process().Output();
+  EXPECT_EQ(built->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_EQ(built->arch(), "sm_90a");
+  EXPECT_TRUE(IsHostSharedObject(built->cubin())) << "a module is an x86-64 shared object, not a cubin";
+  EXPECT_EQ(built->cubin_size(), built->cubin().size());
+  ASSERT_EQ(built->symbols_size(), 1);
+  EXPECT_EQ(built->symbols(0).name_expression(), "silu_and_mul");
+  EXPECT_EQ(built->symbols(0).lowered_name(), "__tvm_ffi_silu_and_mul");
+  EXPECT_THAT(built->log(), HasSubstr("nvcc")) << "the log is nvcc's commands and what they printed";
+
+  absl::StatusOr<v1::GetKernelResponse> again = Get("activation.silu_and_mul", "bf16");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->source(), v1::GetKernelResponse::MEMORY);
+  EXPECT_EQ(again->key(), built->key());
+  EXPECT_EQ(daemon_->Stats().compiles(), 1u);
+
+  Start();  // the same cache directory
+  absl::StatusOr<v1::GetKernelResponse> disk = Get("activation.silu_and_mul", "bf16");
+  ASSERT_TRUE(disk.ok()) << disk.status();
+  EXPECT_EQ(disk->source(), v1::GetKernelResponse::DISK);
+  EXPECT_EQ(disk->key(), built->key()) << "a restart finds the same key: the toolchain fingerprint is stable";
+  EXPECT_EQ(disk->cubin(), built->cubin());
+
+  // jitctl get -o writes the module; jitctl ls lists it.
+  const std::filesystem::path out = dir_ / "silu.so";
+  ProcessResult got = daemon_->Jitctl({"get", "activation.silu_and_mul", "-p", "dtype=bf16", "-o", out.string()});
+  ASSERT_EQ(got.exit_code, 0) << got.output;
+  std::ifstream file(out, std::ios::binary);
+  std::stringstream written;
+  written << file.rdbuf();
+  EXPECT_EQ(written.str(), built->cubin());
+
+  // One arch per shared object; NVRTC's request options are not a module's.
+  v1::GetKernelRequest fleet = KernelRequest("activation.silu_and_mul", {{"dtype", "bf16"}});
+  fleet.set_arch("");
+  fleet.add_archs("sm_90a");
+  fleet.add_archs("sm_100a");
+  absl::StatusOr<v1::GetKernelResponse> several = client_->GetKernel(fleet);
+  EXPECT_EQ(several.status().code(), absl::StatusCode::kInvalidArgument) << several.status();
+  EXPECT_THAT(std::string(several.status().message()), HasSubstr("is a module"));
+  v1::GetKernelRequest with_option = KernelRequest("activation.silu_and_mul", {{"dtype", "bf16"}});
+  with_option.add_options("-lineinfo");
+  absl::StatusOr<v1::GetKernelResponse> optioned = client_->GetKernel(with_option);
+  EXPECT_EQ(optioned.status().code(), absl::StatusCode::kInvalidArgument) << optioned.status();
+}
+
+TEST_F(ModulesTest, EightSimultaneousRequestsForOneModuleMakeOneBuild) {
+  Start();
+  std::vector<std::future<absl::StatusOr<v1::GetKernelResponse>>> ranks;
+  for (int rank = 0; rank < 8; ++rank) {
+    ranks.push_back(std::async(std::launch::async, [this] {
+      std::unique_ptr<Client> client = daemon_->Connect("", std::chrono::seconds(300));
+      return client->GetKernel(KernelRequest("diffusion.residual_gate_add", {{"dtype", "fp16"}}));
+    }));
+  }
+  std::string key;
+  for (auto& rank : ranks) {
+    absl::StatusOr<v1::GetKernelResponse> answer = rank.get();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_TRUE(IsHostSharedObject(answer->cubin()));
+    if (key.empty()) key = answer->key();
+    EXPECT_EQ(answer->key(), key);
+  }
+  EXPECT_EQ(daemon_->Stats().compiles(), 1u);
+}
+
+TEST_F(ModulesTest, WithoutTvmFfiAModuleRequestSaysWhatIsMissing) {
+  Start({"--tvm-ffi-root", (dir_ / "no-such-tvm-ffi").string()});
+  absl::StatusOr<v1::GetKernelResponse> refused = Get("activation.silu_and_mul", "bf16");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("no-such-tvm-ffi"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--tvm-ffi-root"));
+  EXPECT_EQ(daemon_->Stats().compiles(), 0u);
+}
+
+}  // namespace
+}  // namespace jitd
