@@ -81,6 +81,7 @@ absl::StatusOr<std::shared_ptr<const manifest::Resolver>> RunCompileAll(
   JITD_ASSIGN_OR_RETURN(
       manifest::Toolchain toolchain,
       DetectToolchain(o.cuda_include.empty() ? fs::path(compiler::kDefaultCudaInclude) : o.cuda_include));
+  toolchain.modules = ModuleToolchainOf(o, {});
   report.compiled = true;
   report.nvrtc_version = toolchain.nvrtc_version;
   std::vector<manifest::ServedTree> trees;
