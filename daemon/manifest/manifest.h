@@ -275,6 +275,10 @@ struct ResolvedKernel {
   std::string arch;
   std::vector<std::string> request_options;  // canonical
   std::string key;                           // content key (64 hex)
+  // What builds it, as entries and answers record it (nvrtc_version): ""
+  // for NVRTC (the toolchain's version), "nvcc V13.0.88; tvm-ffi 0.1.15"
+  // for a module (a client checks its tvm-ffi against it).
+  std::string compiler;
   compiler::CompileJob job;
 };
 

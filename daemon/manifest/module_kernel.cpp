@@ -251,7 +251,11 @@ absl::StatusOr<ModuleToolchain> DetectModuleToolchain(const ModuleToolOptions& o
   t.host_cxx = fs::absolute(t.host_cxx, ec);
   const std::vector<std::string> env = {Cat("PATH=", t.host_cxx.parent_path().string(), ":/usr/bin:/bin"), "LC_ALL=C"};
   JITD_ASSIGN_OR_RETURN(std::string nvcc_version, compiler::CommandOutput({t.nvcc.string(), "--version"}, env));
-  t.nvcc_version = LastLine(nvcc_version);
+  // "Cuda compilation tools, release 13.0, V13.0.88": its last word; the
+  // whole text joins the fingerprint.
+  const size_t release = nvcc_version.rfind(", V");
+  t.nvcc_version = release == std::string::npos ? LastLine(nvcc_version)
+                                                : FirstLine(std::string_view(nvcc_version).substr(release + 2));
   JITD_ASSIGN_OR_RETURN(std::string cxx_version, compiler::CommandOutput({t.host_cxx.string(), "--version"}, env));
   t.host_cxx_version = FirstLine(cxx_version);
 
@@ -269,7 +273,7 @@ absl::StatusOr<ModuleToolchain> DetectModuleToolchain(const ModuleToolOptions& o
 
   keys::FieldDigest d;
   d.Field("jitd-module-toolchain", "1");
-  d.Field("nvcc-version", t.nvcc_version);
+  d.Field("nvcc-version", nvcc_version);
   d.Field("host-cxx-version", t.host_cxx_version);
   d.Field("tvm-ffi-version", t.tvm_ffi_version);
   // The read roots: the toolkit's headers (the Toolchain's fingerprint
@@ -315,6 +319,9 @@ absl::StatusOr<ModuleToolchain> DetectModuleToolchain(const ModuleToolOptions& o
 
 ModuleToolchainSource::ModuleToolchainSource(ModuleToolOptions options, fs::path cuda_include, fs::path memo_dir)
     : options_(std::move(options)), cuda_include_(std::move(cuda_include)), memo_dir_(std::move(memo_dir)) {}
+
+ModuleToolchainSource::ModuleToolchainSource(ModuleToolchain toolchain)
+    : detected_(std::shared_ptr<const ModuleToolchain>(std::make_shared<ModuleToolchain>(std::move(toolchain)))) {}
 
 absl::StatusOr<std::shared_ptr<const ModuleToolchain>> ModuleToolchainSource::Get() const {
   std::lock_guard lock(mu_);

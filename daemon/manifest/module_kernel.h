@@ -84,7 +84,7 @@ struct ModuleToolOptions {
 // and every module key.
 struct ModuleToolchain {
   std::filesystem::path nvcc;      // absolute
-  std::string nvcc_version;        // nvcc --version's last line
+  std::string nvcc_version;        // "V13.0.88", from nvcc --version
   std::filesystem::path host_cxx;  // absolute
   std::string host_cxx_version;    // --version's first line
   std::filesystem::path tvm_ffi_root;
@@ -119,6 +119,8 @@ absl::StatusOr<ModuleToolchain> DetectModuleToolchain(const ModuleToolOptions& o
 class ModuleToolchainSource {
  public:
   ModuleToolchainSource(ModuleToolOptions options, std::filesystem::path cuda_include, std::filesystem::path memo_dir);
+  // One that answers `toolchain` without detecting anything (tests).
+  explicit ModuleToolchainSource(ModuleToolchain toolchain);
   // DetectModuleToolchain's answer, the same on every call (a failure
   // too: restart with the tool installed, or the flag set).
   absl::StatusOr<std::shared_ptr<const ModuleToolchain>> Get() const;

@@ -362,7 +362,13 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
   key.sources.emplace_back(job.program_name, job.source);
   for (const compiler::CompileHeader& file : job.headers) key.sources.emplace_back(file.name, file.content);
   key.module_toolchain = tools.fingerprint;
+  // -I options are left out of key.options (the toolkit's are machine
+  // paths); a module's include dirs decide which staged file an #include
+  // means, so they join the key here, in order.
   key.module_options = {"-shared", "-ltvm_ffi", "-lcudart"};
+  for (const std::string& dir : def.include_dirs) key.module_options.push_back(Cat("include-dir=", dir));
+  out.compiler =
+      Cat("nvcc ", tools.nvcc_version, "; tvm-ffi ", tools.tvm_ffi_version.empty() ? "unknown" : tools.tvm_ffi_version);
   out.key = keys::ContentKey(key);
   job.digest = compiler::JobDigest(job);
   if (served.lock != nullptr) JITD_RETURN_IF_ERROR(CheckLock(served, def, out));

@@ -487,11 +487,12 @@ void KernelService::OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<
   meta.kernel = r.kernel;
   meta.params = r.params;
   meta.arch = r.arch;
-  for (const auto& o : r.job.options) {
+  const bool module = r.job.kind == compiler::ArtifactKind::kSharedObject;
+  for (const auto& o : module ? r.job.module.compile_options : r.job.options) {
     if (!keys::IsKeyNeutralOption(o)) meta.options.push_back(o);  // no machine paths in the blob
   }
   meta.request_options = r.request_options;
-  meta.nvrtc_version = resolver()->toolchain().nvrtc_version;
+  meta.nvrtc_version = module ? r.compiler : resolver()->toolchain().nvrtc_version;
   for (auto& [expr, lowered] : compiled->lowered_names) meta.symbols.push_back({expr, lowered});
   meta.log = compiled->log;
   meta.compile_ms = compiled->compile_ms;

@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "manifest/manifest.h"
 #include "manifest/module_kernel.h"
 
@@ -172,6 +175,104 @@ TEST(ModuleArchOptions, EachArchGetsItsGencodeAndArchDefines) {
                                       "-DSGL_CUDA_ARCH=1000"}));
   EXPECT_EQ(ModuleArchOptions("compute_90", ""),
             (std::vector<std::string>{"-gencode=arch=compute_90,code=compute_90", "-DJITD_CUDA_ARCH=900"}));
+}
+
+// A resolver of one module tree under a module toolchain given outright.
+class ModuleResolverTest : public ::testing::Test {
+ protected:
+  static const Toolchain& Nvrtc() {
+    static const Toolchain t = *Toolchain::Detect();
+    return t;
+  }
+  static ModuleToolchain Tools(const std::string& fingerprint) {
+    ModuleToolchain tools;
+    tools.nvcc = "/usr/local/cuda/bin/nvcc";
+    tools.nvcc_version = "V13.0.88";
+    tools.host_cxx = "/usr/bin/g++";
+    tools.tvm_ffi_version = "0.1.15.post2";
+    tools.ffi_include = {"/opt/tvm_ffi/include"};
+    tools.ffi_lib_dir = "/opt/tvm_ffi/lib";
+    tools.read_roots = {"/usr/include"};
+    tools.fingerprint = fingerprint;
+    return tools;
+  }
+  absl::StatusOr<ResolvedKernel> Resolve(const std::string& manifest, const std::map<std::string, std::string>& files,
+                                         const std::string& fingerprint = "tools-1", const std::string& arch = "") {
+    auto tree = KernelTree::Load(Write(manifest, files));
+    if (!tree.ok()) return tree.status();
+    Toolchain toolchain = Nvrtc();
+    if (!fingerprint.empty()) toolchain.modules = std::make_shared<const ModuleToolchainSource>(Tools(fingerprint));
+    auto resolver = Resolver::Create(*tree, toolchain, "sm_90a");
+    if (!resolver.ok()) return resolver.status();
+    return (*resolver)->Resolve({"ew.scale", {{"dtype", "bf16"}}, arch, {}});
+  }
+  std::filesystem::path Write(const std::string& manifest, const std::map<std::string, std::string>& files) {
+    const std::filesystem::path dir = dir_ / std::to_string(++trees_);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "kernels.toml") << manifest;
+    for (const auto& [path, content] : files) {
+      std::filesystem::create_directories((dir / path).parent_path());
+      std::ofstream(dir / path) << content;
+    }
+    return dir;
+  }
+  void SetUp() override {
+    char pattern[] = "/tmp/jitd-module-resolver-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  const std::map<std::string, std::string> files_ = {
+      {"csrc/ew/scale.cuh", "#include \"common/dtype.cuh\"\nnamespace team::ew {}\n"},
+      {"csrc/ew/extra.cuh", "namespace team::ew {}\n"},
+      {"csrc/common/dtype.cuh", "#pragma once\n"},
+  };
+  std::filesystem::path dir_;
+  int trees_ = 0;
+};
+
+TEST_F(ModuleResolverTest, AModuleResolvesIntoAnNvccJobOverItsStagedFiles) {
+  auto r = Resolve(kModule, files_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const compiler::CompileJob& job = r->job;
+  EXPECT_EQ(job.kind, compiler::ArtifactKind::kSharedObject);
+  EXPECT_EQ(job.program_name, kModuleUnitName);
+  EXPECT_THAT(job.source, HasSubstr("TVM_FFI_DLL_EXPORT_TYPED_FUNC(scale, (ew::scale<bf16_t>));"));
+  std::vector<std::string> staged;
+  for (const auto& file : job.headers) staged.push_back(file.path);
+  EXPECT_EQ(staged, (std::vector<std::string>{"csrc/common/dtype.cuh", "csrc/ew/extra.cuh", "csrc/ew/scale.cuh"}));
+  EXPECT_EQ(job.name_expressions, (std::vector<std::string>{"scale", "scale_inplace"}));
+  EXPECT_EQ(job.module.nvcc, "/usr/local/cuda/bin/nvcc");
+  EXPECT_EQ(job.module.compile_options,
+            (std::vector<std::string>{"--fmad=true", "-std=c++20", "-O3", "--expt-relaxed-constexpr", "-DTEAM_FAST=1",
+                                      "-gencode=arch=compute_90a,code=sm_90a", "-DJITD_CUDA_ARCH=900",
+                                      "-DTEAM_CUDA_ARCH=900", "-Xcompiler=-fPIC", "-Icsrc", "-I/opt/tvm_ffi/include"}));
+  EXPECT_EQ(job.module.link_options, (std::vector<std::string>{"-L/opt/tvm_ffi/lib", "-ltvm_ffi", "-lcudart"}));
+  EXPECT_EQ(job.digest, compiler::JobDigest(job));
+  EXPECT_EQ(r->compiler, "nvcc V13.0.88; tvm-ffi 0.1.15.post2");
+}
+
+TEST_F(ModuleResolverTest, TheKeyFollowsEveryStagedByteIncludeDirTheToolchainAndTheArch) {
+  const std::string key = Resolve(kModule, files_)->key;
+  std::map<std::string, std::string> edited = files_;
+  edited["csrc/common/dtype.cuh"] += "// edited\n";
+  EXPECT_NE(Resolve(kModule, edited)->key, key);
+  edited = files_;
+  edited["csrc/other.cuh"] = "// no module includes it\n";
+  EXPECT_EQ(Resolve(kModule, edited)->key, key) << "a file outside the closure is not staged or keyed";
+  std::string two_dirs = kModule;
+  two_dirs.replace(two_dirs.find("include_dirs = [\"csrc\"]"), 23, "include_dirs = [\"csrc\", \"csrc/ew\"]");
+  EXPECT_NE(Resolve(two_dirs, files_)->key, key);
+  EXPECT_NE(Resolve(kModule, files_, "tools-2")->key, key);
+  EXPECT_NE(Resolve(kModule, files_, "tools-1", "sm_100a")->key, key);
+  EXPECT_EQ(Resolve(kModule, files_)->key, key) << "the same inputs give the same key";
+}
+
+TEST_F(ModuleResolverTest, WithoutAModuleToolchainAModuleIsRefusedSayingSo) {
+  auto r = Resolve(kModule, files_, /*fingerprint=*/"");
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("is a module"));
 }
 
 }  // namespace
