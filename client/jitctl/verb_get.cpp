@@ -160,14 +160,19 @@ class GetVerb final : public Verb {
         // The cubin alone; `ls` shows the blob file (cubin plus metadata).
         {"cubin", text::Cat(FormatBytes(answer.cubin.size()), output_path_.empty() ? " (use -o FILE.cubin to save it)"
                                                                                    : text::Cat(" -> ", output_path_))},
-        {"compile", absl::StrFormat("%.1f ms (NVRTC %s)", answer.compile_ms, answer.nvrtc_version)}};
+        // A module's answer names its builder ("nvcc V13.0.88; tvm-ffi ...").
+        {"compile", absl::StrFormat(answer.nvrtc_version.starts_with("nvcc") ? "%.1f ms (%s)" : "%.1f ms (NVRTC %s)",
+                                    answer.compile_ms, answer.nvrtc_version)}};
     if (!answer.blob_path.empty()) fields.emplace_back("blob", answer.blob_path);
     Table::PrintRecord(output.out, fields);
     output.out << '\n';
     Table symbols({{"NAME EXPRESSION"}, {"LOWERED NAME"}});
     for (const KernelSymbol& symbol : answer.symbols) symbols.AddRow({symbol.name_expression, symbol.lowered_name});
     symbols.Print(output.out);
-    if (!answer.log.empty()) output.out << "\nNVRTC log:\n" << answer.log << '\n';
+    if (!answer.log.empty()) {
+      output.out << (answer.nvrtc_version.starts_with("nvcc") ? "\nbuild log:\n" : "\nNVRTC log:\n") << answer.log
+                 << '\n';
+    }
     return 0;
   }
 
