@@ -66,13 +66,14 @@ bool AddedByPtxas(const detail::ModuleSymbol& s) {
   return false;
 }
 
-// What a host shared object may define outside the namespace: weak
-// symbols (inline functions and template instantiations of the headers it
-// includes, tvm-ffi's and the standard library's, merged at load time), the
+// What a host shared object may define outside the namespace: weak and
+// unique symbols (inline functions, inline variables and template
+// instantiations of the headers it includes, tvm-ffi's, CCCL's and the
+// standard library's, merged at load time), the
 // unit's exports (__tvm_ffi_<name>, C names the generated unit declares
 // inside the namespace) and what the linker adds.
 bool AllowedInSharedObject(const detail::ModuleSymbol& s) {
-  if (s.binding == detail::ModuleSymbol::Binding::kWeak) return true;
+  if (s.binding == detail::ModuleSymbol::Binding::kWeak || s.unique) return true;
   const std::string_view n = s.name;
   return n.starts_with("__tvm_ffi_") || n == "_init" || n == "_fini" || n == "_edata" || n == "_end" ||
          n == "__bss_start";

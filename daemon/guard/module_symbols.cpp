@@ -209,7 +209,8 @@ absl::StatusOr<std::vector<ModuleSymbol>> ElfExternalSymbols(std::string_view el
                      entry                                          ? K::kEntry
                      : type == kSttFunc                             ? K::kFunction
                      : type == kSttObject || type == kSttCudaObject ? K::kVariable
-                                                                    : K::kOther});
+                                                                    : K::kOther,
+                     bind == kStbGnuUnique});
     }
   }
   if (!any_table) return NotElf("no symbol table");

@@ -19,6 +19,10 @@ struct ModuleSymbol {
   std::string name;  // as the module spells it: Itanium-mangled, or a C name
   Binding binding = Binding::kGlobal;
   Kind kind = Kind::kOther;
+  // STB_GNU_UNIQUE (binding kGlobal): an inline variable or a template's
+  // static member, one per process however many objects define it, as
+  // a weak symbol is.
+  bool unique = false;
   bool operator==(const ModuleSymbol&) const = default;
 };
 

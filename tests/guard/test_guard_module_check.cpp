@@ -311,7 +311,9 @@ TEST(ModuleSymbols, ASharedObjectIsHeldToTheRuleForItsOwnStrongSymbols) {
       "#include <string>\n"
       "namespace sglang { int helper(int x) { return x + 1; } }\n"
       "inline int shared_inline(int x) { return x * 2; }\n"  // weak: a header's inline function
-      "extern \"C\" int __tvm_ffi_run(void*, const void*, int, void*) { return sglang::helper(shared_inline(1)); }\n");
+      "inline int shared_counter = 1;\n"                     // unique: a header's inline variable
+      "extern \"C\" int __tvm_ffi_run(void*, const void*, int, void*) { return "
+      "sglang::helper(shared_inline(shared_counter)); }\n");
   ASSERT_FALSE(clean.empty()) << "g++ could not build the test's shared object";
   EXPECT_EQ(Joined(ModuleSymbolsOutside(clean, "sglang")), "");
 
