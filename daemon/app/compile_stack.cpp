@@ -91,9 +91,11 @@ absl::StatusOr<manifest::Toolchain> DetectToolchain(const fs::path& cuda_include
 }
 
 std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const DaemonConfig& config,
-                                                                         const fs::path& memo_dir) {
+                                                                         const fs::path& memo_dir,
+                                                                         std::vector<std::string> bundled_builders) {
   return std::make_shared<const manifest::ModuleToolchainSource>(
-      manifest::ModuleToolOptions{config.nvcc, config.host_cxx, config.tvm_ffi_root}, config.cuda_include, memo_dir);
+      manifest::ModuleToolOptions{config.nvcc, config.host_cxx, config.tvm_ffi_root}, config.cuda_include, memo_dir,
+      std::move(bundled_builders));
 }
 
 std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const OfflineOptions& o,

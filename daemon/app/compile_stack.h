@@ -85,8 +85,10 @@ absl::StatusOr<manifest::Toolchain> DetectToolchain(
 // The module toolchain (kind = "module" kernels) the daemon's --nvcc,
 // --host-cxx and --tvm-ffi-root name, detected on first use, fingerprints
 // memoized in `memo_dir`.
-std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const DaemonConfig& config,
-                                                                         const std::filesystem::path& memo_dir);
+// `bundled_builders`: what built the modules of the mounted bundles
+// (cache::Bundle::module_builders), served without nvcc when it is absent.
+std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(
+    const DaemonConfig& config, const std::filesystem::path& memo_dir, std::vector<std::string> bundled_builders = {});
 std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const OfflineOptions& o,
                                                                          const std::filesystem::path& memo_dir);
 

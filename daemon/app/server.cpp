@@ -63,7 +63,7 @@ void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
   }
   // nvcc came with the toolkit: the module toolchain is detected again,
   // on the next module request.
-  changed->modules = ModuleToolchainOf(config, cache->dir());
+  changed->modules = ModuleToolchainOf(config, cache->dir(), BundledModuleBuilders());
   {
     std::lock_guard lock(toolchain_mu);
     toolchain = *changed;

@@ -164,6 +164,9 @@ class Server::Impl {
   // verify whole (naming its first bad entry), or that is not signed with
   // --remote-signing-key-file's key when there is one, stops the start.
   absl::Status MountBundles();
+  // What built the modules of the mounted bundles (a daemon without nvcc
+  // serves those: manifest::ModuleToolchainSource).
+  std::vector<std::string> BundledModuleBuilders() const;
 
   // Refuses what the configuration alone makes impossible (an address
   // gRPC must not serve, TCP without TLS, an unknown socket group) before

@@ -86,13 +86,21 @@ std::optional<std::string> Server::Impl::RememberToolkit(const std::string& iden
   return *before;
 }
 
+std::vector<std::string> Server::Impl::BundledModuleBuilders() const {
+  std::vector<std::string> builders;
+  for (const auto& bundle : bundles) {
+    for (const std::string& builder : bundle->module_builders()) builders.push_back(builder);
+  }
+  return builders;
+}
+
 absl::Status Server::Impl::StartServing() {
   JITD_RETURN_IF_ERROR(MountBundles());
   JITD_ASSIGN_OR_RETURN(std::shared_ptr<compiler::ToolkitWatch> watch, WatchToolkit(config.cuda_include, cache->dir()));
   toolkit = std::move(watch);
   JITD_ASSIGN_OR_RETURN(manifest::Toolchain detected, manifest::Toolchain::FromIdentity(toolkit->identity()));
   toolchain = std::move(detected);
-  toolchain.modules = ModuleToolchainOf(config, cache->dir());
+  toolchain.modules = ModuleToolchainOf(config, cache->dir(), BundledModuleBuilders());
   spdlog::info("toolkit: NVRTC {}, {} (identity {})", toolchain.nvrtc_version, toolkit->identity().Describe(),
                toolchain.identity.substr(0, 12));
   trees = std::make_unique<serving::KernelTrees>(

@@ -56,6 +56,10 @@ struct ModuleBuild {
   // outside them and the staged tree fails the job (what is hashed is what
   // is compiled).
   std::vector<std::string> read_roots;
+  // Why this daemon cannot build modules (serve-only: it keys requests
+  // by the toolchain that built its bundles' modules); nvcc is then empty
+  // and the build is refused with this. Not part of the digest.
+  std::string unavailable;
   bool operator==(const ModuleBuild&) const = default;
 };
 

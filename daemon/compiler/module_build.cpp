@@ -132,6 +132,12 @@ std::vector<std::string> DepfileInputs(std::string_view depfile) {
 
 absl::StatusOr<CompileResult> BuildModule(const CompileJob& job, const fs::path& scratch,
                                           const std::atomic<bool>* cancel) {
+  if (job.module.nvcc.empty()) {
+    return absl::FailedPreconditionError(
+        Cat("this daemon cannot build modules (", job.module.unavailable.empty() ? "no nvcc" : job.module.unavailable,
+            "): it serves the modules of its bundles only, and this one is not among them; warm it into a bundle where "
+            "nvcc is, or give the daemon --nvcc, --host-cxx and --tvm-ffi-root"));
+  }
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       job.timeout > std::chrono::hours(24 * 365) ? Clock::time_point::max() : start + job.timeout;

@@ -15,6 +15,7 @@
 #include "jitd/keys/content_key.h"
 #include "jitd/keys/field_digest.h"
 #include "manifest/manifest.h"
+#include "spdlog/spdlog.h"
 
 namespace jitd::manifest {
 namespace {
@@ -317,8 +318,34 @@ absl::StatusOr<ModuleToolchain> DetectModuleToolchain(const ModuleToolOptions& o
   return t;
 }
 
-ModuleToolchainSource::ModuleToolchainSource(ModuleToolOptions options, fs::path cuda_include, fs::path memo_dir)
-    : options_(std::move(options)), cuda_include_(std::move(cuda_include)), memo_dir_(std::move(memo_dir)) {}
+std::string ModuleBuilder(const ModuleToolchain& toolchain) {
+  return Cat("nvcc ", toolchain.nvcc_version, "; tvm-ffi ",
+             toolchain.tvm_ffi_version.empty() ? "unknown" : toolchain.tvm_ffi_version, "; toolchain ",
+             toolchain.fingerprint);
+}
+
+std::optional<ModuleToolchain> ServeOnlyToolchain(std::string_view builder) {
+  // The three fields ModuleBuilder writes, in its order.
+  const std::string_view nvcc = "nvcc ", ffi = "; tvm-ffi ", tools = "; toolchain ";
+  const size_t at_ffi = builder.find(ffi), at_tools = builder.find(tools);
+  if (!StartsWith(builder, nvcc) || at_ffi == std::string_view::npos || at_tools == std::string_view::npos ||
+      at_tools < at_ffi) {
+    return std::nullopt;
+  }
+  ModuleToolchain t;
+  t.nvcc_version = std::string(builder.substr(nvcc.size(), at_ffi - nvcc.size()));
+  t.tvm_ffi_version = std::string(builder.substr(at_ffi + ffi.size(), at_tools - at_ffi - ffi.size()));
+  t.fingerprint = std::string(builder.substr(at_tools + tools.size()));
+  if (t.fingerprint.size() != 64) return std::nullopt;
+  return t;
+}
+
+ModuleToolchainSource::ModuleToolchainSource(ModuleToolOptions options, fs::path cuda_include, fs::path memo_dir,
+                                             std::vector<std::string> bundled_builders)
+    : options_(std::move(options)),
+      cuda_include_(std::move(cuda_include)),
+      memo_dir_(std::move(memo_dir)),
+      bundled_builders_(std::move(bundled_builders)) {}
 
 ModuleToolchainSource::ModuleToolchainSource(ModuleToolchain toolchain)
     : detected_(std::shared_ptr<const ModuleToolchain>(std::make_shared<ModuleToolchain>(std::move(toolchain)))) {}
@@ -327,8 +354,17 @@ absl::StatusOr<std::shared_ptr<const ModuleToolchain>> ModuleToolchainSource::Ge
   std::lock_guard lock(mu_);
   if (!detected_.has_value()) {
     absl::StatusOr<ModuleToolchain> found = DetectModuleToolchain(options_, cuda_include_, memo_dir_);
+    std::optional<ModuleToolchain> serve_only;
+    for (const std::string& builder : found.ok() ? std::vector<std::string>{} : bundled_builders_) {
+      if ((serve_only = ServeOnlyToolchain(builder))) break;
+    }
     if (found.ok()) {
       detected_ = std::shared_ptr<const ModuleToolchain>(std::make_shared<ModuleToolchain>(*std::move(found)));
+    } else if (serve_only) {
+      spdlog::warn("module kernels: {}; serving the modules of the mounted bundles only (built by nvcc {}, tvm-ffi {})",
+                   std::string(found.status().message()), serve_only->nvcc_version, serve_only->tvm_ffi_version);
+      serve_only->unavailable = std::string(found.status().message());
+      detected_ = std::shared_ptr<const ModuleToolchain>(std::make_shared<ModuleToolchain>(*std::move(serve_only)));
     } else {
       detected_ = found.status();
     }

@@ -99,6 +99,9 @@ struct ModuleToolchain {
   // host compiler and linker programs and libtvm_ffi.so: part of every
   // module key, so a change of any of them makes new keys.
   std::string fingerprint;
+  // Serve-only (ServeOnlyToolchain): why nothing can be built; nvcc is
+  // then empty and a build is refused with this. "" for a real toolchain.
+  std::string unavailable;
 };
 
 // Finds and fingerprints the module toolchain. Defaults: nvcc beside the
@@ -113,12 +116,24 @@ absl::StatusOr<ModuleToolchain> DetectModuleToolchain(const ModuleToolOptions& o
                                                       const std::filesystem::path& cuda_include,
                                                       const std::filesystem::path& memo_dir);
 
+// What built a module, as its entry records it (EntryMeta::nvrtc_version):
+// "nvcc V13.0.88; tvm-ffi 0.1.15.post2; toolchain <fingerprint>".
+std::string ModuleBuilder(const ModuleToolchain& toolchain);
+// A toolchain that builds nothing but keys as the one `builder` names
+// (nvcc empty: a build is refused), or nullopt when `builder` is not one.
+std::optional<ModuleToolchain> ServeOnlyToolchain(std::string_view builder);
+
 // The module toolchain of a daemon or command, detected once, on first
 // use: a daemon that serves no module kernel never runs nvcc or hashes the
-// system headers. Thread-safe.
+// system headers. When detection fails and the mounted bundles hold
+// modules (`bundled_builders`: cache::Bundle::module_builders), the
+// toolchain that built them is taken to key requests, serve-only: a module
+// in a bundle is served without nvcc on the host, a module not in one is
+// refused saying so. Thread-safe.
 class ModuleToolchainSource {
  public:
-  ModuleToolchainSource(ModuleToolOptions options, std::filesystem::path cuda_include, std::filesystem::path memo_dir);
+  ModuleToolchainSource(ModuleToolOptions options, std::filesystem::path cuda_include, std::filesystem::path memo_dir,
+                        std::vector<std::string> bundled_builders = {});
   // One that answers `toolchain` without detecting anything (tests).
   explicit ModuleToolchainSource(ModuleToolchain toolchain);
   // DetectModuleToolchain's answer, the same on every call (a failure
@@ -130,6 +145,7 @@ class ModuleToolchainSource {
   ModuleToolOptions options_;
   std::filesystem::path cuda_include_;
   std::filesystem::path memo_dir_;
+  std::vector<std::string> bundled_builders_;
   mutable std::mutex mu_;
   mutable std::optional<absl::StatusOr<std::shared_ptr<const ModuleToolchain>>> detected_;
 };

@@ -336,7 +336,8 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
   job.toolkit_fingerprint = toolchain_.identity;
   for (const auto& [name, expression] : def.exports) job.name_expressions.push_back(name);
   compiler::ModuleBuild& build = job.module;
-  build.nvcc = tools.nvcc.string();
+  build.nvcc = tools.nvcc.string();  // empty when serve-only: the build is refused
+  build.unavailable = tools.unavailable;
   build.host_cxx = tools.host_cxx.string();
   build.compile_options = m.default_options;
   build.compile_options.insert(build.compile_options.end(), def.options.begin(), def.options.end());
@@ -367,8 +368,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
   // means, so they join the key here, in order.
   key.module_options = {"-shared", "-ltvm_ffi", "-lcudart"};
   for (const std::string& dir : def.include_dirs) key.module_options.push_back(Cat("include-dir=", dir));
-  out.compiler =
-      Cat("nvcc ", tools.nvcc_version, "; tvm-ffi ", tools.tvm_ffi_version.empty() ? "unknown" : tools.tvm_ffi_version);
+  out.compiler = ModuleBuilder(tools);
   out.key = keys::ContentKey(key);
   job.digest = compiler::JobDigest(job);
   if (served.lock != nullptr) JITD_RETURN_IF_ERROR(CheckLock(served, def, out));

@@ -72,7 +72,8 @@ TEST(WorkerProtocol, AModuleBuildTravelsWithItsKindToolsOptionsAndRoots) {
                                    .host_cxx = "/usr/bin/g++",
                                    .compile_options = {"-std=c++20", "-Icsrc"},
                                    .link_options = {"-L/opt/tvm_ffi/lib", "-ltvm_ffi"},
-                                   .read_roots = {"/usr/include", "/opt/tvm_ffi/include"}};
+                                   .read_roots = {"/usr/include", "/opt/tvm_ffi/include"},
+                                   .unavailable = ""};
   request.job = testing::Sealed(request.job);
   absl::StatusOr<CompileRequest> decoded = DecodeCompileRequest(Encode(request));
   ASSERT_TRUE(decoded.ok()) << decoded.status();

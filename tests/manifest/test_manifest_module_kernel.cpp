@@ -250,7 +250,7 @@ TEST_F(ModuleResolverTest, AModuleResolvesIntoAnNvccJobOverItsStagedFiles) {
                                       "-DTEAM_CUDA_ARCH=900", "-Xcompiler=-fPIC", "-Icsrc", "-I/opt/tvm_ffi/include"}));
   EXPECT_EQ(job.module.link_options, (std::vector<std::string>{"-L/opt/tvm_ffi/lib", "-ltvm_ffi", "-lcudart"}));
   EXPECT_EQ(job.digest, compiler::JobDigest(job));
-  EXPECT_EQ(r->compiler, "nvcc V13.0.88; tvm-ffi 0.1.15.post2");
+  EXPECT_EQ(r->compiler, "nvcc V13.0.88; tvm-ffi 0.1.15.post2; toolchain tools-1");
 }
 
 TEST_F(ModuleResolverTest, TheKeyFollowsEveryStagedByteIncludeDirTheToolchainAndTheArch) {
@@ -267,6 +267,24 @@ TEST_F(ModuleResolverTest, TheKeyFollowsEveryStagedByteIncludeDirTheToolchainAnd
   EXPECT_NE(Resolve(kModule, files_, "tools-2")->key, key);
   EXPECT_NE(Resolve(kModule, files_, "tools-1", "sm_100a")->key, key);
   EXPECT_EQ(Resolve(kModule, files_)->key, key) << "the same inputs give the same key";
+}
+
+TEST(ModuleBuilder, NamesTheToolchainSoThatAServeOnlyDaemonKeysAsItDid) {
+  ModuleToolchain tools;
+  tools.nvcc_version = "V13.0.88";
+  tools.tvm_ffi_version = "0.1.15.post2";
+  tools.fingerprint = std::string(64, 'a');
+  const std::string builder = ModuleBuilder(tools);
+  EXPECT_EQ(builder, "nvcc V13.0.88; tvm-ffi 0.1.15.post2; toolchain " + std::string(64, 'a'));
+  std::optional<ModuleToolchain> serve_only = ServeOnlyToolchain(builder);
+  ASSERT_TRUE(serve_only.has_value());
+  EXPECT_EQ(serve_only->fingerprint, tools.fingerprint);
+  EXPECT_EQ(serve_only->nvcc_version, "V13.0.88");
+  EXPECT_EQ(serve_only->tvm_ffi_version, "0.1.15.post2");
+  EXPECT_TRUE(serve_only->nvcc.empty()) << "a serve-only toolchain builds nothing";
+  for (const char* not_one : {"13.0", "nvcc V13; tvm-ffi 1", "nvcc V13; tvm-ffi 1; toolchain short", ""}) {
+    EXPECT_FALSE(ServeOnlyToolchain(not_one).has_value()) << not_one;
+  }
 }
 
 TEST_F(ModuleResolverTest, WithoutAModuleToolchainAModuleIsRefusedSayingSo) {

@@ -228,6 +228,10 @@ absl::Status Bundle::CheckSeal(std::string_view signing_key, std::string_view he
       return Corrupt(path, Cat("entry ", slot->position, " is filed under ", key, " but holds ", meta.key));
     }
     JITD_ASSIGN_OR_RETURN(slot->digest, EntryDigest(blob));
+    if (IsHostSharedObject(cubin) &&
+        std::find(module_builders_.begin(), module_builders_.end(), meta.nvrtc_version) == module_builders_.end()) {
+      module_builders_.push_back(meta.nvrtc_version);
+    }
   }
   JITD_RETURN_IF_ERROR(seal_up_to(index_offset));
   sealer.Update(index);

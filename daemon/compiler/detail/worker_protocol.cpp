@@ -168,6 +168,7 @@ std::string Encode(const CompileRequest& message) {
   w.StrList(message.job.module.compile_options);
   w.StrList(message.job.module.link_options);
   w.StrList(message.job.module.read_roots);
+  w.Str(message.job.module.unavailable);
   return w.Take();
 }
 
@@ -253,6 +254,7 @@ absl::StatusOr<CompileRequest> DecodeCompileRequest(std::string_view payload) {
   message.job.module.compile_options = r.StrList();
   message.job.module.link_options = r.StrList();
   message.job.module.read_roots = r.StrList();
+  message.job.module.unavailable = r.Str();
   JITD_RETURN_IF_ERROR(r.Finish("compile"));
   return message;
 }

@@ -130,5 +130,30 @@ TEST_F(ModulesTest, WithoutTvmFfiAModuleRequestSaysWhatIsMissing) {
   EXPECT_EQ(daemon_->Stats().compiles(), 0u);
 }
 
+TEST_F(ModulesTest, ABundledModuleIsServedWithoutNvccAndAnotherIsRefusedSayingSo) {
+  // The image build: one module into a sealed bundle, where nvcc is.
+  const std::filesystem::path spec = dir_ / "spec.toml", bundle = dir_ / "modules.bundle";
+  std::ofstream(spec) << "[[spec]]\nkernel = \"activation.silu_and_mul\"\nparams = { dtype = \"bf16\" }\n";
+  ProcessResult made =
+      testing::RunProcess({testing::JitdBinary(), "bundle", "create", "--kernels", JITD_MODULE_TREE_DIR, "--manifest",
+                           spec.string(), "--arch", "sm_90a", "-o", bundle.string()},
+                          dir_ / "bundle.log", std::chrono::seconds(300));
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+
+  // The serving host: no nvcc.
+  Start({"--bundle", bundle.string(), "--nvcc", (dir_ / "no-nvcc" / "nvcc").string()});
+  absl::StatusOr<v1::GetKernelResponse> served = Get("activation.silu_and_mul", "bf16");
+  ASSERT_TRUE(served.ok()) << served.status() << "\n" << daemon_->process().Output();
+  EXPECT_EQ(served->source(), v1::GetKernelResponse::BUNDLE);
+  EXPECT_TRUE(IsHostSharedObject(served->cubin()));
+  EXPECT_THAT(served->nvrtc_version(), HasSubstr("toolchain "));
+  EXPECT_THAT(daemon_->process().Output(), HasSubstr("serving the modules of the mounted bundles only"));
+
+  absl::StatusOr<v1::GetKernelResponse> missing = Get("activation.silu_and_mul", "fp16");
+  ASSERT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition) << missing.status();
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("cannot build modules"));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("no-nvcc"));
+}
+
 }  // namespace
 }  // namespace jitd

@@ -85,6 +85,12 @@ class Bundle {
   size_t size() const { return index_.size(); }
   uint64_t file_bytes() const { return file_bytes_; }
 
+  // What built its module entries (host shared objects): the distinct
+  // `nvrtc_version` of each, "nvcc V13.0.88; tvm-ffi 0.1.15.post2;
+  // toolchain <fingerprint>". A daemon without nvcc serves them by it
+  // (manifest::ModuleToolchainSource).
+  const std::vector<std::string>& module_builders() const { return module_builders_; }
+
   // The entry of `key`, read and verified now: NOT_FOUND when the bundle
   // has no such key, DATA_LOSS when its bytes no longer verify.
   absl::StatusOr<Entry> Find(std::string_view key) const;
@@ -111,6 +117,7 @@ class Bundle {
   BundleSeal seal_ = BundleSeal::kDigest;
   std::string seal_hex_;
   std::map<std::string, Slot, std::less<>> index_;
+  std::vector<std::string> module_builders_;
 };
 
 }  // namespace jitd::cache
