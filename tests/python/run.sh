@@ -4,9 +4,12 @@
 # test (BUILD_DIR/daemon/jitd, passed to the tests as JITD_BINARY) and the
 # virtual environment (BUILD_DIR/python-venv, made with Debian's python3 -m
 # venv, or $JITD_PYTHON) into which the package from client/python is
-# installed with pytest; pip needs PyPI the first time. The package is
-# rebuilt only when client/python or proto/ changed, so repeated runs start
-# in about a second. GPU tests (test_gpu_loaders.py) skip without a GPU.
+# installed with pytest and apache-tvm-ffi (test_modules.py loads a module
+# kernel); pip needs PyPI the first time and when that list changes. The
+# package is rebuilt only when client/python or proto/ changed, so repeated
+# runs start in about a second. GPU tests (test_gpu_loaders.py) skip without
+# a GPU. LD_LIBRARY_PATH gains /usr/local/cuda/lib64 when it exists: module
+# kernels link libcudart.so.13.
 # JUnit XML goes to BUILD_DIR/python-tests.xml.
 set -euo pipefail
 
@@ -21,9 +24,14 @@ export JITD_BINARY=${JITD_BINARY:-$build/daemon/jitd}
 
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv" || { echo "run.sh: $python -m venv failed (Debian: apt-get install python3-venv)" >&2; exit 2; }
-  # The build's own requirements once, so later installs need no build isolation (no download).
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q "setuptools>=64" wheel "grpcio-tools>=1.51" pytest
+fi
+# The build's own requirements and the tests', once per venv and again only
+# when this list changes, so later installs need no build isolation (no download).
+requirements=("setuptools>=64" wheel "grpcio-tools>=1.51" pytest "apache-tvm-ffi==0.1.15.post2")
+if [ "$(cat "$venv/.jitd-requirements" 2>/dev/null)" != "${requirements[*]}" ]; then
+  "$venv/bin/python" -m pip install -q "${requirements[@]}"
+  echo "${requirements[*]}" >"$venv/.jitd-requirements"
 fi
 
 # The package, built from a copy in BUILD_DIR so the source tree stays clean
@@ -44,5 +52,9 @@ fi
 
 cd "$root/tests/python"
 export PYTHONDONTWRITEBYTECODE=1
+# A module kernel's shared object links libcudart.so.13 (torch ships one; here the toolkit's).
+if [ -d /usr/local/cuda/lib64 ]; then
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs --durations=10 \
   --junitxml="$build/python-tests.xml" "$@" .

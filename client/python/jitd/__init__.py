@@ -19,6 +19,8 @@ Launching and loading (``import jitd`` needs only grpcio and protobuf):
 - :mod:`jitd.torch`: ``jitd.torch.function(k)`` keeps a function for many launches (needs torch);
 - :mod:`jitd.cuda_python`: ``jitd.cuda_python.load(k).kernel()`` (cuda.core / cuda.bindings);
 - :mod:`jitd.driver`: the CUDA driver through ctypes, needing nothing else.
+- ``jitd.load_module("activation.silu_and_mul", dtype="bf16")``: a module kernel (tvm-ffi shared object) as a
+  loaded ``tvm_ffi.Module`` (:mod:`jitd.modules`; needs apache-tvm-ffi).
 
 Declaring what a server needs and getting it at start-up:
 :class:`jitd.KernelSet` (``ks.warm(client, progress=True)``;
@@ -34,14 +36,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import _launch, types
+from . import _launch, modules, types
 from ._endpoint import default_endpoint, read_admin_token_file, resolve_endpoint
 from .client import Client, KernelsLike
 from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Internal, InvalidArgument, JitdError,
-                     KernelsMissing, NotFound, PermissionDenied, ResourceExhausted, Unavailable, Unimplemented,
-                     WarmFailed)
+                     KernelsMissing, ModuleUnavailable, NotAModule, NotFound, PermissionDenied, ResourceExhausted,
+                     Unavailable, Unimplemented, WarmFailed)
 from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, print_progress
 from .launch_rules import align_block_size_grid, rmsnorm_threads
+from .modules import load_module
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelEntry, KernelInfo, KernelParam, KernelResult,
                     KernelSpec, Manifest, Mode, MountedBundle, Stats, VerifyResult, WarmProgress, WarmResult)
@@ -59,8 +62,8 @@ __all__ = [
     "EvictResult", "VerifyResult", "ClientCounters", "MountedBundle",
     "JitdError", "NotFound", "InvalidArgument", "CompileError", "ResourceExhausted", "PermissionDenied",
     "Unavailable", "DeadlineExceeded", "Cancelled", "DataLoss", "Internal", "Unimplemented", "KernelsMissing",
-    "WarmFailed",
-    "default_client", "default_kernel_set", "kernel", "print_progress",
+    "WarmFailed", "NotAModule", "ModuleUnavailable",
+    "load_module", "default_client", "default_kernel_set", "kernel", "print_progress",
     "default_endpoint", "resolve_endpoint", "read_admin_token_file", "rmsnorm_threads",
     "align_block_size_grid",
 ]

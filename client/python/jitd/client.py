@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, TypeVar, U
 
 import grpc
 
-from . import _calls, _health, _local
+from . import _calls, _health, _local, modules
 from ._calls import KernelsLike
 from ._memo import SingleFlightMemo, deadline_after
 from ._proto.jitd.v1 import cache_admin_pb2_grpc, compiler_pb2_grpc
@@ -286,6 +286,33 @@ class Client(_calls.Settings):
                 self._local = None  # broken: the next request opens a new one
                 return None
         return self._local_hit(spec, answer)
+
+    def load_module(self, kernel: str, arch: Optional[str] = None, *, timeout: Optional[float] = None,
+                    **params: ParamValue) -> Any:
+        """A module kernel (``kind = "module"``: a tvm-ffi shared object the
+        daemon builds with nvcc), loaded into this process: a
+        ``tvm_ffi.Module`` whose exports are functions of tensors.
+
+        ::
+
+            mod = client.load_module("activation.silu_and_mul", dtype="bf16")
+            mod.silu_and_mul(out, x)                # or mod["silu_and_mul"](out, x)
+
+        The kernel comes from :meth:`get_kernel` (memo, retries, timeout as
+        there; every keyword is a param); :func:`jitd.modules.load` writes
+        it to a directory private to this user, checks it and loads it with
+        ``tvm_ffi.load_module``, once per content key and process: later
+        calls return the same module object.
+
+        Raises, beside get_kernel's errors: :class:`jitd.NotAModule` for an
+        NVRTC kernel (use get_kernel), :class:`jitd.ModuleUnavailable` when
+        this process cannot load it (no ``tvm_ffi``: the message says which
+        ``apache-tvm-ffi`` to install; another tvm-ffi major.minor than the
+        daemon's; a directory others may write; ``libcudart.so.13`` not on
+        the loader path), :class:`jitd.DataLoss` when the file does not read
+        back as received.
+        """
+        return modules.load(self.get_kernel(kernel, arch, params=params, timeout=timeout))
 
     def kernels(self, glob: str = "", *, timeout: Optional[float] = None) -> Manifest:
         """The kernels the daemon's manifest registers (``glob`` filters

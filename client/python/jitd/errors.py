@@ -9,7 +9,9 @@ status code (``.code``, a :class:`grpc.StatusCode`) and the daemon's message
     │   │                   matches), or a CACHED_ONLY miss       (LookupError)
     │   └── KernelsMissing  KernelSet.require(): every missing instantiation
     ├── InvalidArgument     INVALID_ARGUMENT: bad or missing params, an option
-    │                       outside the allow-list, an unknown arch (ValueError)
+    │   │                   outside the allow-list, an unknown arch (ValueError)
+    │   └── NotAModule      load_module() of an NVRTC kernel (a cubin, not a
+    │                       shared object): use get_kernel
     ├── CompileError        FAILED_PRECONDITION: NVRTC rejected the program;
     │   │                   ``.log`` holds NVRTC's log
     │   └── WarmFailed      KernelSet.warm(): instantiations that failed
@@ -19,6 +21,9 @@ status code (``.code``, a :class:`grpc.StatusCode`) and the daemon's message
     ├── Unavailable         UNAVAILABLE: no daemon at the endpoint  (ConnectionError)
     ├── DeadlineExceeded    DEADLINE_EXCEEDED: the call's timeout passed (TimeoutError)
     ├── Cancelled, DataLoss, Internal, Unimplemented
+    ├── ModuleUnavailable   FAILED_PRECONDITION: load_module() cannot load a
+    │                       module here (no tvm_ffi, another tvm-ffi version,
+    │                       an unsafe directory, a missing library) (ImportError)
     └── (JitdError itself for any other code)
 
 Each also derives from the built-in exception in parentheses, so code that
@@ -153,6 +158,24 @@ class Unimplemented(JitdError):
     """UNIMPLEMENTED: the daemon is older than this client and lacks the call."""
 
     default_code = grpc.StatusCode.UNIMPLEMENTED
+
+
+class NotAModule(InvalidArgument):
+    """Raised by :func:`jitd.load_module`: the kernel is an NVRTC kernel,
+    answered as a cubin (or PTX, or a fatbin), not a tvm-ffi shared object;
+    load it with :meth:`jitd.Client.get_kernel` and launch that instead."""
+
+
+class ModuleUnavailable(JitdError, ImportError):
+    """Raised by :func:`jitd.load_module`: the daemon built the module, but
+    this process cannot load it: ``tvm_ffi`` does not import (the message
+    says which ``apache-tvm-ffi`` to install), its version differs in
+    major.minor from the one the daemon built against, the directory the
+    shared object goes to is not private to this user, or the dynamic loader
+    refused the file (a library it needs, such as ``libcudart.so.13``, is not
+    on the loader path: the message has the loader's words). Never retried."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
 
 
 class KernelsMissing(NotFound):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union
@@ -236,9 +237,12 @@ class KernelResult:
         kernel, params, arch, options: what was asked (``arch`` is the one
             compiled for, the daemon's default when none was asked).
         key: hex content key, the cache's identity of this cubin.
-        cubin: the cubin (ELF) bytes; empty only for a PREFETCH miss.
+        cubin: the cubin (ELF) bytes; empty only for a PREFETCH miss. For
+            a module kernel (``kind = "module"``), the tvm-ffi shared object
+            (see :attr:`is_module`; load it with :func:`jitd.load_module`).
         symbols: name expression -> lowered (mangled) name, for every entry
-            point (``cuModuleGetFunction`` takes the lowered name).
+            point (``cuModuleGetFunction`` takes the lowered name); for a
+            module, export -> ``__tvm_ffi_<export>``.
         origin: where the daemon found it: "memory" (its hot cache), "disk",
             "remote" (the shared tier), "compiled" (by this request), or
             "none" (a PREFETCH miss: no cubin yet, compiling in the
@@ -246,7 +250,9 @@ class KernelResult:
         compile_ms: wall time of the NVRTC compile that produced the cubin
             (when it was compiled, not for this request).
         log: NVRTC's log of that compile (warnings), also on success.
-        nvrtc_version: "major.minor" of the NVRTC that compiled it.
+        nvrtc_version: "major.minor" of the NVRTC that compiled it; for a
+            module, what built it: ``"nvcc V13.0.88; tvm-ffi 0.1.15.post2"``
+            (see :attr:`tvm_ffi_version`).
         served_us: the daemon's time answering this request, microseconds.
 
     Launching (the CUDA driver through ctypes, :mod:`jitd.driver`)::
@@ -280,6 +286,23 @@ class KernelResult:
         """The old name of :attr:`origin` (where the daemon found the cubin,
         not CUDA source)."""
         return self.origin
+
+    @property
+    def is_module(self) -> bool:
+        """Whether :attr:`cubin` holds a host shared object (a module
+        kernel's tvm-ffi library, for :func:`jitd.load_module`) rather than
+        a cubin, PTX or fatbin: an ELF for x86-64 or AArch64."""
+        return is_shared_object(self.cubin)
+
+    @property
+    def tvm_ffi_version(self) -> str:
+        """The tvm-ffi version a module was built against, from
+        :attr:`nvrtc_version` (``"0.1.15.post2"``); ``""`` for an NVRTC
+        kernel and when the daemon does not know it."""
+        match = _TVM_FFI_VERSION.search(self.nvrtc_version)
+        if match is None or match.group(1) == "unknown":
+            return ""
+        return match.group(1)
 
     @property
     def spec(self) -> KernelSpec:
@@ -383,6 +406,21 @@ class KernelResult:
 
 #: A grid or block size: an int, or up to three ints.
 Dim = Union[int, Sequence[int]]
+
+# ELF e_machine values of the hosts a module's shared object is built for;
+# a cubin's is EM_CUDA (190).
+_EM_X86_64 = 62
+_EM_AARCH64 = 183
+# "nvcc V13.0.88; tvm-ffi 0.1.15.post2": a module's nvrtc_version.
+_TVM_FFI_VERSION = re.compile(r"(?:^|;)\s*tvm-ffi\s+(\S+)")
+
+
+def is_shared_object(data: bytes) -> bool:
+    """Whether ``data`` is a host ELF (e_machine, the little-endian u16 at
+    byte 18, is x86-64 or AArch64): a module kernel's shared object. A
+    cubin is an ELF for EM_CUDA, PTX is text, a fatbin has its own magic."""
+    return (len(data) >= 20 and data[:4] == b"\x7fELF"
+            and int.from_bytes(data[18:20], "little") in (_EM_X86_64, _EM_AARCH64))
 
 #: What :meth:`KernelResult.launch` hands a checked launch to, as ``(result,
 #: entry, grid, block, *args, stream=, shared_mem=)``: :func:`jitd._launch.launch`,

@@ -1,0 +1,248 @@
+"""Module kernels (kind = "module"): jitd.load_module against a real daemon
+serving the project's module tree (examples/module_tree), without a GPU:
+the shared object is written, checked and loaded with tvm_ffi, its exports
+are looked up but never called.
+
+One nvcc build for the whole file (6 to 10 s on the 2-core VM): one daemon
+for the module, one instantiation (activation.silu_and_mul, bf16), loaded
+once (the `silu` fixture); the other tests reuse the loaded module, or ask
+again (served from the daemon's memory) with the process's memo of loaded
+modules set aside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import jitd
+from jitd import modules
+
+from conftest import REPO, Daemon
+
+MODULE_TREE = REPO / "examples" / "module_tree"
+KERNEL = "activation.silu_and_mul"
+# A module build under load (another compile on the same 2 cores) can take a while.
+BUILD_TIMEOUT_S = 600
+
+
+@pytest.fixture(scope="module")
+def tvm_ffi() -> Any:
+    return pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi is not installed (tests/python/run.sh installs it)")
+
+
+@pytest.fixture(scope="module")
+def runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """XDG_RUNTIME_DIR for this file's tests: where the module is written."""
+    runtime = tmp_path_factory.mktemp("xdg-runtime")
+    runtime.chmod(0o700)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_RUNTIME_DIR", str(runtime))
+        yield runtime
+
+
+@pytest.fixture(scope="module")
+def module_daemon(runtime_dir: Path) -> Iterator[Daemon]:
+    instance = Daemon(MODULE_TREE, args=["--arch", "sm_90a"], workers=1).start()
+    yield instance
+    instance.remove()
+
+
+@pytest.fixture(scope="module")
+def silu(module_daemon: Daemon, tvm_ffi: Any) -> Iterator[tuple[Any, jitd.KernelResult]]:
+    """The one build: the module loaded through a client, and its result."""
+    with module_daemon.client(timeout=BUILD_TIMEOUT_S) as client:
+        module = client.load_module(KERNEL, dtype="bf16")
+        yield module, client.get_kernel(KERNEL, dtype="bf16")
+
+
+@pytest.fixture
+def no_loaded_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's loaded modules set aside, so that a load writes again."""
+    monkeypatch.setattr(modules, "_loaded", {})
+
+
+def module_path(runtime_dir: Path, result: jitd.KernelResult) -> Path:
+    return runtime_dir / "jitd-modules" / f"{result.key}.so"
+
+
+def test_load_module_returns_a_tvm_ffi_module_with_callable_exports(silu, tvm_ffi):
+    module, result = silu
+    assert isinstance(module, tvm_ffi.Module)
+    assert isinstance(module.silu_and_mul, tvm_ffi.Function) and callable(module.silu_and_mul)
+    assert isinstance(module["silu_and_mul"], tvm_ffi.Function)
+    assert result.is_module and result.origin in ("compiled", "memory")
+    assert result.symbols == {"silu_and_mul": "__tvm_ffi_silu_and_mul"}
+    assert result.tvm_ffi_version == "0.1.15.post2"
+    assert result.nvrtc_version.endswith("; tvm-ffi 0.1.15.post2")
+
+
+def test_a_second_load_returns_the_same_module_without_writing_or_compiling_again(silu, module_daemon, runtime_dir):
+    module, result = silu
+    path = module_path(runtime_dir, result)
+    before = path.stat()
+    with module_daemon.client() as fresh:  # another client: its own get_kernel, the process's module
+        assert fresh.load_module(KERNEL, dtype="bf16") is module
+        assert fresh.load_module(KERNEL, dtype="bf16") is module
+        assert fresh.stats().compiles == 1
+    try:
+        assert jitd.load_module(KERNEL, endpoint=module_daemon.endpoint, dtype="bf16") is module
+        assert jitd.load_module(KERNEL, endpoint=module_daemon.endpoint, dtype="bf16") is module
+    finally:
+        modules._clients.pop(module_daemon.endpoint).close()
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_the_shared_object_lies_in_a_private_directory(silu, runtime_dir):
+    _, result = silu
+    path = module_path(runtime_dir, result)
+    directory = path.parent
+    assert modules.module_dir() == str(directory)
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert directory.stat().st_uid == os.getuid()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o500
+    assert path.read_bytes() == result.cubin
+    assert os.listdir(directory) == [path.name]  # no temporary file left behind
+
+
+def test_an_nvrtc_kernel_is_not_a_module(client, monkeypatch):
+    k = client.get_kernel("small.fill", dtype="fp32")
+    assert not k.is_module and k.tvm_ffi_version == ""
+    monkeypatch.setitem(sys.modules, "tvm_ffi", None)  # decided before tvm_ffi is needed
+    with pytest.raises(jitd.NotAModule) as error:
+        client.load_module("small.fill", dtype="fp32")
+    assert isinstance(error.value, jitd.InvalidArgument) and isinstance(error.value, ValueError)
+    assert error.value.code.name == "INVALID_ARGUMENT"
+    assert "small.fill{dtype=fp32}" in error.value.message
+    assert "is an NVRTC kernel (the daemon answered a cubin" in error.value.message
+    assert "get_kernel()" in error.value.message
+    with pytest.raises(jitd.NotAModule):
+        modules.load(k)
+
+
+def test_without_tvm_ffi_the_error_says_what_to_install(silu, module_daemon, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tvm_ffi", None)  # `import tvm_ffi` fails as if it were not installed
+    with module_daemon.client() as fresh:
+        with pytest.raises(jitd.ModuleUnavailable) as error:
+            fresh.load_module(KERNEL, dtype="bf16")
+    assert isinstance(error.value, ImportError) and isinstance(error.value, jitd.JitdError)
+    assert error.value.code.name == "FAILED_PRECONDITION"
+    assert "cannot import tvm_ffi" in error.value.message
+    assert error.value.message.endswith("pip install apache-tvm-ffi==0.1.15.post2")
+    copy = pickle.loads(pickle.dumps(error.value))
+    assert type(copy) is jitd.ModuleUnavailable and copy.message == error.value.message
+
+
+def test_another_tvm_ffi_major_minor_is_refused_naming_both(silu, tvm_ffi, monkeypatch):
+    module, result = silu
+    monkeypatch.setattr(tvm_ffi, "__version__", "0.2.0")
+    with pytest.raises(jitd.ModuleUnavailable) as error:
+        modules.load(result)
+    assert "built against tvm-ffi 0.1.15.post2 (the daemon's)" in error.value.message
+    assert "this process has tvm-ffi 0.2.0" in error.value.message
+    monkeypatch.setattr(tvm_ffi, "__version__", "0.1.99")  # the same major.minor: loads
+    assert modules.load(result) is module
+
+
+def test_a_daemon_that_does_not_know_its_tvm_ffi_is_refused(silu):
+    _, result = silu
+    unknown = dataclasses.replace(result, nvrtc_version="nvcc V13.0.88; tvm-ffi unknown")
+    assert unknown.tvm_ffi_version == ""
+    with pytest.raises(jitd.ModuleUnavailable) as error:
+        modules.load(unknown)
+    assert "a tvm-ffi version the daemon does not know" in error.value.message
+    assert "'nvcc V13.0.88; tvm-ffi unknown'" in error.value.message
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
+def test_a_directory_others_may_write_is_refused(silu, no_loaded_modules, tmp_path, monkeypatch, mode):
+    _, result = silu
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    shared = tmp_path / "jitd-modules"
+    shared.mkdir()
+    shared.chmod(mode)
+    with pytest.raises(jitd.ModuleUnavailable) as error:
+        modules.load(result)
+    assert f"refusing to load modules from {shared}: group or others may write to it (mode {mode:04o})" \
+        in error.value.message
+    assert os.listdir(shared) == []
+
+
+def test_a_symbolic_link_or_another_users_directory_is_refused(silu, no_loaded_modules, tmp_path, monkeypatch):
+    _, result = silu
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (tmp_path / "jitd-modules").symlink_to(private)
+    with pytest.raises(jitd.ModuleUnavailable, match="it is a symbolic link"):
+        modules.load(result)
+    (tmp_path / "jitd-modules").unlink()
+    if os.getuid() != 0:
+        return  # only root can give a directory away
+    (tmp_path / "jitd-modules").mkdir(mode=0o700)
+    os.chown(tmp_path / "jitd-modules", 65534, 65534)
+    with pytest.raises(jitd.ModuleUnavailable, match="it belongs to uid 65534, not to this user"):
+        modules.load(result)
+
+
+def test_without_xdg_runtime_dir_the_directory_is_per_user_under_tmp(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for runtime in (None, str(tmp_path / "missing"), "relative/dir"):
+        if runtime is None:
+            monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+        else:
+            monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+        directory = Path(modules.module_dir())
+        assert directory == tmp_path / f"jitd-modules-{os.getuid()}"
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+
+def test_a_file_that_does_not_read_back_as_received_is_data_loss(silu, no_loaded_modules, tmp_path, monkeypatch):
+    _, result = silu
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    replace = os.replace
+
+    def corrupting_replace(source: str, target: str) -> None:
+        os.chmod(source, 0o700)
+        with open(source, "r+b") as file:
+            file.seek(64)
+            file.write(b"\xff")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", corrupting_replace)
+    with pytest.raises(jitd.DataLoss, match="does not hold the bytes received from the daemon"):
+        modules.load(result)
+    assert modules._loaded == {}
+
+
+def test_a_missing_cuda_runtime_names_the_library_and_the_fix(silu, tvm_ffi, no_loaded_modules, tmp_path,
+                                                              monkeypatch):
+    _, result = silu
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+
+    def load_module(path: str) -> Any:  # the loader's words (tvm_ffi 0.1.15) when a NEEDED library is missing
+        raise RuntimeError(f"Check failed: (lib_handle_ != nullptr) is false: Failed to load dynamic shared library "
+                           f"{path} libcudart.so.13: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(tvm_ffi, "load_module", load_module)
+    with pytest.raises(jitd.ModuleUnavailable) as error:
+        modules.load(result)
+    assert "libcudart.so.13: cannot open shared object file" in error.value.message
+    assert error.value.message.endswith(modules.CUDART_HINT)
+    assert modules._loaded == {}
+
+
+def test_import_jitd_does_not_import_tvm_ffi():
+    code = "import sys, jitd; jitd.load_module; print('tvm_ffi' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
