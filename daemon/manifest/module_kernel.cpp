@@ -231,6 +231,57 @@ std::vector<std::string> ModuleArchOptions(std::string_view arch, std::string_vi
   return out;
 }
 
+namespace {
+
+// Adds to `d` the fingerprints of the files a module build reads besides
+// the staged tree, and fills t.read_roots: the read roots (the toolkit's
+// headers, tvm-ffi's, the host compiler's system headers; a module key
+// holds this and nothing of NVRTC's toolchain, so that a daemon keying by a
+// bundle's builder, ServeOnlyToolchain, needs nothing of the host's
+// toolkit), then the programs (nvcc's stages, the host compiler's, the
+// linker) and the libraries linked against.
+absl::Status FingerprintFiles(ModuleToolchain& t, const fs::path& cuda_include, const std::vector<std::string>& env,
+                              const fs::path& memo_dir, keys::FieldDigest& d) {
+  std::error_code ec;
+  std::vector<fs::path> hashed_roots = {cuda_include};
+  hashed_roots.insert(hashed_roots.end(), t.ffi_include.begin(), t.ffi_include.end());
+  if (auto out = compiler::CommandOutput({t.host_cxx.string(), "-print-file-name=include"}, env); out.ok()) {
+    const fs::path dir(std::string(Trim(*out)));
+    if (dir.is_absolute() && fs::is_directory(dir, ec)) hashed_roots.push_back(dir);
+  }
+  for (const char* dir : {"/usr/local/include", "/usr/include"}) {
+    if (fs::is_directory(dir, ec)) hashed_roots.push_back(dir);
+  }
+  for (const fs::path& root : hashed_roots) {
+    const fs::path canonical = fs::weakly_canonical(root, ec);
+    t.read_roots.push_back(canonical.string());
+    JITD_ASSIGN_OR_RETURN(std::string fingerprint, Fingerprint(canonical, memo_dir, "tree"));
+    d.Field("root", canonical.string());
+    d.Field("root-fingerprint", fingerprint);
+  }
+  // The programs: nvcc's stages, the host compiler's, the linker, and the
+  // libraries linked against.
+  std::vector<fs::path> programs;
+  const fs::path cuda_root = t.nvcc.parent_path().parent_path();
+  for (const char* file :
+       {"bin/nvcc", "bin/nvcc.profile", "bin/cudafe++", "bin/ptxas", "bin/fatbinary", "bin/nvlink", "bin/bin2c",
+        "nvvm/bin/cicc", "nvvm/libdevice/libdevice.10.bc", "lib64/libcudart.so", "lib64/libcudart_static.a"}) {
+    if (fs::exists(cuda_root / file, ec)) programs.push_back(cuda_root / file);
+  }
+  programs.push_back(t.host_cxx);
+  for (const char* program : {"cc1plus", "as", "ld", "collect2"}) {
+    if (fs::path p = ProgramPath(t.host_cxx, program, env); !p.empty()) programs.push_back(p);
+  }
+  programs.push_back(t.ffi_lib_dir / "libtvm_ffi.so");
+  JITD_ASSIGN_OR_RETURN(std::string program_fingerprint,
+                        memo_dir.empty() ? keys::FilesFingerprint(programs)
+                                         : keys::MemoizedFilesFingerprint(programs, memo_dir / "module-programs"));
+  d.Field("programs", program_fingerprint);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ModuleToolchain> DetectModuleToolchain(const ModuleToolOptions& options, const fs::path& cuda_include,
                                                       const fs::path& memo_dir) {
   ModuleToolchain t;
@@ -277,43 +328,7 @@ absl::StatusOr<ModuleToolchain> DetectModuleToolchain(const ModuleToolOptions& o
   d.Field("nvcc-version", nvcc_version);
   d.Field("host-cxx-version", t.host_cxx_version);
   d.Field("tvm-ffi-version", t.tvm_ffi_version);
-  // The read roots: the toolkit's headers (the Toolchain's fingerprint
-  // covers them and joins every module key), tvm-ffi's, the host
-  // compiler's system headers.
-  t.read_roots.push_back(fs::weakly_canonical(cuda_include, ec).string());
-  std::vector<fs::path> hashed_roots = t.ffi_include;
-  if (auto out = compiler::CommandOutput({t.host_cxx.string(), "-print-file-name=include"}, env); out.ok()) {
-    const fs::path dir(std::string(Trim(*out)));
-    if (dir.is_absolute() && fs::is_directory(dir, ec)) hashed_roots.push_back(dir);
-  }
-  for (const char* dir : {"/usr/local/include", "/usr/include"}) {
-    if (fs::is_directory(dir, ec)) hashed_roots.push_back(dir);
-  }
-  for (const fs::path& root : hashed_roots) {
-    const fs::path canonical = fs::weakly_canonical(root, ec);
-    t.read_roots.push_back(canonical.string());
-    JITD_ASSIGN_OR_RETURN(std::string fingerprint, Fingerprint(canonical, memo_dir, "tree"));
-    d.Field("root", canonical.string());
-    d.Field("root-fingerprint", fingerprint);
-  }
-  // The programs: nvcc's stages, the host compiler's, the linker, and the
-  // libraries linked against.
-  std::vector<fs::path> programs;
-  const fs::path cuda_root = t.nvcc.parent_path().parent_path();
-  for (const char* file :
-       {"bin/nvcc", "bin/nvcc.profile", "bin/cudafe++", "bin/ptxas", "bin/fatbinary", "bin/nvlink", "bin/bin2c",
-        "nvvm/bin/cicc", "nvvm/libdevice/libdevice.10.bc", "lib64/libcudart.so", "lib64/libcudart_static.a"}) {
-    if (fs::exists(cuda_root / file, ec)) programs.push_back(cuda_root / file);
-  }
-  programs.push_back(t.host_cxx);
-  for (const char* program : {"cc1plus", "as", "ld", "collect2"}) {
-    if (fs::path p = ProgramPath(t.host_cxx, program, env); !p.empty()) programs.push_back(p);
-  }
-  programs.push_back(t.ffi_lib_dir / "libtvm_ffi.so");
-  JITD_ASSIGN_OR_RETURN(std::string program_fingerprint,
-                        memo_dir.empty() ? keys::FilesFingerprint(programs)
-                                         : keys::MemoizedFilesFingerprint(programs, memo_dir / "module-programs"));
-  d.Field("programs", program_fingerprint);
+  JITD_RETURN_IF_ERROR(FingerprintFiles(t, cuda_include, env, memo_dir, d));
   t.fingerprint = d.Hex();
   return t;
 }

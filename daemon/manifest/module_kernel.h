@@ -95,9 +95,10 @@ struct ModuleToolchain {
   // toolkit, tvm-ffi's include dirs, the host compiler's system include
   // dirs. The depfile of every build is checked against them.
   std::vector<std::string> read_roots;
-  // SHA-256 over the versions, the files of every read root, the nvcc,
-  // host compiler and linker programs and libtvm_ffi.so: part of every
-  // module key, so a change of any of them makes new keys.
+  // SHA-256 over the versions, the files of every read root (the
+  // toolkit's headers among them), the nvcc, host compiler and linker
+  // programs and libtvm_ffi.so: the toolchain's part of every module key,
+  // so a change of any of them makes new keys.
   std::string fingerprint;
   // Serve-only (ServeOnlyToolchain): why nothing can be built; nvcc is
   // then empty and a build is refused with this. "" for a real toolchain.

@@ -354,9 +354,10 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
 
   keys::KeyInputs key;
   key.tree = served.name;
+  // The module toolchain's fingerprint covers the toolkit headers nvcc
+  // reads; NVRTC's fields stay out, so that a serve-only daemon keys as
+  // the bundle's builder did on any toolkit.
   key.nvrtc_version = Cat("module ", tools.nvcc_version);
-  key.toolkit_fingerprint = toolchain_.fingerprint;
-  key.nvrtc_library_fingerprint = toolchain_.nvrtc_library_fingerprint;
   key.arch = out.arch;
   key.options.assign(build.compile_options.begin(), build.compile_options.end() - root_options.size());
   key.name_expressions = job.name_expressions;

@@ -57,8 +57,9 @@ struct KeyInputs {
   // tree sits is not.
   std::vector<std::pair<std::string, std::string>> sources;
   // A module (a tvm-ffi shared object built by nvcc): the module
-  // toolchain's fingerprint (nvcc, host compiler, tvm-ffi, the system
-  // headers) and the link options. `options` then holds nvcc's compile
+  // toolchain's fingerprint (nvcc, host compiler, tvm-ffi, the toolkit's
+  // and the system headers: toolkit_fingerprint and
+  // nvrtc_library_fingerprint are then empty) and the link options. `options` then holds nvcc's compile
   // options, `name_expressions` the export names, `sources` the generated
   // unit and every staged tree file. Empty for a cubin.
   std::string module_toolchain;
