@@ -251,7 +251,8 @@ class KernelResult:
             (when it was compiled, not for this request).
         log: NVRTC's log of that compile (warnings), also on success.
         nvrtc_version: "major.minor" of the NVRTC that compiled it; for a
-            module, what built it: ``"nvcc V13.0.88; tvm-ffi 0.1.15.post2"``
+            module, what built it: ``"nvcc V13.0.88; tvm-ffi 0.1.15.post2;
+            toolchain <fingerprint>"``
             (see :attr:`tvm_ffi_version`).
         served_us: the daemon's time answering this request, microseconds.
 
@@ -411,8 +412,9 @@ Dim = Union[int, Sequence[int]]
 # a cubin's is EM_CUDA (190).
 _EM_X86_64 = 62
 _EM_AARCH64 = 183
-# "nvcc V13.0.88; tvm-ffi 0.1.15.post2": a module's nvrtc_version.
-_TVM_FFI_VERSION = re.compile(r"(?:^|;)\s*tvm-ffi\s+(\S+)")
+# "nvcc V13.0.88; tvm-ffi 0.1.15.post2; toolchain <fingerprint>": a
+# module's nvrtc_version.
+_TVM_FFI_VERSION = re.compile(r"(?:^|;)\s*tvm-ffi\s+([^;\s]+)")
 
 
 def is_shared_object(data: bytes) -> bool:
