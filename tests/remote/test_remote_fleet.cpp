@@ -448,6 +448,52 @@ TEST_F(FleetTest, WithASigningKeyTheFleetServesOnlyWhatItSigned) {
   EXPECT_NE(refused.output.find("at least 16"), std::string::npos) << refused.output;
 }
 
+#ifdef JITD_MODULE_TREE_DIR
+// A module kernel (a tvm-ffi shared object: code the client runs) goes
+// through Redis only signed. Unsigned, each daemon builds its own (nothing
+// is stored, and nothing found would be served); signed, two daemons
+// asking at once make one build, the other answered from Redis.
+TEST_F(FleetTest, AModuleIsSharedOnlySignedAndThenBuiltOnceForTwoDaemons) {
+  const std::vector<std::string> sm90a = {"--arch", "sm_90a"};
+  const auto unsigned_request = testing::KernelRequest("activation.silu_and_mul", {{"dtype", "bf16"}});
+  {
+    Fleet fleet(2, JITD_MODULE_TREE_DIR, redis_->url(), sm90a);
+    auto first = fleet.daemons[0]->Connect("", 300s)->GetKernel(unsigned_request);
+    ASSERT_TRUE(first.ok()) << first.status();
+    auto second = fleet.daemons[1]->Connect("", 300s)->GetKernel(unsigned_request);
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_EQ(second->source(), v1::GetKernelResponse::COMPILED) << "an unsigned module went through Redis";
+    EXPECT_EQ(fleet.Compiles(), 2u);
+  }
+  testing::WriteFile(dir_ / "fleet.key", "3f1c9a7e0b2d4c6a8e1f3b5d7c9a0e2f\n");
+  std::vector<std::string> keyed = sm90a;
+  keyed.insert(keyed.end(), {"--remote-signing-key-file", (dir_ / "fleet.key").string()});
+  Fleet fleet(2, JITD_MODULE_TREE_DIR, redis_->url(), keyed);
+  const auto request = testing::KernelRequest("activation.silu_and_mul", {{"dtype", "fp16"}});
+  std::vector<absl::StatusOr<v1::GetKernelResponse>> answers(2, absl::UnknownError("not run"));
+  std::barrier start(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      std::unique_ptr<Client> client = fleet.daemons[i]->Connect("", 300s);
+      start.arrive_and_wait();
+      answers[i] = client->GetKernel(request);
+    });
+  }
+  for (auto& t : threads) t.join();
+  int remote = 0;
+  for (const auto& answer : answers) {
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_TRUE(answer->cubin() == answers[0]->cubin());
+    remote += answer->source() == v1::GetKernelResponse::REMOTE ? 1 : 0;
+  }
+  std::printf("[fleet] 2 daemons, one module asked at once, signed: %llu build(s), %d answered from Redis\n",
+              static_cast<unsigned long long>(fleet.Compiles()), remote);
+  EXPECT_EQ(fleet.Compiles(), 1u);
+  EXPECT_EQ(remote, 1);
+}
+#endif
+
 TEST_F(FleetTest, MetricsShowTheRemoteTier) {
   Fleet fleet(2, testing::SmallKernelsDir(), redis_->url(), {"--metrics-listen", "127.0.0.1:0"});
   const auto request = testing::KernelRequest("small.fill", {{"dtype", "fp64"}});
