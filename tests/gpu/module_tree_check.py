@@ -5,9 +5,12 @@ to KERNELS.md's semantics: bit-exact with eager where KERNELS.md says so,
 within its ulp bounds where it gives them.
 
   python3 tests/gpu/module_tree_check.py MODULE_DIR [--json FILE]
+  python3 tests/gpu/module_tree_check.py --endpoint unix:/PATH [--json FILE]
 
-MODULE_DIR holds <kernel>.<dtype>.so as check_build.sh writes them. Needs
-torch with CUDA and apache-tvm-ffi. Prints one line per check and a summary;
+MODULE_DIR holds <kernel>.<dtype>.so as check_build.sh writes them; with
+--endpoint each module comes from a jitd daemon serving the tree instead,
+through jitd.load_module (the path a server takes). Needs torch with CUDA
+and apache-tvm-ffi (and the jitd package with --endpoint). Prints one line per check and a summary;
 exits 1 when one failed, 2 when it cannot run (no GPU, no tvm_ffi).
 
 What each check is held to (the reference is said in each line):
@@ -33,9 +36,12 @@ def ulps(out, ref, torch):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("module_dir")
+    parser.add_argument("module_dir", nargs="?")
+    parser.add_argument("--endpoint", help="load each module from this jitd daemon (jitd.load_module)")
     parser.add_argument("--json")
     args = parser.parse_args()
+    if (args.module_dir is None) == (args.endpoint is None):
+        parser.error("give MODULE_DIR or --endpoint")
     try:
         import torch
         import tvm_ffi
@@ -54,6 +60,9 @@ def main():
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}", flush=True)
 
     def load(kernel, dtype):
+        if args.endpoint:
+            import jitd
+            return jitd.load_module(kernel, endpoint=args.endpoint, arch="sm_90a", dtype=dtype)
         path = os.path.join(args.module_dir, f"{kernel}.{dtype}.so")
         return tvm_ffi.load_module(path)
 
