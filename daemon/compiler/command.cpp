@@ -13,6 +13,7 @@
 #include <system_error>
 #include <thread>
 
+#include "compiler/spawn_setup.h"
 #include "jitd/base/files.h"
 #include "jitd/base/text.h"
 
@@ -22,50 +23,30 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using text::Cat;
 
-// Spawn attributes and file actions, freed on every path.
-class SpawnSetup {
- public:
-  SpawnSetup() {
-    posix_spawnattr_init(&attr_);
-    posix_spawn_file_actions_init(&actions_);
+// Fills `setup` for a command: stdin from /dev/null; stdout to `out_fd`
+// when it is >= 0, else to `log` (appended) or /dev/null; stderr to `log`
+// or /dev/null; nothing else inherited; every signal at its default and
+// unblocked; in `cwd` when it is not empty. 0 or an errno value.
+int PrepareCommandSpawn(SpawnSetup& setup, const std::filesystem::path& cwd, const std::filesystem::path& log,
+                        int out_fd) {
+  sigset_t empty, all;
+  sigemptyset(&empty);
+  sigfillset(&all);
+  const char* sink = log.empty() ? "/dev/null" : log.c_str();
+  posix_spawn_file_actions_t* actions = setup.actions();
+  int rc = posix_spawnattr_setflags(setup.attr(), POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  if (rc == 0) rc = posix_spawnattr_setsigmask(setup.attr(), &empty);
+  if (rc == 0) rc = posix_spawnattr_setsigdefault(setup.attr(), &all);
+  if (rc == 0) rc = posix_spawn_file_actions_addopen(actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (rc == 0) rc = posix_spawn_file_actions_addopen(actions, STDERR_FILENO, sink, O_WRONLY | O_CREAT | O_APPEND, 0600);
+  if (rc == 0) {
+    rc = out_fd >= 0 ? posix_spawn_file_actions_adddup2(actions, out_fd, STDOUT_FILENO)
+                     : posix_spawn_file_actions_adddup2(actions, STDERR_FILENO, STDOUT_FILENO);
   }
-  ~SpawnSetup() {
-    posix_spawnattr_destroy(&attr_);
-    posix_spawn_file_actions_destroy(&actions_);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-
-  // stdin from /dev/null; stdout to `out_fd` when it is >= 0, else to
-  // `log` (appended) or /dev/null; stderr to `log` or /dev/null; nothing
-  // else inherited; every signal at its default and unblocked.
-  int Prepare(const std::filesystem::path& cwd, const std::filesystem::path& log, int out_fd) {
-    sigset_t empty, all;
-    sigemptyset(&empty);
-    sigfillset(&all);
-    const char* sink = log.empty() ? "/dev/null" : log.c_str();
-    int rc = posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr_, &empty);
-    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr_, &all);
-    if (rc == 0) rc = posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    if (rc == 0) {
-      rc = posix_spawn_file_actions_addopen(&actions_, STDERR_FILENO, sink, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    }
-    if (rc == 0) {
-      rc = out_fd >= 0 ? posix_spawn_file_actions_adddup2(&actions_, out_fd, STDOUT_FILENO)
-                       : posix_spawn_file_actions_adddup2(&actions_, STDERR_FILENO, STDOUT_FILENO);
-    }
-    if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions_, STDERR_FILENO + 1);
-    if (rc == 0 && !cwd.empty()) rc = posix_spawn_file_actions_addchdir_np(&actions_, cwd.c_str());
-    return rc;
-  }
-  const posix_spawnattr_t* attr() const { return &attr_; }
-  const posix_spawn_file_actions_t* actions() const { return &actions_; }
-
- private:
-  posix_spawnattr_t attr_;
-  posix_spawn_file_actions_t actions_;
-};
+  if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(actions, STDERR_FILENO + 1);
+  if (rc == 0 && !cwd.empty()) rc = posix_spawn_file_actions_addchdir_np(actions, cwd.c_str());
+  return rc;
+}
 
 // Kills a command still running: with every process it started when this
 // process leads its own process group (a compile worker, as the pool starts
@@ -92,7 +73,7 @@ absl::StatusOr<pid_t> Spawn(const Command& command, int out_fd) {
     }
   }
   SpawnSetup setup;
-  if (const int rc = setup.Prepare(command.cwd, command.log, out_fd); rc != 0) {
+  if (const int rc = PrepareCommandSpawn(setup, command.cwd, command.log, out_fd); rc != 0) {
     return absl::InternalError(
         Cat("cannot prepare to run ", command.argv.front(), ": ", std::generic_category().message(rc)));
   }

@@ -17,6 +17,7 @@
 #include <system_error>
 #include <thread>
 
+#include "compiler/spawn_setup.h"
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
@@ -36,48 +37,31 @@ int PollTimeout(WorkerProcess::Clock::time_point deadline) {
   return left > 1'000'000 ? 1'000'000 : static_cast<int>(left);
 }
 
-// posix_spawn attributes and file actions, freed on every path.
-class SpawnSetup {
- public:
-  SpawnSetup() {
-    posix_spawnattr_init(&attr_);
-    posix_spawn_file_actions_init(&actions_);
-  }
-  ~SpawnSetup() {
-    posix_spawnattr_destroy(&attr_);
-    posix_spawn_file_actions_destroy(&actions_);
-  }
-  SpawnSetup(const SpawnSetup&) = delete;
-  SpawnSetup& operator=(const SpawnSetup&) = delete;
-
-  // 0 or an errno value.
-  int Prepare(int child_socket) {
-    sigset_t empty;
-    sigemptyset(&empty);
-    // Dispositions the daemon may have set to SIG_IGN survive exec; these
-    // the worker needs at their defaults (handlers are reset by exec anyway).
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    for (int sig : {SIGPIPE, SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
-    int rc = posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-    if (rc == 0) rc = posix_spawnattr_setsigmask(&attr_, &empty);
-    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attr_, &defaults);
-    if (rc == 0) rc = posix_spawnattr_setpgroup(&attr_, 0);
-    // dup2 onto itself (child_socket == 3) clears FD_CLOEXEC (glibc >= 2.29,
-    // POSIX 2024); onto another number the copy has no FD_CLOEXEC anyway.
-    if (rc == 0) rc = posix_spawn_file_actions_adddup2(&actions_, child_socket, kWorkerSocketFd);
-    // Whatever the host process leaked without O_CLOEXEC stays out.
-    if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions_, kWorkerSocketFd + 1);
-    if (rc == 0) rc = posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    return rc;
-  }
-  const posix_spawnattr_t* attr() const { return &attr_; }
-  const posix_spawn_file_actions_t* actions() const { return &actions_; }
-
- private:
-  posix_spawnattr_t attr_;
-  posix_spawn_file_actions_t actions_;
-};
+// Fills `setup` for a worker: its own process group (the pool kills the
+// group, nvcc and the host compiler of a module build with it), the
+// signals it needs at their defaults, the socket as kWorkerSocketFd and
+// nothing else. 0 or an errno value.
+int PrepareWorkerSpawn(SpawnSetup& setup, int child_socket) {
+  sigset_t empty;
+  sigemptyset(&empty);
+  // Dispositions the daemon may have set to SIG_IGN survive exec; these
+  // the worker needs at their defaults (handlers are reset by exec anyway).
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&defaults, sig);
+  int rc =
+      posix_spawnattr_setflags(setup.attr(), POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  if (rc == 0) rc = posix_spawnattr_setsigmask(setup.attr(), &empty);
+  if (rc == 0) rc = posix_spawnattr_setsigdefault(setup.attr(), &defaults);
+  if (rc == 0) rc = posix_spawnattr_setpgroup(setup.attr(), 0);
+  // dup2 onto itself (child_socket == 3) clears FD_CLOEXEC (glibc >= 2.29,
+  // POSIX 2024); onto another number the copy has no FD_CLOEXEC anyway.
+  if (rc == 0) rc = posix_spawn_file_actions_adddup2(setup.actions(), child_socket, kWorkerSocketFd);
+  // Whatever the host process leaked without O_CLOEXEC stays out.
+  if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(setup.actions(), kWorkerSocketFd + 1);
+  if (rc == 0) rc = posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  return rc;
+}
 
 }  // namespace
 
@@ -103,7 +87,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const std::v
 
   SpawnSetup setup;
   pid_t pid = -1;
-  int rc = setup.Prepare(child_socket);
+  int rc = PrepareWorkerSpawn(setup, child_socket);
   if (rc == 0) rc = posix_spawnp(&pid, c_args[0], setup.actions(), setup.attr(), c_args.data(), environ);
   close(child_socket);
   if (rc != 0) {
