@@ -137,6 +137,20 @@ struct KernelBinary {
   const KernelSymbol* FindSymbol(std::string_view name_expression) const;
 };
 
+// A module kernel (`kind = "module"`): its tvm-ffi shared object in a file
+// this process may load (dlopen, tvm::ffi::Module::LoadFromFile), and its
+// exports.
+struct ModuleFile {
+  std::filesystem::path path;  // DIR/<key>.so, mode 0500
+  std::string key;
+  // Export names, as the unit declares them (each is the function
+  // __tvm_ffi_<name> of the object).
+  std::vector<std::string> exports;
+  // What built it: "nvcc V13.0.88; tvm-ffi 0.1.15.post2; toolchain <fp>"
+  // (load it only with that tvm-ffi).
+  std::string builder;
+};
+
 // Where kernels come from while the daemon cannot be reached: the read-only
 // fallback cache of jitd::client_fallback (jitd/client_fallback.h), or a
 // program's own. Find() is called from any thread.
@@ -299,6 +313,18 @@ class Client {
   // CUDA driver: FAILED_PRECONDITION naming libcuda.so.1 and the loader's
   // reason, before any RPC.
   absl::StatusOr<std::shared_ptr<const Module>> GetKernel(const KernelSpec& spec);
+
+  // A module kernel's shared object, written to a file and verified before
+  // it is handed out: GetKernelBinary(spec), then, in `dir` (default
+  // $XDG_RUNTIME_DIR/jitd-modules, else TMPDIR-or-/tmp/jitd-modules-<uid>;
+  // made 0700; refused with FAILED_PRECONDITION when it is a link, another
+  // user's, or writable by its group or others), a new file of mode 0500
+  // (O_EXCL, O_NOFOLLOW) renamed to <key>.so, read back and held to the
+  // checksum of the bytes received (DATA_LOSS when they differ). A module
+  // is code this process will run: it is never taken from a place someone
+  // else can write. INVALID_ARGUMENT when the kernel is not a module (a
+  // cubin, PTX or fatbin: use GetKernel).
+  absl::StatusOr<ModuleFile> GetModuleFile(const KernelSpec& spec, const std::filesystem::path& dir = {});
 
   ClientCounters counters() const;
 

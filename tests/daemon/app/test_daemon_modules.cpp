@@ -20,6 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::KernelRequest;
 using testing::ProcessResult;
+using jitd::ModuleFile;
 using testing::TempDir;
 using testing::TestDaemon;
 
@@ -86,6 +87,28 @@ TEST_F(ModulesTest, AModuleIsBuiltOnceThenServedFromMemoryAndAfterARestartFromDi
   std::stringstream written;
   written << file.rdbuf();
   EXPECT_EQ(written.str(), built->cubin());
+
+  // The C++ client's verified file: private directory, mode 0500, the
+  // bytes served, the exports; never from a directory others can write.
+  const std::filesystem::path modules = dir_ / "modules";
+  absl::StatusOr<ModuleFile> module = client_->GetModuleFile(
+      {.kernel = "activation.silu_and_mul", .params = {{"dtype", "bf16"}}, .arch = "sm_90a"}, modules);
+  ASSERT_TRUE(module.ok()) << module.status();
+  EXPECT_EQ(module->path, modules / (built->key() + ".so"));
+  EXPECT_EQ(module->exports, std::vector<std::string>{"silu_and_mul"});
+  EXPECT_THAT(module->builder, HasSubstr("tvm-ffi 0.1.15.post2"));
+  EXPECT_EQ(std::filesystem::status(module->path).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  EXPECT_EQ(std::filesystem::status(modules).permissions(), std::filesystem::perms::owner_all);
+  std::ifstream module_file(module->path, std::ios::binary);
+  std::stringstream module_bytes;
+  module_bytes << module_file.rdbuf();
+  EXPECT_EQ(module_bytes.str(), built->cubin());
+  std::filesystem::permissions(modules, std::filesystem::perms::group_write, std::filesystem::perm_options::add);
+  absl::StatusOr<ModuleFile> shared = client_->GetModuleFile(
+      {.kernel = "activation.silu_and_mul", .params = {{"dtype", "bf16"}}, .arch = "sm_90a"}, modules);
+  EXPECT_EQ(shared.status().code(), absl::StatusCode::kFailedPrecondition) << shared.status();
+  EXPECT_THAT(std::string(shared.status().message()), HasSubstr("writable by its group or others"));
 
   // One arch per shared object; NVRTC's request options are not a module's.
   v1::GetKernelRequest fleet = KernelRequest("activation.silu_and_mul", {{"dtype", "bf16"}});
