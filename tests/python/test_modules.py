@@ -12,6 +12,7 @@ modules set aside.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import pickle
@@ -25,6 +26,7 @@ from typing import Any, Iterator
 import pytest
 
 import jitd
+import jitd.aio
 from jitd import modules
 
 from conftest import REPO, Daemon
@@ -101,6 +103,16 @@ def test_a_second_load_returns_the_same_module_without_writing_or_compiling_agai
         modules._clients.pop(module_daemon.endpoint).close()
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_the_asyncio_client_loads_the_same_module(silu, module_daemon):
+    module, _ = silu
+
+    async def load() -> Any:
+        async with jitd.aio.Client(module_daemon.endpoint) as client:
+            return await client.load_module(KERNEL, dtype="bf16")
+
+    assert asyncio.run(load()) is module
 
 
 def test_the_shared_object_lies_in_a_private_directory(silu, runtime_dir):

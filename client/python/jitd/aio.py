@@ -29,7 +29,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, List, Optional, Sequ
 import grpc
 import grpc.aio
 
-from . import _calls, _health, _local
+from . import _calls, _health, _local, modules
 from ._calls import KernelsLike
 from ._memo import SingleFlightMemo, deadline_after
 from ._proto.jitd.v1 import cache_admin_pb2_grpc, compiler_pb2_grpc
@@ -249,6 +249,17 @@ class Client(_calls.Settings):
                 self._local = None  # broken: the next request opens a new one
             return None
         return self._local_hit(spec, answer)
+
+    async def load_module(self, kernel: str, arch: Optional[str] = None, *, timeout: Optional[float] = None,
+                          **params: ParamValue) -> Any:
+        """:meth:`jitd.Client.load_module` for asyncio: the kernel is awaited
+        (memo and single flight as :meth:`get_kernel`); writing, checking and
+        loading its shared object (file I/O and the dynamic loader) run in
+        the loop's default executor. The same errors, and the same module
+        object per content key in the process, whichever client loaded it.
+        """
+        result = await self.get_kernel(kernel, arch, params=params, timeout=timeout)
+        return await asyncio.get_running_loop().run_in_executor(None, modules.load, result)
 
     async def kernels(self, glob: str = "", *, timeout: Optional[float] = None) -> Manifest:
         """:meth:`jitd.Client.kernels`: the daemon's manifest."""
