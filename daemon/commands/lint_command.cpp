@@ -84,6 +84,8 @@ absl::StatusOr<std::shared_ptr<const manifest::Resolver>> RunCompileAll(
   toolchain.modules = ModuleToolchainOf(o, {});
   report.compiled = true;
   report.nvrtc_version = toolchain.nvrtc_version;
+  report.modules = std::any_of(tree->manifest().kernels.begin(), tree->manifest().kernels.end(),
+                               [](const manifest::KernelDef& k) { return k.is_module(); });
   std::vector<manifest::ServedTree> trees;
   trees.push_back({o.kernels_name, std::move(tree), nullptr});
   JITD_ASSIGN_OR_RETURN(auto resolver,

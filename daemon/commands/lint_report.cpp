@@ -245,8 +245,8 @@ std::string LintTextCompile(const LintReport& r) {
   std::snprintf(seconds, sizeof seconds, "%.1f", r.compile_s);
   const size_t compiled = r.instantiations.size() - r.CountInstantiations(false, true);
   return out + Cat("jitd lint: ", compiled, " instantiations compiled for ", r.archs.size(), " arch(s) with NVRTC ",
-                   SafeLine(r.nvrtc_version), " in ", seconds, " s: ", r.CountFindings(LintReport::Check::kCompile),
-                   " findings",
+                   SafeLine(r.nvrtc_version), r.modules ? " and nvcc" : "", " in ", seconds,
+                   " s: ", r.CountFindings(LintReport::Check::kCompile), " findings",
                    r.skipped_kernels.empty()
                        ? ""
                        : Cat(" (", r.skipped_kernels.size(), " kernels with source findings not compiled)"),

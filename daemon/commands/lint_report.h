@@ -39,6 +39,7 @@ struct LintReport {
   std::vector<std::string> source_files;
   bool compiled = false;      // the compile-all half ran (not --source-only)
   std::string nvrtc_version;  // when compiled
+  bool modules = false;       // the tree has module kernels, which nvcc builds
   double compile_s = 0;
   size_t parallelism = 0;
   std::vector<Finding> findings;  // the source findings, then the compile ones
