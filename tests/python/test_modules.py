@@ -105,6 +105,12 @@ def test_a_second_load_returns_the_same_module_without_writing_or_compiling_agai
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
+def test_launching_a_module_like_a_cubin_points_to_load_module(silu):
+    _, result = silu
+    with pytest.raises(jitd.InvalidArgument, match=r"load it with jitd.load_module\(\)"):
+        result[1, 1]()
+
+
 def test_the_asyncio_client_loads_the_same_module(silu, module_daemon):
     module, _ = silu
 

@@ -22,6 +22,10 @@ def launch(result: KernelResult, entry: Optional[str], grid: Dim, block: Dim, *a
            shared_mem: int = 0) -> None:
     """``result.launch(grid, block, *args, entry=entry, ...)`` once it has
     checked ``entry``: see :meth:`jitd.KernelResult.launch`."""
+    if result.is_module:
+        from .errors import InvalidArgument
+        raise InvalidArgument(f"{result.spec} is a module kernel (a tvm-ffi shared object, not a cubin): load it "
+                              "with jitd.load_module() and call its exports; launch() is for NVRTC kernels")
     torch = sys.modules.get("torch")  # a torch tensor among args means torch is imported
     if torch is not None and any(isinstance(arg, torch.Tensor) for arg in args):
         from . import torch as jitd_torch
