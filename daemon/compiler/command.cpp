@@ -48,12 +48,11 @@ int PrepareCommandSpawn(SpawnSetup& setup, const std::filesystem::path& cwd, con
   return rc;
 }
 
-// Kills a command still running: with every process it started when this
-// process leads its own process group (a compile worker, as the pool starts
-// it: the commands are in its group, and it ignores the SIGTERM it sends
-// them), else the command alone.
-void KillCommand(pid_t pid) {
-  if (getpgrp() == getpid()) {
+// Kills a command still running: with every process of this process's
+// group when `group` is set and this process leads it (a compile worker:
+// it ignores the SIGTERM it sends its group), else the command alone.
+void KillCommand(pid_t pid, bool group) {
+  if (group && getpgrp() == getpid()) {
     // A signal a process sends its own group reaches it before kill()
     // returns, so the disposition is restored before any other arrives.
     const auto previous = std::signal(SIGTERM, SIG_IGN);
@@ -104,7 +103,7 @@ absl::Status Wait(const Command& command, pid_t pid, const std::atomic<bool>* ca
     if (done < 0 && errno != EINTR) return absl::InternalError(Cat("waiting for ", command.argv.front(), " failed"));
     const bool cancelled = cancel != nullptr && cancel->load();
     if (cancelled || Clock::now() >= deadline) {
-      KillCommand(pid);
+      KillCommand(pid, command.kill_process_group);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
       if (cancelled) return absl::CancelledError(Cat(command.argv.front(), " was cancelled"));
@@ -129,7 +128,7 @@ absl::StatusOr<std::string> CommandOutput(const std::vector<std::string>& argv, 
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(Cat("pipe failed: ", std::strerror(errno)));
   files::UniqueFd read_end(fds[0]), write_end(fds[1]);
-  const Command command{argv, env, {}, {}};
+  const Command command{argv, env, {}, {}, /*kill_process_group=*/false};
   absl::StatusOr<pid_t> pid = Spawn(command, write_end.get());
   write_end.Close();
   if (!pid.ok()) return pid.status();

@@ -22,11 +22,16 @@ struct Command {
   // stdout and stderr are appended here (the command line first); empty:
   // both go to /dev/null.
   std::filesystem::path log;
+  // For a compile worker only, which leads its own process group (the pool
+  // starts it so): a cancel or deadline kills the whole group but the
+  // worker, so that what the command started (nvcc's cicc, ptxas, the host
+  // compiler) dies with it. Elsewhere the group may hold others (a shell
+  // pipeline): false kills the command alone.
+  bool kill_process_group = false;
 };
 
 // Runs `command` to its end, or until `cancel` is set or `deadline` passes:
-// then it is killed (with every process it started, when this process
-// leads its own process group as a compile worker does). OK for exit
+// then it is killed (see Command::kill_process_group). OK for exit
 // status 0; INVALID_ARGUMENT "PROGRAM exited with status N" (or "was
 // killed by signal N") otherwise; CANCELLED, DEADLINE_EXCEEDED; INTERNAL
 // when it cannot be started.

@@ -163,7 +163,7 @@ absl::StatusOr<CompileResult> BuildModule(const CompileJob& job, const fs::path&
   link.insert(link.end(), job.module.link_options.begin(), job.module.link_options.end());
 
   const auto run = [&](std::vector<std::string> argv, std::string_view step) {
-    Command command{std::move(argv), env, tree, log};
+    Command command{std::move(argv), env, tree, log, /*kill_process_group=*/true};
     absl::Status s = RunCommand(command, cancel, deadline);
     if (s.ok() || s.code() != absl::StatusCode::kInvalidArgument) {
       return s.ok() ? s
