@@ -20,7 +20,6 @@ namespace {
 using ::testing::HasSubstr;
 using testing::KernelRequest;
 using testing::ProcessResult;
-using jitd::ModuleFile;
 using testing::TempDir;
 using testing::TestDaemon;
 
