@@ -279,10 +279,17 @@ absl::StatusOr<std::shared_ptr<const KernelTree>> KernelTree::Load(const fs::pat
     }
     JITD_RETURN_IF_ERROR(reader.Read(k.source, tree->files_));
   }
+  if (tree->manifest_.adhoc_modules) {
+    // An ad-hoc module may include any source of the tree.
+    for (const std::string& rel : reader.listed_order()) {
+      if (IsAdhocTreeFile(rel)) JITD_RETURN_IF_ERROR(reader.Read(rel, tree->files_));
+    }
+  }
   JITD_RETURN_IF_ERROR(reader.ReadIncluded(tree->files_));
   // Over every file read, which holds every file a compile can be given
   // (each kernel's source and its include closure).
   tree->fingerprint_ = keys::TreeFingerprint(tree->files_);
+  tree->adhoc_fingerprint_ = AdhocFingerprint(tree->files_);
   return std::shared_ptr<const KernelTree>(std::move(tree));
 }
 

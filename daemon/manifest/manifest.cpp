@@ -330,15 +330,19 @@ std::string KernelDef::SignatureText() const {
   return out;
 }
 
-absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(text, origin);
-  } catch (const toml::parse_error& e) {
-    return absl::InvalidArgumentError(Cat(origin, ":", e.source().begin.line, ": ", std::string(e.description())));
+namespace {
+
+// The manifest's top-level keys besides [defaults] and [[kernel]]:
+// namespace, schema and adhoc_modules.
+absl::Status ParseTopLevel(const toml::table& root, const std::string& origin, Manifest& m) {
+  if (const toml::node* adhoc = root.get("adhoc_modules")) {
+    if (!adhoc->is_boolean()) {
+      return Bad(origin, adhoc->source(),
+                 "adhoc_modules must be true or false (true: clients may send load_jit module specs over this "
+                 "tree's files)");
+    }
+    m.adhoc_modules = *adhoc->value<bool>();
   }
-  JITD_RETURN_IF_ERROR(CheckKeys(root, {"schema", "namespace", "defaults", "kernel"}, origin, "the manifest"));
-  Manifest m;
   if (root.get("namespace")) {
     JITD_ASSIGN_OR_RETURN(auto ns, String(root, "namespace", origin, "the manifest", true));
     if (!IsQualifiedName(ns)) {
@@ -353,6 +357,22 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
       return Bad(origin, schema->source(), "schema must be 1 (the only manifest schema this jitd reads)");
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return absl::InvalidArgumentError(Cat(origin, ":", e.source().begin.line, ": ", std::string(e.description())));
+  }
+  JITD_RETURN_IF_ERROR(
+      CheckKeys(root, {"schema", "namespace", "defaults", "kernel", "adhoc_modules"}, origin, "the manifest"));
+  Manifest m;
+  JITD_RETURN_IF_ERROR(ParseTopLevel(root, origin, m));
   if (const toml::node* defaults = root.get("defaults")) {
     const toml::table* t = defaults->as_table();
     if (!t) return Bad(origin, defaults->source(), "[defaults] must be a table");
@@ -367,10 +387,11 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
     }
   }
   const toml::node* kernels = root.get("kernel");
-  if (!kernels || !kernels->is_array_of_tables()) {
+  if ((!kernels && !m.adhoc_modules) || (kernels && !kernels->is_array_of_tables())) {
     return absl::InvalidArgumentError(Cat(origin, ": no [[kernel]] tables"));
   }
-  for (const auto& node : *kernels->as_array()) {
+  static const toml::array kNoKernels;
+  for (const auto& node : kernels ? *kernels->as_array() : kNoKernels) {
     JITD_ASSIGN_OR_RETURN(auto k, ParseKernel(*node.as_table(), origin));
     if (m.Find(k.name)) return Bad(origin, node.source(), Cat("kernel ", k.name, " is listed twice"));
     m.kernels.push_back(std::move(k));
@@ -378,8 +399,8 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, const std::strin
   // [defaults] reach module kernels too, so they pass nvcc's allow-list
   // when the tree has any.
   const toml::table* defaults = root.get_as<toml::table>("defaults");
-  if (defaults != nullptr &&
-      std::any_of(m.kernels.begin(), m.kernels.end(), [](const KernelDef& k) { return k.is_module(); })) {
+  if (defaults != nullptr && (m.adhoc_modules || std::any_of(m.kernels.begin(), m.kernels.end(),
+                                                             [](const KernelDef& k) { return k.is_module(); }))) {
     JITD_RETURN_IF_ERROR(CheckModuleOptions(*defaults, origin, "[defaults] (this tree has module kernels)"));
   }
   // Counted before anything lists them (kMaxInstantiationsPerTree says why),

@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/compile_job.h"
 #include "compiler/toolkit_watch.h"
+#include "manifest/adhoc_module.h"
 #include "manifest/module_kernel.h"
 
 namespace jitd::manifest {
@@ -131,6 +132,10 @@ struct Manifest {
   // `[defaults] arch_macro = "SGL_CUDA_ARCH"`: module kernels are compiled
   // with -D<it>=<arch number x 10> besides -DJITD_CUDA_ARCH; "" for none.
   std::string arch_macro;
+  // `adhoc_modules = true`: clients may send module specs of their own
+  // (load_jit's form, adhoc_module.h) to be built over this tree's files;
+  // a tree that allows them may declare no [[kernel]] at all.
+  bool adhoc_modules = false;
   std::vector<KernelDef> kernels;
 
   // Parses kernels.toml text. INVALID_ARGUMENT names the origin, line and
@@ -178,6 +183,10 @@ class KernelTree {
   // compile can reach is read; a file no kernel can reach and no guard
   // scans is not in it).
   const std::string& fingerprint() const { return fingerprint_; }
+  // AdhocFingerprint of the files read: what a client's copy must have
+  // for an ad-hoc module (a tree that allows them reads every file
+  // IsAdhocTreeFile names).
+  const std::string& adhoc_fingerprint() const { return adhoc_fingerprint_; }
   // File content by path relative to the kernels directory, or nullptr.
   const std::string* File(const std::string& relative) const;
   const std::map<std::string, std::string>& files() const { return files_; }
@@ -186,6 +195,7 @@ class KernelTree {
   Manifest manifest_;
   std::filesystem::path source_dir_;
   std::string fingerprint_;
+  std::string adhoc_fingerprint_;
   std::map<std::string, std::string> files_;
 };
 
@@ -266,6 +276,10 @@ struct KernelRequest {
   std::map<std::string, std::string> params;
   std::string arch;  // empty = the resolver's default
   std::vector<std::string> options;
+  // An ad-hoc module (adhoc_module.h): `kernel` then names it ("NAME" or
+  // "TREE/NAME", NAME no kernel of the tree), and params and options are
+  // empty. Null for a kernel of a manifest.
+  std::shared_ptr<const AdhocModule> module = nullptr;
 };
 
 struct ResolvedKernel {
@@ -363,8 +377,12 @@ class Resolver {
   // Per tree, per module kernel (by name): the tree files its build may
   // read (ModuleClosure), each staged under its path.
   std::vector<std::map<std::string, std::vector<compiler::CompileHeader>>> module_files_;
-  absl::StatusOr<ResolvedKernel> ResolveModule(const ServedTree& served, size_t tree_index, const KernelDef& def,
+  absl::StatusOr<ResolvedKernel> ResolveModule(const ServedTree& served,
+                                               const std::vector<compiler::CompileHeader>& files, const KernelDef& def,
                                                const std::map<std::string, std::string>& cpp, ResolvedKernel out) const;
+  // A request with a module spec (adhoc_resolver.cpp).
+  absl::StatusOr<ResolvedKernel> ResolveAdhoc(const KernelRequest& request) const;
+  absl::StatusOr<const ServedTree*> AdhocTree(std::string_view tree_name, bool named) const;
   // Requests resolved before, by their exact text: a repeated request (every
   // hit) costs a lookup instead of a SHA-256 over the include closure. The
   // trees are immutable, so an entry never goes stale; a reload is a new

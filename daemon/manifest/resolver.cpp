@@ -197,6 +197,19 @@ absl::StatusOr<ResolvedKernel> Resolver::Resolve(const KernelRequest& req) const
   }
   text::Append(id, req.options.size(), '#');
   for (const auto& o : req.options) field(o);
+  if (req.module != nullptr) {
+    const AdhocModule& spec = *req.module;
+    for (const auto* list : {&spec.sources, &spec.include_dirs, &spec.options}) {
+      text::Append(id, list->size(), '#');
+      for (const std::string& item : *list) field(item);
+    }
+    text::Append(id, spec.exports.size(), '#');
+    for (const auto& [name, expression] : spec.exports) {
+      field(name);
+      field(expression);
+    }
+    field(spec.tree_fingerprint);
+  }
   {
     std::lock_guard lock(memo_mu_);
     if (auto it = memo_.find(id); it != memo_.end()) return it->second;
@@ -215,6 +228,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   if (req.kernel.size() > kMaxKernelName) {
     return absl::InvalidArgumentError(Cat("kernel name of ", req.kernel.size(), " characters is not a kernel name"));
   }
+  if (req.module != nullptr) return ResolveAdhoc(req);
   JITD_ASSIGN_OR_RETURN(const TreeKernel found, FindKernel(req.kernel));
   const ServedTree& served = *found.tree;
   const KernelTree& tree = *served.tree;
@@ -257,7 +271,8 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   JITD_RETURN_IF_ERROR(ValidateArch(out.arch, toolchain_));
   JITD_ASSIGN_OR_RETURN(auto options, CanonicalRequestOptions(req.options));
   out.request_options = options;
-  if (def->is_module()) return ResolveModule(served, tree_index, *def, cpp, std::move(out));
+  if (def->is_module())
+    return ResolveModule(served, module_files_[tree_index].at(def->name), *def, cpp, std::move(out));
 
   compiler::CompileJob& job = out.job;
   job.program_name = def->source;
@@ -306,7 +321,8 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   return out;
 }
 
-absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served, size_t tree_index,
+absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
+                                                       const std::vector<compiler::CompileHeader>& files,
                                                        const KernelDef& def,
                                                        const std::map<std::string, std::string>& cpp,
                                                        ResolvedKernel out) const {
@@ -331,7 +347,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
   job.kind = compiler::ArtifactKind::kSharedObject;
   job.program_name = kModuleUnitName;
   job.source = ModuleUnit(m, def, cpp);
-  job.headers = module_files_[tree_index].at(def.name);
+  job.headers = files;
   job.log_root = served.tree->source_dir().string();
   job.toolkit_fingerprint = toolchain_.identity;
   for (const auto& [name, expression] : def.exports) job.name_expressions.push_back(name);
