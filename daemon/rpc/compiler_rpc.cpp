@@ -132,6 +132,21 @@ manifest::KernelRequest ToKernelRequest(const std::string& kernel,
   return request;
 }
 
+manifest::KernelRequest ToKernelRequest(const v1::GetKernelRequest& request) {
+  manifest::KernelRequest out = ToKernelRequest(request.kernel(), request.params(), request.arch(), request.options());
+  if (request.has_module()) {
+    const v1::ModuleSpec& spec = request.module();
+    auto module = std::make_shared<manifest::AdhocModule>();
+    module->sources.assign(spec.sources().begin(), spec.sources().end());
+    module->include_dirs.assign(spec.include_dirs().begin(), spec.include_dirs().end());
+    for (const v1::ModuleExport& e : spec.exports()) module->exports.emplace_back(e.name(), e.expression());
+    module->options.assign(spec.options().begin(), spec.options().end());
+    module->tree_fingerprint = spec.tree_fingerprint();
+    out.module = std::move(module);
+  }
+  return out;
+}
+
 v1::GetKernelResponse::Source SourceOf(serving::Origin origin) {
   switch (origin) {
     case serving::Origin::kMemory:
@@ -183,8 +198,7 @@ grpc::Status CompilerRpc::GetKernelCounted(grpc::ServerContext* context, const v
     return GetFatbin(*request, *mode, CallContextOf(*context, compiler::Priority::kLive, PeerOf(*context)), response,
                      origin);
   }
-  const manifest::KernelRequest kernel_request =
-      ToKernelRequest(request->kernel(), request->params(), request->arch(), request->options());
+  const manifest::KernelRequest kernel_request = ToKernelRequest(*request);
   absl::StatusOr<serving::KernelAnswer> answer =
       service_.Get(kernel_request, *mode, CallContextOf(*context, compiler::Priority::kLive, PeerOf(*context)));
   if (!answer.ok()) return ToGrpcStatus(answer.status());
@@ -214,8 +228,7 @@ v1::LocalAnswer CompilerRpc::AnswerLocal(const v1::GetKernelRequest& request, co
   } else if (request.delivery() != v1::GetKernelRequest::BYTES && request.delivery() != v1::GetKernelRequest::PATH) {
     status = absl::InvalidArgumentError(
         Cat("unknown delivery ", static_cast<int>(request.delivery()), " (BYTES = 0, PATH = 1)"));
-  } else if (std::optional<serving::KernelAnswer> hit = service_.Find(
-                 ToKernelRequest(request.kernel(), request.params(), request.arch(), request.options()))) {
+  } else if (std::optional<serving::KernelAnswer> hit = service_.Find(ToKernelRequest(request))) {
     v1::GetKernelResponse* response = answer.mutable_response();
     // A hit is read once: a disk hit was just read and verified here, so it
     // travels as bytes even when PATH was asked, and the client does not

@@ -37,6 +37,8 @@ manifest::KernelRequest ToKernelRequest(const std::string& kernel,
                                         const google::protobuf::Map<std::string, std::string>& params,
                                         const std::string& arch,
                                         const google::protobuf::RepeatedPtrField<std::string>& options);
+// The whole request, its ad-hoc module spec included.
+manifest::KernelRequest ToKernelRequest(const v1::GetKernelRequest& request);
 v1::GetKernelResponse::Source SourceOf(serving::Origin origin);
 
 class CompilerRpc final : public v1::Compiler::Service {

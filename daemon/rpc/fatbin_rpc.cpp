@@ -13,7 +13,8 @@ grpc::Status CompilerRpc::GetFatbin(const v1::GetKernelRequest& request, serving
   targets.arch = request.arch();
   targets.archs.assign(request.archs().begin(), request.archs().end());
   targets.fleet = request.fleet();
-  const manifest::KernelRequest base = ToKernelRequest(request.kernel(), request.params(), "", request.options());
+  manifest::KernelRequest base = ToKernelRequest(request);
+  base.arch.clear();
   absl::StatusOr<serving::FatbinAnswer> answer = fatbins_.Get(base, targets, mode, call);
   if (!answer.ok()) return ToGrpcStatus(answer.status());
   response->set_key(answer->key);
