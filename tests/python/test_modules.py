@@ -264,3 +264,78 @@ def test_import_jitd_does_not_import_tvm_ffi():
     code = "import sys, jitd; jitd.load_module; print('tvm_ffi' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# --- Ad-hoc modules (load_jit's form) -------------------------------------------------------------------
+
+SILU_SPEC = dict(cuda_files=["activation/silu_and_mul.cuh"],
+                 cuda_wrappers=[("silu_and_mul", "activation::silu_and_mul<bf16_t>")],
+                 extra_cuda_cflags=["-std=c++20", "-O3", "--expt-relaxed-constexpr"])
+
+
+def jit_tree(root: Path = MODULE_TREE) -> jitd.JitTree:
+    return jitd.JitTree(str(root), files_dir="csrc", include_dirs=("csrc",))
+
+
+def test_load_jit_of_the_declared_unit_is_the_declared_module_without_a_build(silu, module_daemon):
+    module, declared = silu
+    load_jit = jitd.jit_loader(str(MODULE_TREE), files_dir="csrc", include_dirs=["csrc"],
+                               endpoint=module_daemon.endpoint)
+    try:
+        assert load_jit("silu_and_mul", "bf16", build_directory="/ignored", **SILU_SPEC) is module
+    finally:
+        modules._clients.pop(module_daemon.endpoint).close()
+    with module_daemon.client() as client:
+        spec = jitd.jit.module_spec("silu_and_mul", "bf16", tree=jit_tree(), **SILU_SPEC)
+        assert spec.kernel == "jit.silu_and_mul_bf16"
+        assert spec.module.sources == ("csrc/activation/silu_and_mul.cuh",)
+        result = client.get(spec)
+        assert result.key == declared.key and result.origin == "memory"
+        assert client.stats().compiles == 1  # the declared load's build only
+
+
+def test_a_client_copy_that_differs_from_the_daemons_is_refused(silu, module_daemon, tmp_path):
+    import shutil
+    copy = tmp_path / "tree"
+    shutil.copytree(MODULE_TREE, copy)
+    (copy / "csrc" / "common" / "dtype.cuh").write_text((copy / "csrc/common/dtype.cuh").read_text() + "// mine\n")
+    with module_daemon.client() as client:
+        spec = jitd.jit.module_spec("silu", tree=jit_tree(copy), **SILU_SPEC)
+        with pytest.raises(jitd.CompileError, match="the client's copy of kernel tree .* differs from the daemon's"):
+            client.get(spec)
+
+
+def test_the_tree_fingerprint_covers_the_sources_only(tmp_path):
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "a.cuh").write_text("a")
+    base = jitd.jit.tree_fingerprint(str(tmp_path))
+    (tmp_path / "kernels.toml").write_text("schema = 1\n")
+    (tmp_path / "ops.py").write_text("x = 1\n")
+    assert jitd.jit.tree_fingerprint(str(tmp_path), fresh=True) == base
+    (tmp_path / "csrc" / "b.inl").write_text("")
+    assert jitd.jit.tree_fingerprint(str(tmp_path), fresh=True) != base
+    assert jitd.jit.tree_fingerprint(str(tmp_path)) != base  # the fresh value is remembered
+
+
+def test_load_jit_arguments_jitd_cannot_honour_are_refused_before_a_request(module_daemon):
+    tree = jit_tree()
+    with pytest.raises(ValueError, match="extra_ldflags"):
+        jitd.jit.module_spec("x", tree=tree, extra_ldflags=["-lcuda"], **SILU_SPEC)
+    with pytest.raises(ValueError, match="outside the kernel tree"):
+        jitd.jit.module_spec("x", tree=tree, cuda_files=["../../kernels/x.cuh"])
+    with pytest.raises(ValueError, match="no cuda_files or cpp_files"):
+        jitd.jit.module_spec("x", tree=tree)
+    with pytest.raises(ValueError, match="JITD_JIT_ROOT"), pytest.MonkeyPatch.context() as patch:
+        patch.delenv("JITD_JIT_ROOT", raising=False)
+        jitd.load_jit("x", **SILU_SPEC)
+    bad = dict(SILU_SPEC, cuda_wrappers=[("f", 'activation::silu_and_mul<bf16_t>)); asm(".incbin \\"/etc/passwd\\"')])
+    with module_daemon.client() as client:
+        with pytest.raises(jitd.InvalidArgument, match="holds '\\)'"):
+            client.get(jitd.jit.module_spec("x", tree=tree, **bad))
+        assert client.stats().compiles == 1
+
+
+def test_a_tree_that_does_not_allow_ad_hoc_modules_refuses_them(client):
+    spec = jitd.jit.module_spec("silu", tree=jit_tree(), **SILU_SPEC)
+    with pytest.raises(jitd.CompileError, match="must say `adhoc_modules = true`"):
+        client.get(spec)

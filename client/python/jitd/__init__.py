@@ -21,6 +21,8 @@ Launching and loading (``import jitd`` needs only grpcio and protobuf):
 - :mod:`jitd.driver`: the CUDA driver through ctypes, needing nothing else.
 - ``jitd.load_module("activation.silu_and_mul", dtype="bf16")``: a module kernel (tvm-ffi shared object) as a
   loaded ``tvm_ffi.Module`` (:mod:`jitd.modules`; needs apache-tvm-ffi).
+- ``jitd.jit_loader(KERNEL_PATH, tree="sglang")``: SGLang's ``load_jit``, its module specs built by the daemon
+  (:mod:`jitd.jit`).
 
 Declaring what a server needs and getting it at start-up:
 :class:`jitd.KernelSet` (``ks.warm(client, progress=True)``;
@@ -36,18 +38,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import _launch, modules, types
+from . import _launch, jit, modules, types
 from ._endpoint import default_endpoint, read_admin_token_file, resolve_endpoint
 from .client import Client, KernelsLike
 from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Internal, InvalidArgument, JitdError,
                      KernelsMissing, ModuleUnavailable, NotAModule, NotFound, PermissionDenied, ResourceExhausted,
                      Unavailable, Unimplemented, WarmFailed)
+from .jit import JitTree, jit_loader, load_jit
 from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, print_progress
 from .launch_rules import align_block_size_grid, rmsnorm_threads
 from .modules import load_module
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelEntry, KernelInfo, KernelParam, KernelResult,
-                    KernelSpec, Manifest, Mode, MountedBundle, Stats, VerifyResult, WarmProgress, WarmResult)
+                    KernelSpec, Manifest, Mode, ModuleSpec, MountedBundle, Stats, VerifyResult, WarmProgress, WarmResult)
 
 # KernelResult.launch launches through jitd._launch (with jitd.driver or
 # jitd.torch), handed to it here: jitd.types, the bottom floor of jitd's
@@ -63,7 +66,7 @@ __all__ = [
     "JitdError", "NotFound", "InvalidArgument", "CompileError", "ResourceExhausted", "PermissionDenied",
     "Unavailable", "DeadlineExceeded", "Cancelled", "DataLoss", "Internal", "Unimplemented", "KernelsMissing",
     "WarmFailed", "NotAModule", "ModuleUnavailable",
-    "load_module", "default_client", "default_kernel_set", "kernel", "print_progress",
+    "load_module", "load_jit", "jit_loader", "JitTree", "ModuleSpec", "default_client", "default_kernel_set", "kernel", "print_progress",
     "default_endpoint", "resolve_endpoint", "read_admin_token_file", "rmsnorm_threads",
     "align_block_size_grid",
 ]

@@ -241,10 +241,17 @@ def attempt_timeout(deadline: Optional[float]) -> Optional[float]:
 
 
 def get_kernel_request(spec: KernelSpec, mode: Mode) -> Any:
-    return compiler_pb2.GetKernelRequest(kernel=spec.kernel, params=dict(spec.params), arch=spec.arch,
-                                         options=list(spec.options), mode=_MODES[mode],
-                                         delivery=compiler_pb2.GetKernelRequest.BYTES, archs=list(spec.archs),
-                                         fleet=spec.fleet)
+    request = compiler_pb2.GetKernelRequest(kernel=spec.kernel, params=dict(spec.params), arch=spec.arch,
+                                            options=list(spec.options), mode=_MODES[mode],
+                                            delivery=compiler_pb2.GetKernelRequest.BYTES, archs=list(spec.archs),
+                                            fleet=spec.fleet)
+    if spec.module is not None:
+        m = spec.module
+        request.module.CopyFrom(compiler_pb2.ModuleSpec(
+            sources=list(m.sources), include_dirs=list(m.include_dirs), options=list(m.options),
+            exports=[compiler_pb2.ModuleExport(name=n, expression=e) for n, e in m.exports],
+            tree_fingerprint=m.tree_fingerprint))
+    return request
 
 
 def kernel_result(spec: KernelSpec, response: Any) -> tuple[KernelResult, bool]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +135,32 @@ def _escape(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class ModuleSpec:
+    """An ad-hoc module's spec (``jitd.v1.ModuleSpec``; :func:`jitd.load_jit`
+    builds one): tree paths of the files its unit includes and of its
+    include dirs, its exports as ``(name, C++ expression)`` pairs, nvcc
+    options, and the fingerprint of the client's copy of the tree
+    (:func:`jitd.jit.tree_fingerprint`)."""
+
+    sources: tuple[str, ...]
+    exports: tuple[tuple[str, str], ...]
+    include_dirs: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+    tree_fingerprint: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sources", tuple(str(s) for s in self.sources))
+        object.__setattr__(self, "exports", tuple((str(n), str(e)) for n, e in self.exports))
+        object.__setattr__(self, "include_dirs", tuple(str(d) for d in self.include_dirs))
+        object.__setattr__(self, "options", tuple(str(o) for o in self.options))
+
+    def digest(self) -> str:
+        """A short hash of every field, for the canonical spec."""
+        text = repr((self.sources, self.exports, self.include_dirs, self.options, self.tree_fingerprint))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """One kernel instantiation: manifest name, params, arch, options.
 
@@ -158,6 +185,9 @@ class KernelSpec:
     #: The daemon's fleet set (its ``--fleet-archs``) as one fatbin, plus the
     #: PTX of the lowest. Not with ``arch`` or ``archs``.
     fleet: bool = False
+    #: An ad-hoc module (load_jit's form): ``kernel`` names it; no params,
+    #: options, archs or fleet.
+    module: Optional[ModuleSpec] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.kernel, str) or not self.kernel:
@@ -180,6 +210,9 @@ class KernelSpec:
             raise ValueError(f"name one arch ({self.arch!r}) or several (archs={list(self.archs)!r}), not both")
         if self.fleet and (self.arch or self.archs):
             raise ValueError("fleet=True asks for the daemon's fleet set: leave arch and archs out")
+        if self.module is not None and (self.params or self.options or self.archs or self.fleet):
+            raise ValueError("an ad-hoc module's spec holds its exports and options: no params, options, archs or "
+                             "fleet")
 
     @classmethod
     def of(cls, kernel: str, arch: str | None = None, *, options: Iterable[str] = (),
@@ -207,7 +240,8 @@ class KernelSpec:
         params = ",".join(f"{_escape(k)}={_escape(v)}" for k, v in self.params)
         options = f"[{','.join(_escape(o) for o in self.options)}]" if self.options else ""
         archs = "%%fleet" if self.fleet else ("%" + ",".join(_escape(a) for a in self.archs) if self.archs else "")
-        return f"{_escape(self.kernel)}{{{params}}}@{archs}{_escape(self.arch)}{options}"
+        module = f"%module:{self.module.digest()}" if self.module is not None else ""
+        return f"{_escape(self.kernel)}{{{params}}}@{archs}{_escape(self.arch)}{options}{module}"
 
     def __str__(self) -> str:
         # As the daemon and jitctl spell it (text::Instantiation in C++).
