@@ -125,7 +125,8 @@ absl::StatusOr<std::shared_ptr<const manifest::Resolver>> LoadKernels(const fs::
 }
 
 absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers,
-                                               size_t max_queue, std::shared_ptr<compiler::ToolkitWatch> toolkit) {
+                                               size_t max_queue, std::shared_ptr<compiler::ToolkitWatch> toolkit,
+                                               std::function<absl::Status(const compiler::CompileJob&)> module_check) {
   CompileStack stack;
   stack.resolver = std::move(resolver);
   stack.toolkit = toolkit;
@@ -137,6 +138,7 @@ absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::R
   options.scratch_dir = stack.scratch->path();
   if (max_queue > 0) options.max_queue = max_queue;
   options.toolkit = std::move(toolkit);
+  options.check_module_build = std::move(module_check);
   JITD_ASSIGN_OR_RETURN(auto pool, compiler::WorkerPool::Start(options));
   stack.pool = std::move(pool);
   return stack;

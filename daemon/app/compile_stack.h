@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,9 +96,11 @@ std::shared_ptr<const manifest::ModuleToolchainSource> ModuleToolchainOf(const O
 // Starts `workers` compile workers of this binary; beyond `max_queue`
 // waiting jobs, Compile answers RESOURCE_EXHAUSTED (0 = the pool's default).
 // With `toolkit`, the pool checks every job's toolkit against it
-// (WorkerPool::Options::toolkit).
-absl::StatusOr<CompileStack> StartCompileStack(std::shared_ptr<const manifest::Resolver> resolver, size_t workers,
-                                               size_t max_queue = 0,
-                                               std::shared_ptr<compiler::ToolkitWatch> toolkit = nullptr);
+// (WorkerPool::Options::toolkit); with `module_check`, every module build
+// is checked by it before it is answered (Options::check_module_build).
+absl::StatusOr<CompileStack> StartCompileStack(
+    std::shared_ptr<const manifest::Resolver> resolver, size_t workers, size_t max_queue = 0,
+    std::shared_ptr<compiler::ToolkitWatch> toolkit = nullptr,
+    std::function<absl::Status(const compiler::CompileJob&)> module_check = nullptr);
 
 }  // namespace jitd::daemon

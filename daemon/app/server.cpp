@@ -93,6 +93,46 @@ void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
   if (rewarmer != nullptr) rewarmer->Trigger("toolkit changed");
 }
 
+absl::Status Server::Impl::CheckModuleBuild(const compiler::CompileJob& job) {
+  const std::shared_ptr<const manifest::ModuleToolchainSource> source = CurrentToolchain().modules;
+  if (source == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::string> now = source->FingerprintNow();
+  if (!now.ok()) {
+    return absl::UnavailableError(
+        Cat("the module toolchain cannot be checked after the build: ", now.status().message()));
+  }
+  if (*now == job.module.toolchain_fingerprint) return absl::OkStatus();
+  OnModuleToolchainChanged(*now);
+  return absl::UnavailableError("the module toolchain (nvcc, the host compiler or tvm-ffi) changed on disk");
+}
+
+void Server::Impl::OnModuleToolchainChanged(const std::string& now) {
+  {
+    std::lock_guard lock(toolchain_mu);
+    absl::StatusOr<std::shared_ptr<const manifest::ModuleToolchain>> current = toolchain.modules->Get();
+    if (current.ok() && (*current)->fingerprint == now) return;  // already taken in (a job resolved before)
+    toolchain.modules = ModuleToolchainOf(config, cache->dir(), BundledModuleBuilders());
+  }
+  spdlog::warn(
+      "the module toolchain changed on disk (nvcc, the host compiler or tvm-ffi): module kernels resolve to "
+      "new keys from now on, and the hot set is rewarmed");
+  if (service == nullptr) return;
+  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver =
+      service->UpdateResolver([this](const std::shared_ptr<const manifest::Resolver>& current)
+                                  -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
+        const manifest::Toolchain latest = CurrentToolchain();
+        if (current->toolchain().modules == latest.modules) return current;
+        JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, current->WithToolchain(latest));
+        return std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
+      });
+  if (!resolver.ok()) {
+    spdlog::error("the module toolchain changed, but the kernels do not resolve with it: {}",
+                  resolver.status().ToString());
+    return;
+  }
+  if (rewarmer != nullptr) rewarmer->Trigger("module toolchain changed");
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const DaemonConfig& config) {
   const auto started = std::chrono::steady_clock::now();
   auto impl = std::make_unique<Impl>();

@@ -134,6 +134,15 @@ class Server::Impl {
   // toolkit fingerprint is the old one). Runs inside ToolkitWatch::Check.
   void OnToolkitChanged(const compiler::ToolkitIdentity& now);
 
+  // After a module build, before it is answered (the pool's
+  // check_module_build): the module toolchain on disk must still be the
+  // one the job's key names. When it is not, the module toolchain is
+  // detected again and the request path resolves with it (new keys, the
+  // hot set rewarmed): the build is discarded, and the retry builds under
+  // the new key.
+  absl::Status CheckModuleBuild(const compiler::CompileJob& job);
+  void OnModuleToolchainChanged(const std::string& now);
+
   // Locks the cache directory (one daemon per cache) and opens the cache.
   absl::Status OpenCache();
 

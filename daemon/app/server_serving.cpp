@@ -112,7 +112,9 @@ absl::Status Server::Impl::StartServing() {
   const std::shared_ptr<const manifest::Resolver>* resolver = &loaded.resolver;
   spdlog::info("kernels: {}; NVRTC {}", serving::KernelTrees::Describe(**resolver), toolchain.nvrtc_version);
 
-  absl::StatusOr<CompileStack> started = StartCompileStack(*resolver, config.workers, config.max_queue, toolkit);
+  absl::StatusOr<CompileStack> started =
+      StartCompileStack(*resolver, config.workers, config.max_queue, toolkit,
+                        [this](const compiler::CompileJob& job) { return CheckModuleBuild(job); });
   if (!started.ok()) {
     return absl::Status(started.status().code(),
                         Cat("cannot start ", config.workers, " compile workers: ", started.status().message()));

@@ -60,6 +60,10 @@ struct ModuleBuild {
   // by the toolchain that built its bundles' modules); nvcc is then empty
   // and the build is refused with this. Not part of the digest.
   std::string unavailable;
+  // The module toolchain's fingerprint its key was made with, checked
+  // again after the build (WorkerPool::Options::check_module_build). Not
+  // sent to workers, not part of the digest.
+  std::string toolchain_fingerprint;
   bool operator==(const ModuleBuild&) const = default;
 };
 

@@ -197,6 +197,30 @@ bool WorkerPool::OnWake(Exchange& x) {
   return true;
 }
 
+absl::Status WorkerPool::CheckToolsAfter(const Exchange& x) {
+  if (x.toolkit_epoch.has_value()) {
+    // The after half of the bracket: a change while NVRTC ran (even one
+    // reverted since: a new epoch) means it may have read new headers for
+    // a key that names the old ones.
+    absl::StatusOr<ToolkitWatch::Observation> after = options_.toolkit->Check();
+    if (!after.ok() || after->epoch != *x.toolkit_epoch) {
+      return ToolkitChanged(absl::UnavailableError(
+          text::Cat("toolkit changed while ", x.program,
+                    " compiled; its result was discarded, not stored under the previous toolkit's key; retry")));
+    }
+  }
+  if (x.response->status.ok() && x.ticket.job->kind == ArtifactKind::kSharedObject && options_.check_module_build) {
+    // The same bracket for the host compiler and tvm-ffi, which the
+    // toolkit watch does not cover: checked after the build.
+    if (absl::Status same = options_.check_module_build(*x.ticket.job); !same.ok()) {
+      return ToolkitChanged(absl::UnavailableError(
+          text::Cat(same.message(), "; ", x.program,
+                    "'s build was discarded, not stored under the previous toolchain's key; retry")));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void WorkerPool::Finish(Exchange& x, ExchangeEvent event) {
   const bool cancelling = x.state == Exchange::State::kCancelling;
   int wait_status = -1;
@@ -215,20 +239,11 @@ void WorkerPool::Finish(Exchange& x, ExchangeEvent event) {
     }
     case ExchangeEvent::kAnswer: {
       if (cancelling) return;  // a cancelled job finished within its grace; the worker is free
-      if (x.toolkit_epoch.has_value()) {
-        // The after half of the bracket: a change while NVRTC ran (even
-        // one reverted since: a new epoch) means it may have read new
-        // headers for a key that names the old ones.
-        absl::StatusOr<ToolkitWatch::Observation> after = options_.toolkit->Check();
-        if (!after.ok() || after->epoch != *x.toolkit_epoch) {
-          std::lock_guard lock(mu_);
-          ++stats_.toolkit_refusals;
-          CompleteLocked(x.ticket, ToolkitChanged(absl::UnavailableError(
-                                       text::Cat("toolkit changed while ", x.program,
-                                                 " compiled; its result was discarded, not stored under the previous "
-                                                 "toolkit's key; retry"))));
-          return;
-        }
+      if (absl::Status tools = CheckToolsAfter(x); !tools.ok()) {
+        std::lock_guard lock(mu_);
+        ++stats_.toolkit_refusals;
+        CompleteLocked(x.ticket, std::move(tools));
+        return;
       }
       std::lock_guard lock(mu_);
       if (x.response->status.ok()) {

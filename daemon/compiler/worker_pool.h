@@ -109,6 +109,12 @@ class WorkerPool {
     // before the last change the watch noticed is replaced before it gets a
     // job.
     std::shared_ptr<ToolkitWatch> toolkit;
+    // Asked after a module build (ArtifactKind::kSharedObject) succeeds,
+    // before it is answered: an error (the module toolchain on disk is no
+    // longer ModuleBuild::toolchain_fingerprint, the one its key names)
+    // discards the build, counted as a toolkit refusal and answered as a
+    // toolkit change (IsToolkitChange). Null: not checked.
+    std::function<absl::Status(const CompileJob&)> check_module_build;
   };
 
   struct Statistics {
@@ -212,6 +218,9 @@ class WorkerPool {
   ExchangeEvent NextEvent(Exchange& x);
   bool OnWake(Exchange& x);
   void Finish(Exchange& x, ExchangeEvent event);
+  // After a job's answer: the toolkit (and, for a module, its toolchain)
+  // still the one its key names; else the toolkit-change refusal.
+  absl::Status CheckToolsAfter(const Exchange& x);
   // Starts `slot`'s worker; counts a restart unless it is the first start.
   absl::Status StartWorker(Slot& slot);
   // Kills and reaps `slot`'s worker and starts another; the description of

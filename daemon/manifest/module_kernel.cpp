@@ -365,7 +365,8 @@ ModuleToolchainSource::ModuleToolchainSource(ModuleToolOptions options, fs::path
       bundled_builders_(std::move(bundled_builders)) {}
 
 ModuleToolchainSource::ModuleToolchainSource(ModuleToolchain toolchain)
-    : detected_(std::shared_ptr<const ModuleToolchain>(std::make_shared<ModuleToolchain>(std::move(toolchain)))) {}
+    : given_(true),
+      detected_(std::shared_ptr<const ModuleToolchain>(std::make_shared<ModuleToolchain>(std::move(toolchain)))) {}
 
 absl::StatusOr<std::shared_ptr<const ModuleToolchain>> ModuleToolchainSource::Get() const {
   std::lock_guard lock(mu_);
@@ -387,6 +388,12 @@ absl::StatusOr<std::shared_ptr<const ModuleToolchain>> ModuleToolchainSource::Ge
     }
   }
   return *detected_;
+}
+
+absl::StatusOr<std::string> ModuleToolchainSource::FingerprintNow() const {
+  if (given_) return (*Get())->fingerprint;
+  JITD_ASSIGN_OR_RETURN(const ModuleToolchain now, DetectModuleToolchain(options_, cuda_include_, memo_dir_));
+  return now.fingerprint;
 }
 
 }  // namespace jitd::manifest

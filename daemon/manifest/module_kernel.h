@@ -140,6 +140,11 @@ class ModuleToolchainSource {
   // DetectModuleToolchain's answer, the same on every call (a failure
   // too: restart with the tool installed, or the flag set).
   absl::StatusOr<std::shared_ptr<const ModuleToolchain>> Get() const;
+  // The fingerprint a detection now gives (nvcc, the host compiler and
+  // tvm-ffi as they are on disk: memoized, a stat pass when unchanged),
+  // ignoring what Get() remembers: whether a build just made still
+  // matches its key.
+  absl::StatusOr<std::string> FingerprintNow() const;
   const ModuleToolOptions& options() const { return options_; }
 
  private:
@@ -147,6 +152,7 @@ class ModuleToolchainSource {
   std::filesystem::path cuda_include_;
   std::filesystem::path memo_dir_;
   std::vector<std::string> bundled_builders_;
+  bool given_ = false;  // the toolchain was given outright: nothing on disk to detect
   mutable std::mutex mu_;
   mutable std::optional<absl::StatusOr<std::shared_ptr<const ModuleToolchain>>> detected_;
 };

@@ -367,6 +367,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
   build.compile_options.insert(build.compile_options.end(), root_options.begin(), root_options.end());
   build.link_options = {Cat("-L", tools.ffi_lib_dir.string()), "-ltvm_ffi", "-lcudart"};
   build.read_roots = tools.read_roots;
+  build.toolchain_fingerprint = tools.fingerprint;
 
   keys::KeyInputs key;
   key.tree = served.name;

@@ -73,7 +73,8 @@ TEST(WorkerProtocol, AModuleBuildTravelsWithItsKindToolsOptionsAndRoots) {
                                    .compile_options = {"-std=c++20", "-Icsrc"},
                                    .link_options = {"-L/opt/tvm_ffi/lib", "-ltvm_ffi"},
                                    .read_roots = {"/usr/include", "/opt/tvm_ffi/include"},
-                                   .unavailable = ""};
+                                   .unavailable = "",
+                                   .toolchain_fingerprint = ""};
   request.job = testing::Sealed(request.job);
   absl::StatusOr<CompileRequest> decoded = DecodeCompileRequest(Encode(request));
   ASSERT_TRUE(decoded.ok()) << decoded.status();

@@ -177,5 +177,46 @@ TEST_F(ModulesTest, ABundledModuleIsServedWithoutNvccAndAnotherIsRefusedSayingSo
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("no-nvcc"));
 }
 
+// nvcc, the host compiler and tvm-ffi are outside the toolkit watch: a
+// module build is checked after it ends. Here the host compiler is a
+// wrapper that rewrites itself the first time it compiles: the build it
+// took part in is discarded (its key names the old toolchain), the daemon
+// takes in the new toolchain, and the retry builds under the new key.
+TEST_F(ModulesTest, AHostCompilerChangedDuringABuildDiscardsItAndTheRetryBuildsUnderTheNewKey) {
+  const std::filesystem::path tree = dir_ / "tiny", wrapper = dir_ / "bin" / "g++";
+  std::filesystem::create_directories(tree);
+  std::filesystem::create_directories(wrapper.parent_path());
+  std::ofstream(tree / "kernels.toml") << "schema = 1\nnamespace = \"tiny\"\n[[kernel]]\nname = \"tiny.add\"\n"
+                                          "kind = \"module\"\nsources = [\"add.cuh\"]\n"
+                                          "exports = { add = \"add<{n}>\" }\noptions = [\"-std=c++17\", \"-O0\"]\n"
+                                          "  [[kernel.params]]\n  name = \"n\"\n  type = \"int\"\n"
+                                          "  values = { \"1\" = \"1\" }\n";
+  std::ofstream(tree / "add.cuh") << "namespace tiny {\ntemplate <int N>\nint add(int x) { return x + N; }\n}\n";
+  const std::filesystem::path marker = dir_ / "changed";
+  {
+    std::ofstream script(wrapper);
+    script << "#!/bin/sh\ncase \" $* \" in *\" -c \"*) [ -e " << marker.string() << " ] || { touch " << marker.string()
+           << "; echo '# rewritten' >> \"$0\"; } ;; esac\nexec /usr/bin/g++ \"$@\"\n";
+  }
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  daemon_ = std::make_unique<TestDaemon>(
+      dir_, std::vector<std::string>{"--kernels", tree.string(), "--arch", "sm_90a", "--host-cxx", wrapper.string()});
+  ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
+  client_ = daemon_->Connect("", std::chrono::seconds(300));
+
+  absl::StatusOr<v1::GetKernelResponse> first = client_->GetKernel(KernelRequest("tiny.add", {{"n", "1"}}));
+  ASSERT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  EXPECT_THAT(std::string(first.status().message()), HasSubstr("the module toolchain"));
+  EXPECT_THAT(std::string(first.status().message()), HasSubstr("was discarded"));
+  ASSERT_TRUE(std::filesystem::exists(marker));
+  EXPECT_EQ(daemon_->Stats().entries(), 0u) << "nothing is stored under the old toolchain's key";
+
+  absl::StatusOr<v1::GetKernelResponse> retry = client_->GetKernel(KernelRequest("tiny.add", {{"n", "1"}}));
+  ASSERT_TRUE(retry.ok()) << retry.status() << daemon_->process().Output();
+  EXPECT_EQ(retry->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_TRUE(IsHostSharedObject(retry->cubin()));
+  EXPECT_THAT(daemon_->process().Output(), HasSubstr("the module toolchain changed on disk"));
+}
+
 }  // namespace
 }  // namespace jitd
