@@ -120,10 +120,11 @@ std::string HotSet(const v1::StatsResponse& stats) {
   const v1::RewarmProgress& r = stats.rewarm();
   if (r.runs() == 0) return r.state().empty() ? "off (--rewarm-count 0)" : "not checked yet";
   return absl::StrFormat(
-      "%d most used: %d ready under this toolkit (%d compiled by the %s run, %d failed, %d left "
-      "for their first request); %s after %s; %d older entries unpinned",
-      r.hot_set(), r.ready(), r.compiled(), r.state() == "running" ? "running" : "last", r.failed(), r.skipped(),
-      r.state(), r.trigger(), r.unpinned());
+             "%d most used: %d ready under this toolkit (%d compiled by the %s run, %d failed, %d left "
+             "for their first request); %s after %s; %d older entries unpinned",
+             r.hot_set(), r.ready(), r.compiled(), r.state() == "running" ? "running" : "last", r.failed(), r.skipped(),
+             r.state(), r.trigger(), r.unpinned()) +
+         (r.migrated() > 0 ? absl::StrFormat("; %d copied from their jitd 0.2 tree-named keys", r.migrated()) : "");
 }
 
 // The cache's entries under the kernels and toolkit served now, and older.

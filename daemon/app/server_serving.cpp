@@ -154,7 +154,11 @@ absl::Status Server::Impl::StartServing() {
         *service, *cache,
         serving::Rewarmer::Options{
             .count = config.rewarm_count, .budget = config.rewarm_seconds, .concurrency = config.workers});
-    if (before.has_value() && *before != toolkit->identity().fingerprint) rewarmer->Trigger("start on a new toolkit");
+    if (before.has_value() && *before != toolkit->identity().fingerprint) {
+      rewarmer->Trigger("start on a new toolkit");
+    } else {
+      rewarmer->CheckAtStart();  // kernels edited, renamed or served anew since the last start
+    }
   }
   toolkit_listener = toolkit->AddListener(
       [this](const compiler::ToolkitIdentity& now, const compiler::ToolkitIdentity&) { OnToolkitChanged(now); });

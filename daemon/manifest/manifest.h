@@ -289,6 +289,11 @@ struct ResolvedKernel {
   std::string arch;
   std::vector<std::string> request_options;  // canonical
   std::string key;                           // content key (64 hex)
+  // The key this instantiation had while the tree's name was part of keys
+  // (jitd 0.2): what a lock or cache made then holds for it. "" for an
+  // unnamed tree, whose keys never held a name. A lock listing it is
+  // honoured; the rewarm copies an entry stored under it to `key`.
+  std::string named_key;
   // What builds it, as entries and answers record it (nvrtc_version): ""
   // for NVRTC (the toolchain's version), "nvcc V13.0.88; tvm-ffi 0.1.15"
   // for a module (a client checks its tvm-ffi against it).

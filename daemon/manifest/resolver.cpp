@@ -46,6 +46,16 @@ std::string Printable(std::string_view s) {
   return out;
 }
 
+// The key `key` had while a tree's name was part of keys (jitd 0.2): what
+// a lock written then lists, and what a cache filled then holds.
+std::string NamedKey(const ServedTree& served, keys::KeyInputs& key) {
+  if (served.name.empty()) return "";
+  key.tree = served.name;
+  std::string named = keys::ContentKey(key);
+  key.tree.clear();
+  return named;
+}
+
 }  // namespace
 
 std::string QualifiedName(std::string_view tree, std::string_view kernel) {
@@ -304,7 +314,6 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   job.options.push_back(Cat("-I", toolchain_.cuda_include.string()));
 
   keys::KeyInputs key;
-  key.tree = served.name;
   key.nvrtc_version = toolchain_.nvrtc_version;
   key.toolkit_fingerprint = toolchain_.fingerprint;
   key.nvrtc_library_fingerprint = toolchain_.nvrtc_library_fingerprint;
@@ -316,6 +325,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveUncached(const KernelRequest& re
   key.sources.emplace_back(job.program_name, job.source);
   for (const compiler::CompileHeader& header : job.headers) key.sources.emplace_back(header.name, header.content);
   out.key = keys::ContentKey(key);
+  out.named_key = NamedKey(served, key);
   job.digest = compiler::JobDigest(job);
   if (served.lock != nullptr) JITD_RETURN_IF_ERROR(CheckLock(served, *def, out));
   return out;
@@ -370,7 +380,6 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
   build.toolchain_fingerprint = tools.fingerprint;
 
   keys::KeyInputs key;
-  key.tree = served.name;
   // The module toolchain's fingerprint covers the toolkit headers nvcc
   // reads; NVRTC's fields stay out, so that a serve-only daemon keys as
   // the bundle's builder did on any toolkit.
@@ -388,6 +397,7 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
   for (const std::string& dir : def.include_dirs) key.module_options.push_back(Cat("include-dir=", dir));
   out.compiler = ModuleBuilder(tools);
   out.key = keys::ContentKey(key);
+  out.named_key = NamedKey(served, key);
   job.digest = compiler::JobDigest(job);
   if (served.lock != nullptr) JITD_RETURN_IF_ERROR(CheckLock(served, def, out));
   return out;
@@ -405,7 +415,7 @@ absl::Status Resolver::CheckLock(const ServedTree& served, const KernelDef& def,
             ": only the instantiations `jitd lint --write-lock` wrote there are served (lint and lock again to add "
             "it)"));
   }
-  if (entry->key != resolved.key) {
+  if (entry->key != resolved.key && entry->key != resolved.named_key) {
     return absl::FailedPreconditionError(Cat(what, " is locked with key ", entry->key.substr(0, 16), "… in ",
                                              lock.origin,
                                              ", but its sources and "

@@ -21,6 +21,7 @@ void AddFleetAndRewarm(const ServingStatsSources& sources, const serving::Kernel
     out->set_failed(r.failed);
     out->set_skipped(r.skipped);
     out->set_unpinned(r.unpinned);
+    out->set_migrated(r.migrated);
     out->set_started_unix_ms(r.started_unix_ms);
     out->set_finished_unix_ms(r.finished_unix_ms);
     const serving::Rewarmer::Generations g = sources.rewarmer->generations();

@@ -38,6 +38,29 @@ std::optional<manifest::KernelRequest> RequestOf(const cache::EntryInfo& e) {
       .kernel = e.kernel, .params = *std::move(params), .arch = e.arch, .options = e.options};
 }
 
+// The request for `e`'s instantiation under the trees served now, and the
+// key it resolves to ("" when it does not resolve). An entry stored under a
+// bare name (an unnamed tree's) may belong to a tree now served by name
+// beside others, where the bare name is ambiguous: the qualified name whose
+// key is the entry's is taken then.
+std::pair<std::optional<manifest::KernelRequest>, std::string> CurrentRequest(const KernelService& service,
+                                                                              const cache::EntryInfo& e) {
+  std::optional<manifest::KernelRequest> request = RequestOf(e);
+  if (!request.has_value()) return {std::nullopt, ""};
+  absl::StatusOr<manifest::ResolvedKernel> resolved = service.Resolve(*request);
+  if (resolved.ok() && resolved->key == e.key) return {request, resolved->key};
+  if (e.kernel.find('/') == std::string::npos) {
+    for (const manifest::ServedTree& tree : service.resolver()->trees()) {
+      if (tree.name.empty()) continue;
+      manifest::KernelRequest qualified = *request;
+      qualified.kernel = manifest::QualifiedName(tree.name, e.kernel);
+      absl::StatusOr<manifest::ResolvedKernel> named = service.Resolve(qualified);
+      if (named.ok() && named->key == e.key) return {std::move(qualified), named->key};
+    }
+  }
+  return {request, resolved.ok() ? resolved->key : std::string()};
+}
+
 // Every instantiation of `entries`, most used first.
 std::vector<Rewarmer::Hot> Rank(const std::vector<cache::EntryInfo>& entries) {
   using Hot = Rewarmer::Hot;
@@ -67,14 +90,9 @@ Rewarmer::Generations CountGenerations(const KernelService& service, const std::
   for (const cache::EntryInfo& e : entries) by_instantiation[IdOf(e)].push_back(&e);
   Rewarmer::Generations g;
   for (const auto& [id, group] : by_instantiation) {
-    std::string current;
-    if (std::optional<manifest::KernelRequest> request = RequestOf(*group.front()); request.has_value()) {
-      absl::StatusOr<manifest::ResolvedKernel> resolved = service.Resolve(*request);
-      if (resolved.ok()) current = resolved->key;
-    }
     g.generations = std::max(g.generations, static_cast<uint32_t>(group.size()));
     for (const cache::EntryInfo* e : group) {
-      if (e->key == current) {
+      if (CurrentRequest(service, *e).second == e->key) {
         ++g.current_entries;
         g.current_bytes += e->size_bytes;
       } else {
@@ -125,7 +143,7 @@ std::vector<size_t> Rewarmer::Survey(const std::vector<Hot>& ranked, std::vector
     }
     keys[i] = resolved->key;
     absl::StatusOr<bool> present = cache_.Contains(resolved->key);
-    if (present.ok() && *present) {
+    if ((present.ok() && *present) || Migrate(*resolved, ranked[i])) {
       ++ready;
     } else {
       missing.push_back(i);
@@ -135,6 +153,25 @@ std::vector<size_t> Rewarmer::Survey(const std::vector<Hot>& ranked, std::vector
   progress_.ready = ready;
   progress_.failed = failed;
   return missing;
+}
+
+bool Rewarmer::Migrate(const manifest::ResolvedKernel& resolved, const Hot& hot) {
+  if (resolved.named_key.empty()) return false;
+  absl::StatusOr<cache::Entry> old = cache_.Lookup(resolved.named_key, cache::LookupCounting::kUncounted);
+  if (!old.ok()) return false;
+  cache::EntryMeta meta = old->meta;
+  meta.key = resolved.key;
+  if (absl::Status copied = cache_.Publish(meta, old->cubin); !copied.ok()) {
+    spdlog::warn("rewarm: cannot copy {} from its tree-named key {}: {}", resolved.kernel,
+                 resolved.named_key.substr(0, 12), copied.ToString());
+    return false;
+  }
+  const bool pinned =
+      std::find(hot.pinned_keys.begin(), hot.pinned_keys.end(), resolved.named_key) != hot.pinned_keys.end();
+  if (pinned) (void)cache_.Pin(resolved.key, true);
+  std::lock_guard lock(mu_);
+  ++progress_.migrated;
+  return true;
 }
 
 uint32_t Rewarmer::UnpinOlder(const std::vector<Hot>& ranked, const std::vector<std::string>& keys) {
@@ -170,6 +207,18 @@ void Rewarmer::Trigger(std::string why) {
   {
     std::lock_guard lock(mu_);
     pending_ = std::move(why);
+    pending_only_if_stale_ = false;
+  }
+  cv_.notify_all();
+}
+
+void Rewarmer::CheckAtStart() {
+  if (options_.count == 0) return;
+  {
+    std::lock_guard lock(mu_);
+    if (!pending_.empty()) return;  // a run is asked for already
+    pending_ = "start";
+    pending_only_if_stale_ = true;
   }
   cv_.notify_all();
 }
@@ -185,14 +234,29 @@ void Rewarmer::Loop() {
     cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
     if (stopping_) return;
     const std::string why = std::move(pending_);
+    const bool only_if_stale = pending_only_if_stale_;
     pending_.clear();
     lock.unlock();
-    Run(why);
+    Run(why, only_if_stale);
     lock.lock();
   }
 }
 
-void Rewarmer::Run(const std::string& why) {
+bool Rewarmer::AnyStale(const std::vector<cache::EntryInfo>& entries) const {
+  const Generations g = CountGenerations(service_, entries);
+  const uint64_t all = g.current_entries + g.older_entries;
+  if (g.older_entries == 0) {
+    spdlog::info("cache: all {} entries match the kernels and toolkit served", all);
+    return false;
+  }
+  spdlog::warn(
+      "cache: {} of {} entries match the kernels and toolkit served ({} are of an older toolkit, an older edit of "
+      "their kernel or a kernel not served now); rewarming the most used",
+      g.current_entries, all, g.older_entries);
+  return true;
+}
+
+void Rewarmer::Run(const std::string& why, bool only_if_stale) {
   const auto started = Clock::now();
   // The uses the cache still holds in memory count too.
   if (absl::Status flushed = cache_.Flush(); !flushed.ok()) {
@@ -203,6 +267,7 @@ void Rewarmer::Run(const std::string& why) {
     spdlog::warn("rewarm after {}: cannot list the cache: {}", why, entries.status().ToString());
     return;
   }
+  if (only_if_stale && !AnyStale(*entries)) return;
   const std::vector<Hot> ranked = Rank(*entries);
   const size_t hot_set = std::min(options_.count, ranked.size());
   {

@@ -58,6 +58,7 @@ class Rewarmer {
     std::uint32_t failed = 0;    // did not compile, or no longer resolve
     std::uint32_t skipped = 0;   // left for their first request (the budget ran out)
     std::uint32_t unpinned = 0;  // older generations' entries unpinned
+    std::uint32_t migrated = 0;  // copied from their jitd 0.2 tree-named key (counted in ready too)
     std::int64_t started_unix_ms = 0;
     std::int64_t finished_unix_ms = 0;
   };
@@ -88,6 +89,11 @@ class Rewarmer {
 
   // Asks for a run, saying why; returns at once.
   void Trigger(std::string why);
+  // At start: counts how many cached entries match the kernels and toolkit
+  // served now, says so in the log (a warning when some do not: a tree
+  // edited, renamed or served anew, a toolkit changed), and runs when some
+  // do not. Returns at once.
+  void CheckAtStart();
   Progress progress() const;
 
   // One instantiation and every generation of it the cache holds.
@@ -100,13 +106,20 @@ class Rewarmer {
 
  private:
   void Loop();
-  void Run(const std::string& why);
+  void Run(const std::string& why, bool only_if_stale);
+  // Whether some of `entries` are not current (CheckAtStart's question),
+  // said in the log either way.
+  bool AnyStale(const std::vector<cache::EntryInfo>& entries) const;
   // Resolves the first keys.size() of `ranked` into `keys` (empty: no
   // longer resolves) and counts the ready ones; returns the indices to
   // compile.
   std::vector<std::size_t> Survey(const std::vector<Hot>& ranked, std::vector<std::string>& keys);
   // Unpins the older generations of each instantiation ready under its key.
   std::uint32_t UnpinOlder(const std::vector<Hot>& ranked, const std::vector<std::string>& keys);
+  // An entry stored under the key jitd 0.2 gave a named tree's
+  // instantiation (ResolvedKernel::named_key) is the same bytes: copied
+  // under the key it has now (pinned if it was), instead of a compile.
+  bool Migrate(const manifest::ResolvedKernel& resolved, const Hot& hot);
 
   // What generations() counted, and what it counted from.
   struct GenerationsMemo {
@@ -123,9 +136,10 @@ class Rewarmer {
   mutable GenerationsMemo generations_;  // guarded by generations_mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string pending_;    // the reason of a run asked for and not started; guarded by mu_
-  bool stopping_ = false;  // guarded by mu_
-  Progress progress_;      // guarded by mu_
+  std::string pending_;                 // the reason of a run asked for and not started; guarded by mu_
+  bool pending_only_if_stale_ = false;  // CheckAtStart's run; guarded by mu_
+  bool stopping_ = false;               // guarded by mu_
+  Progress progress_;                   // guarded by mu_
   std::thread thread_;
 };
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "manifest/lock.h"
+#include "manifest/manifest.h"
 
 namespace jitd::manifest {
 namespace {
@@ -135,6 +136,48 @@ TEST(KernelLock, ReadNamesTheFile) {
   EXPECT_EQ(lock->origin, file.string());
   EXPECT_FALSE(KernelLock::Read(dir / "missing.lock").ok());
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace jitd::manifest
+
+namespace jitd::manifest {
+namespace {
+
+// The name a tree is served under is not part of its keys (a key is what
+// was compiled); a lock written while it was (jitd 0.2 listed the named
+// key) still holds, and nothing else does.
+TEST(TreeNames, AServingNameLeavesKeysAsTheyAreAndOldNamedLocksStillHold) {
+  auto tree = KernelTree::Load(JITD_KERNELS_DIR);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  auto toolchain = Toolchain::Detect();
+  ASSERT_TRUE(toolchain.ok()) << toolchain.status();
+  const KernelRequest bare{"moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {}};
+  const KernelRequest named{"sglang/moe.topk_sum", {{"dtype", "fp32"}}, "sm_90", {}};
+  auto unnamed = Resolver::Create(*tree, *toolchain, "sm_90");
+  auto served = Resolver::Create({ServedTree{"sglang", *tree, nullptr}}, *toolchain, "sm_90");
+  ASSERT_TRUE(unnamed.ok() && served.ok());
+  auto a = (*unnamed)->Resolve(bare);
+  auto b = (*served)->Resolve(named);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(b->key, a->key) << "the serving name compiles nothing";
+  EXPECT_TRUE(a->named_key.empty());
+  ASSERT_FALSE(b->named_key.empty());
+  EXPECT_NE(b->named_key, b->key);
+
+  const auto lock_of = [&](const std::string& key) {
+    auto lock = KernelLock::Parse("schema = 1\ntree = \"sglang\"\n" + Entry("moe.topk_sum", "dtype=fp32", "sm_90", key),
+                                  "sglang.lock");
+    EXPECT_TRUE(lock.ok()) << lock.status();
+    auto locked = Resolver::Create({ServedTree{"sglang", *tree, std::make_shared<const KernelLock>(*lock)}},
+                                   *toolchain, "sm_90");
+    EXPECT_TRUE(locked.ok());
+    return (*locked)->Resolve(named).status();
+  };
+  EXPECT_TRUE(lock_of(b->key).ok());
+  EXPECT_TRUE(lock_of(b->named_key).ok()) << "a jitd 0.2 lock of the same sources";
+  absl::Status other = lock_of(kKeyB);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition) << other;
 }
 
 }  // namespace

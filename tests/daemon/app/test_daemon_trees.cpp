@@ -1,6 +1,6 @@
 // Several kernel trees in one daemon (`--kernels NAME=DIR`, repeatable):
-// names qualified by tree, bare names while unambiguous, keys that include
-// the tree, each tree guarded under its own namespace rule, refused and
+// names qualified by tree, bare names while unambiguous, keys that are what
+// was compiled (the tree's name is not in them), each tree guarded under its own namespace rule, refused and
 // reloaded on its own, and locked on its own (`--lock FILE`). A tree that
 // cannot be read safely (a link out of it or in a loop, a file over the
 // bounds, a manifest option that reads files) is refused alone, at start
@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "kernel_fixtures.h"
 #include "poll_until.h"
@@ -109,7 +110,7 @@ class TreesTest : public ::testing::Test {
   std::unique_ptr<Client> client_;
 };
 
-TEST_F(TreesTest, TwoTreesAreServedAtOnceUnderQualifiedNamesWithKeysOfTheirOwn) {
+TEST_F(TreesTest, TwoTreesAreServedAtOnceUnderQualifiedNamesWithKeysOfTheirSources) {
   Start();
   absl::StatusOr<v1::GetKernelResponse> ours = Get("small/small.scale");
   absl::StatusOr<v1::GetKernelResponse> theirs = Get("team/small.scale");
@@ -160,6 +161,35 @@ TEST_F(TreesTest, TwoTreesAreServedAtOnceUnderQualifiedNamesWithKeysOfTheirOwn) 
   EXPECT_THAT(kernels_listed.output, HasSubstr("6 kernels (small 4, team 2)"));
   const auto stats_shown = daemon_->Jitctl({"stats"});
   EXPECT_THAT(stats_shown.output, ::testing::ContainsRegex("tree team +2 from .*team \\(namespace team, fingerprint"));
+}
+
+// What a user did (issue 35): the cache warmed with the shipped tree served
+// unnamed, then that tree served by name beside a second one. A key is what
+// was compiled, and the serving name compiles nothing: every warmed entry is
+// current and answers CACHED_ONLY, nothing compiles again.
+TEST_F(TreesTest, EntriesWarmedWithTheUnnamedTreeAreHitsWhenItIsServedNamedBesideAnother) {
+  daemon_ = std::make_unique<TestDaemon>(dir_, std::vector<std::string>{"--kernels", small_.string()});
+  ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
+  client_ = daemon_->Connect("", std::chrono::seconds(120));
+  absl::StatusOr<v1::GetKernelResponse> scale = Get("small.scale");
+  absl::StatusOr<v1::GetKernelResponse> fill = Get("small.fill", {{"dtype", "fp32"}});
+  ASSERT_TRUE(scale.ok() && fill.ok()) << scale.status() << fill.status();
+  client_.reset();
+  daemon_.reset();
+
+  Start();
+  for (const auto& [name, params, key] :
+       {std::tuple<std::string, std::map<std::string, std::string>, std::string>{"small/small.scale", {}, scale->key()},
+        {"small/small.fill", {{"dtype", "fp32"}}, fill->key()}}) {
+    absl::StatusOr<v1::GetKernelResponse> hit =
+        client_->GetKernel(KernelRequest(name, params, v1::GetKernelRequest::CACHED_ONLY));
+    ASSERT_TRUE(hit.ok()) << name << ": " << hit.status();
+    EXPECT_EQ(hit->key(), key) << name;
+  }
+  const v1::StatsResponse stats = daemon_->Stats();
+  EXPECT_EQ(stats.compiles(), 0u);
+  EXPECT_EQ(stats.rewarm().current_entries(), 2u);
+  EXPECT_EQ(stats.rewarm().older_entries(), 0u);
 }
 
 TEST_F(TreesTest, ATreeThatFailsItsNamespaceRuleIsRefusedAloneAtStart) {

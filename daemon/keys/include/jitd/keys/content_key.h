@@ -31,9 +31,11 @@ namespace jitd::keys {
 inline constexpr int kKeySchemaVersion = 3;
 
 struct KeyInputs {
-  // The name the kernel's tree is served under (`--kernels NAME=DIR`): two
-  // trees never share an entry, so every entry belongs to one tree. Empty
-  // for the unnamed tree of `--kernels DIR`, whose keys stay what they were.
+  // Empty: a key is what was compiled, and the name a tree is served under
+  // compiles nothing (so an entry warmed with the unnamed tree answers the
+  // same tree served as `--kernels NAME=DIR`). Set only to compute the key
+  // an instantiation had while jitd 0.2 put the tree's name in keys
+  // (ResolvedKernel::named_key): old locks and caches.
   std::string tree;
   std::string nvrtc_version;        // "13.0"
   std::string toolkit_fingerprint;  // TreeFingerprint() of the toolkit headers
