@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "jitd/base/error_reason.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "manifest/adhoc_module.h"
@@ -65,16 +66,19 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveAdhoc(const KernelRequest& req) 
                                           "a letter, digit or '_'"));
   }
   if (!tree.manifest().adhoc_modules) {
-    return absl::FailedPreconditionError(
-        Cat("kernel tree ", TreeShown(*served), " does not build ad-hoc modules: its kernels.toml (",
-            tree.source_dir().string(),
-            ") must say `adhoc_modules = true` for clients to send load_jit specs over its files"));
+    return WithReason(absl::FailedPreconditionError(
+                          Cat("kernel tree ", TreeShown(*served), " does not build ad-hoc modules: its kernels.toml (",
+                              tree.source_dir().string(),
+                              ") must say `adhoc_modules = true` for clients to send load_jit specs over its files")),
+                      kReasonAdhocNotAllowed);
   }
   if (served->lock != nullptr) {
-    return absl::FailedPreconditionError(
-        Cat("kernel tree ", TreeShown(*served), " is locked (", served->lock->origin,
-            "): only the instantiations its lock lists are served, and an ad-hoc module is none of them; declare "
-            "the module in kernels.toml, lint and lock it"));
+    return WithReason(
+        absl::FailedPreconditionError(
+            Cat("kernel tree ", TreeShown(*served), " is locked (", served->lock->origin,
+                "): only the instantiations its lock lists are served, and an ad-hoc module is none of them; declare "
+                "the module in kernels.toml, lint and lock it")),
+        kReasonAdhocNotAllowed);
   }
   if (tree.manifest().Find(bare) != nullptr) {
     return absl::InvalidArgumentError(Cat(qualified, " is a declared kernel of tree ", TreeShown(*served),
@@ -89,12 +93,14 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveAdhoc(const KernelRequest& req) 
   if (spec.tree_fingerprint != tree.adhoc_fingerprint()) {
     const std::string theirs = spec.tree_fingerprint.empty() ? std::string("names none")
                                                              : Cat("is ", spec.tree_fingerprint.substr(0, 16), "…");
-    return absl::FailedPreconditionError(
-        Cat("ad-hoc module ", qualified, ": the client's copy of kernel tree ", TreeShown(*served),
-            " differs from the ", "daemon's (the request's fingerprint ", theirs, ", the daemon's ",
-            tree.adhoc_fingerprint().substr(0, 16), "… over ", tree.source_dir().string(),
-            "): a module built from the daemon's files would not be the code the client ships; serve the same tree "
-            "files on both sides"));
+    return WithReason(
+        absl::FailedPreconditionError(
+            Cat("ad-hoc module ", qualified, ": the client's copy of kernel tree ", TreeShown(*served),
+                " differs from the ", "daemon's (the request's fingerprint ", theirs, ", the daemon's ",
+                tree.adhoc_fingerprint().substr(0, 16), "… over ", tree.source_dir().string(),
+                "): a module built from the daemon's files would not be the code the client ships; serve the same tree "
+                "files on both sides")),
+        kReasonTreeMismatch);
   }
   JITD_ASSIGN_OR_RETURN(KernelDef def, AdhocKernelDef(qualified, spec));
   def.name = bare;

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <set>
 
+#include "jitd/base/error_reason.h"
 #include "jitd/base/kernel_params.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
@@ -409,20 +410,23 @@ absl::Status Resolver::CheckLock(const ServedTree& served, const KernelDef& def,
       text::Instantiation(resolved.kernel, resolved.params, resolved.arch, resolved.request_options);
   const LockEntry* entry = lock.Find(def.name, resolved.params, resolved.arch);
   if (entry == nullptr || !resolved.request_options.empty()) {
-    return absl::FailedPreconditionError(
-        Cat(what, " is not in ", lock.origin, ", the lock of kernel tree ",
-            served.name.empty() ? std::string("(unnamed)") : served.name,
-            ": only the instantiations `jitd lint --write-lock` wrote there are served (lint and lock again to add "
-            "it)"));
+    return WithReason(
+        absl::FailedPreconditionError(
+            Cat(what, " is not in ", lock.origin, ", the lock of kernel tree ",
+                served.name.empty() ? std::string("(unnamed)") : served.name,
+                ": only the instantiations `jitd lint --write-lock` wrote there are served (lint and lock again to add "
+                "it)")),
+        kReasonLockViolation);
   }
   if (entry->key != resolved.key && entry->key != resolved.named_key) {
-    return absl::FailedPreconditionError(Cat(what, " is locked with key ", entry->key.substr(0, 16), "… in ",
-                                             lock.origin,
-                                             ", but its sources and "
-                                             "toolkit here give ",
-                                             resolved.key.substr(0, 16),
-                                             "…: this is not what was linted (lint and lock again, "
-                                             "or serve the locked sources and toolkit)"));
+    return WithReason(
+        absl::FailedPreconditionError(Cat(what, " is locked with key ", entry->key.substr(0, 16), "… in ", lock.origin,
+                                          ", but its sources and "
+                                          "toolkit here give ",
+                                          resolved.key.substr(0, 16),
+                                          "…: this is not what was linted (lint and lock again, "
+                                          "or serve the locked sources and toolkit)")),
+        kReasonLockViolation);
   }
   return absl::OkStatus();
 }
