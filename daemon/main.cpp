@@ -56,7 +56,14 @@ int Serve(const CommandLine& command_line) {
     spdlog::error("{}", std::string(server.status().message()));
     return kExitFailure;
   }
-  spdlog::info("jitd ready: serving on {}; {}", fmt::join((*server)->addresses(), " "), (*server)->DescribeKernels());
+  if (const std::string refused = (*server)->RefusedTrees(); refused.empty()) {
+    spdlog::info("jitd ready: serving on {}; {}", fmt::join((*server)->addresses(), " "), (*server)->DescribeKernels());
+  } else {
+    // Degraded: the other trees are served; a probe sees the refused ones
+    // (health service jitd.tree.NAME, the jitd_kernel_tree_serving metric).
+    spdlog::warn("jitd ready, degraded: serving on {}; {}; {}", fmt::join((*server)->addresses(), " "),
+                 (*server)->DescribeKernels(), refused);
+  }
 
   int signal = 0;
   while ((signal = jitd::daemon::DaemonSignals::Wait()) == SIGHUP) {

@@ -165,6 +165,8 @@ std::string Server::DescribeKernels() const {
   return serving::KernelTrees::Describe(*resolver);
 }
 
+std::string Server::RefusedTrees() const { return impl_->trees != nullptr ? impl_->trees->RefusedSummary() : ""; }
+
 absl::Status Server::ReloadKernels() {
   // A toolkit change is noticed here too, not only by the next compile: the
   // listener swaps in the new toolchain before the kernels are re-read.

@@ -40,6 +40,8 @@ class Server {
 
   // "7 kernels from DIR, fingerprint 0123abcd4567", for the log.
   std::string DescribeKernels() const;
+  // "1 kernel tree refused: acme (why)", or "" when every tree is served.
+  std::string RefusedTrees() const;
 
   // Re-reads the kernels directory (SIGHUP): checks the toolkit first (a
   // change there restarts the workers and gives new keys, as when a compile

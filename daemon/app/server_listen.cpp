@@ -104,7 +104,8 @@ absl::Status Server::Impl::StartGrpc(const std::vector<ListenAddress>& listen) {
   grpc::EnableDefaultHealthCheckService(false);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   health = std::make_unique<HealthRpc>(
-      std::set<std::string>{v1::Compiler::service_full_name(), v1::CacheAdmin::service_full_name()});
+      std::set<std::string>{v1::Compiler::service_full_name(), v1::CacheAdmin::service_full_name()},
+      [trees = trees.get()](std::string_view tree) { return trees->Serving(tree); });
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   builder.SetMaxSendMessageSize(kMaxSendMessageBytes);

@@ -129,6 +129,9 @@ absl::Status Server::Impl::StartServing() {
   }
   serving::KernelService::Options options;
   options.fleet_archs = config.fleet_archs;
+  options.explain_not_found = [trees = trees.get()](const std::string& kernel, absl::Status not_found) {
+    return trees->ExplainNotFound(kernel, std::move(not_found));
+  };
   options.hot_cache_bytes = config.hot_cache_bytes;
   options.negative_ttl = config.negative_ttl;
   options.max_queue = config.max_queue;

@@ -15,7 +15,8 @@ constexpr std::chrono::milliseconds kWatchPoll{250};
 
 }  // namespace
 
-HealthRpc::HealthRpc(std::set<std::string> services) : services_(std::move(services)) {}
+HealthRpc::HealthRpc(std::set<std::string> services, TreeServing tree_serving)
+    : services_(std::move(services)), tree_serving_(std::move(tree_serving)) {}
 
 void HealthRpc::Shutdown() {
   {
@@ -26,6 +27,11 @@ void HealthRpc::Shutdown() {
 }
 
 HealthRpc::Status HealthRpc::StatusOf(const std::string& service) const {
+  if (tree_serving_ && service.starts_with(kTreeServicePrefix)) {
+    const std::optional<bool> serving = tree_serving_(std::string_view(service).substr(sizeof kTreeServicePrefix - 1));
+    if (!serving.has_value()) return HealthCheckResponse::SERVICE_UNKNOWN;
+    return shut_down_ || !*serving ? HealthCheckResponse::NOT_SERVING : HealthCheckResponse::SERVING;
+  }
   if (!service.empty() && services_.count(service) == 0) return HealthCheckResponse::SERVICE_UNKNOWN;
   return shut_down_ ? HealthCheckResponse::NOT_SERVING : HealthCheckResponse::SERVING;
 }

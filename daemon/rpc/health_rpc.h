@@ -10,9 +10,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -21,8 +24,14 @@ namespace jitd::daemon {
 class HealthRpc final : public grpc::health::v1::Health::Service {
  public:
   // Answers for the server as a whole ("") and for each of `services`
-  // (fully qualified names); all SERVING until Shutdown().
-  explicit HealthRpc(std::set<std::string> services);
+  // (fully qualified names); all SERVING until Shutdown(). With
+  // `tree_serving`, also for "jitd.tree.NAME", each kernel tree: SERVING
+  // while it is served, NOT_SERVING when it was refused (the server as a
+  // whole stays SERVING: its other trees answer), unknown for a name that
+  // is no tree's.
+  using TreeServing = std::function<std::optional<bool>(std::string_view tree)>;
+  explicit HealthRpc(std::set<std::string> services, TreeServing tree_serving = nullptr);
+  static constexpr char kTreeServicePrefix[] = "jitd.tree.";
 
   // NOT_SERVING from here on, for every service; open Watch streams are
   // sent that and closed, so that they never hold up the server's shutdown.
@@ -42,6 +51,7 @@ class HealthRpc final : public grpc::health::v1::Health::Service {
   Status StatusOf(const std::string& service) const;  // under mu_
 
   const std::set<std::string> services_;
+  const TreeServing tree_serving_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   bool shut_down_ = false;

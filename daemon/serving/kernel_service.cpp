@@ -128,7 +128,9 @@ absl::Status KernelService::Pin(const std::string& key) { return disk_.Pin(key);
 std::shared_ptr<const manifest::Resolver> KernelService::resolver() const { return resolver_.current(); }
 
 absl::StatusOr<manifest::ResolvedKernel> KernelService::Resolve(const manifest::KernelRequest& request) const {
-  return resolver()->Resolve(request);
+  absl::StatusOr<manifest::ResolvedKernel> resolved = resolver()->Resolve(request);
+  if (resolved.ok() || !absl::IsNotFound(resolved.status()) || !options_.explain_not_found) return resolved;
+  return options_.explain_not_found(request.kernel, resolved.status());
 }
 
 KernelService::Stats KernelService::stats() const {

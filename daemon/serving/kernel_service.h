@@ -133,6 +133,10 @@ class KernelService {
     // The fleet's archs (--fleet-archs, sm_ only; empty = no fleet set): a
     // request for any other arch is served and counted (arch_misses).
     std::vector<std::string> fleet_archs;
+    // Given a request's kernel name and the NOT_FOUND its resolution gave,
+    // the answer to send instead (KernelTrees::ExplainNotFound: the tree it
+    // names was refused, and why). Null: NOT_FOUND as it is.
+    std::function<absl::Status(const std::string& kernel, absl::Status not_found)> explain_not_found;
   };
 
   struct Stats {

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "guard/namespace_guard.h"
+#include "jitd/base/error_reason.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "manifest/lock.h"
@@ -167,6 +168,42 @@ absl::StatusOr<KernelTrees::Loaded> KernelTrees::Load(const manifest::Toolchain&
 std::vector<KernelTrees::State> KernelTrees::states() const {
   std::lock_guard lock(mu_);
   return states_;
+}
+
+absl::Status KernelTrees::ExplainNotFound(const std::string& kernel, absl::Status not_found) const {
+  std::vector<std::string> refused;
+  const size_t slash = kernel.find('/');
+  for (const State& state : states()) {
+    if (state.serving) continue;
+    if (slash != std::string::npos && kernel.compare(0, slash, state.source.name) == 0) {
+      return WithReason(absl::NotFoundError(Cat("kernel tree '", state.source.name, "' (", state.source.dir.string(),
+                                                ") was refused when it was loaded, so ", kernel, " is not served: ",
+                                                state.error, " (fix it and send the daemon SIGHUP)")),
+                        kReasonTreeRefused);
+    }
+    refused.push_back(Cat(state.source.name, " (", state.error.substr(0, 200), ")"));
+  }
+  if (refused.empty() || slash != std::string::npos) return not_found;
+  return absl::NotFoundError(Cat(not_found.message(),
+                                 "; kernel tree(s) refused when loaded, whose kernels are not "
+                                 "served: ",
+                                 text::Join(refused, "; ")));
+}
+
+std::optional<bool> KernelTrees::Serving(std::string_view name) const {
+  for (const State& state : states()) {
+    if (state.source.name == name) return state.serving;
+  }
+  return std::nullopt;
+}
+
+std::string KernelTrees::RefusedSummary() const {
+  std::vector<std::string> refused;
+  for (const State& state : states()) {
+    if (!state.serving) refused.push_back(Cat(state.source.name, " (", state.error.substr(0, 200), ")"));
+  }
+  if (refused.empty()) return "";
+  return Cat(refused.size(), " kernel tree", refused.size() == 1 ? "" : "s", " refused: ", text::Join(refused, "; "));
 }
 
 std::string KernelTrees::Summary(const manifest::Resolver& resolver) {

@@ -19,7 +19,9 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -64,6 +66,15 @@ class KernelTrees {
   absl::StatusOr<Loaded> Load(const manifest::Toolchain& toolchain, const manifest::Resolver* previous);
 
   std::vector<State> states() const;
+  // The answer for a request of `kernel` that resolved to `not_found`: when
+  // it names a tree ("TREE/kernel") refused at start, NOT_FOUND saying so
+  // and why (reason TREE_REFUSED); when it is a bare name and trees were
+  // refused, `not_found` with a note naming them; else `not_found`.
+  absl::Status ExplainNotFound(const std::string& kernel, absl::Status not_found) const;
+  // Whether tree `name` is served now; nullopt for a name no --kernels gives.
+  std::optional<bool> Serving(std::string_view name) const;
+  // "1 kernel tree refused: acme (namespace findings ...)"; "" when none is.
+  std::string RefusedSummary() const;
   // "7 kernels from DIR, fingerprint F" for one tree; one such part per
   // tree ("sglang: …; team: …") for several.
   static std::string Describe(const manifest::Resolver& resolver);

@@ -7,6 +7,8 @@
 // and on SIGHUP, and never takes the daemon down.
 #include <fcntl.h>
 #include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +19,9 @@
 #include <sstream>
 #include <tuple>
 
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "jitd/v1/compiler.grpc.pb.h"
+#include "jitd/v1/error_details.pb.h"
 #include "kernel_fixtures.h"
 #include "poll_until.h"
 #include "test_daemon.h"
@@ -203,6 +208,44 @@ TEST_F(TreesTest, ATreeThatFailsItsNamespaceRuleIsRefusedAloneAtStart) {
   EXPECT_TRUE(Get("small.scale").ok()) << "the only tree served that has it";
   absl::StatusOr<v1::GetKernelResponse> refused = Get("team/team.axpy", {{"dtype", "fp32"}});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  // The answer says the tree was refused, and why; and so does the wire, in
+  // a word a program can match.
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("kernel tree 'team'"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("was refused when it was loaded"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("namespace team"));
+  auto channel = grpc::CreateChannel(daemon_->endpoint(), grpc::InsecureChannelCredentials());
+  {
+    grpc::ClientContext context;
+    v1::GetKernelResponse response;
+    grpc::Status raw = v1::Compiler::NewStub(channel)->GetKernel(
+        &context, KernelRequest("team/team.axpy", {{"dtype", "fp32"}}), &response);
+    v1::RpcStatus details;
+    ASSERT_TRUE(details.ParseFromString(raw.error_details())) << raw.error_message();
+    ASSERT_EQ(details.details_size(), 1);
+    EXPECT_EQ(details.details(0).type_url(), "type.googleapis.com/google.rpc.ErrorInfo");
+    v1::ErrorInfo info;
+    ASSERT_TRUE(info.ParseFromString(details.details(0).value()));
+    EXPECT_EQ(info.reason(), "TREE_REFUSED");
+    EXPECT_EQ(details.code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  }
+  // A bare name no served tree has names the refused tree too.
+  EXPECT_THAT(std::string(Get("team.axpy", {{"dtype", "fp32"}}).status().message()),
+              HasSubstr("kernel tree(s) refused when loaded, whose kernels are not served: team ("));
+  // Degraded, where a probe sees it: the log, health per tree, Stats.
+  EXPECT_THAT(daemon_->process().Output(), HasSubstr("jitd ready, degraded:"));
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  const auto check = [&](const std::string& service) {
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::Status status = health->Check(&context, request, &response);
+    return status.ok() ? grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status())
+                       : "error " + std::to_string(status.error_code());
+  };
+  EXPECT_EQ(check(""), "SERVING") << "the other tree answers";
+  EXPECT_EQ(check("jitd.tree.small"), "SERVING");
+  EXPECT_EQ(check("jitd.tree.team"), "NOT_SERVING");
   const v1::StatsResponse stats = daemon_->Stats();
   ASSERT_NE(Tree(stats, "team"), nullptr);
   EXPECT_FALSE(Tree(stats, "team")->serving());
