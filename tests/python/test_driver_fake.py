@@ -176,6 +176,19 @@ def test_no_driver_is_driver_unavailable_naming_the_library(monkeypatch, tmp_pat
         driver._driver = None
 
 
+def test_driver_unavailable_is_a_jitd_error_and_a_cuda_error_that_pickles():
+    import pickle
+
+    import grpc
+    error = jitd.DriverUnavailable("cuInit failed: no device", "cuInit", 100, "CUDA_ERROR_NO_DEVICE")
+    assert jitd.DriverUnavailable is driver.DriverUnavailable
+    assert isinstance(error, jitd.JitdError) and isinstance(error, driver.CudaError) and isinstance(error, RuntimeError)
+    assert error.code == grpc.StatusCode.FAILED_PRECONDITION and error.message == "cuInit failed: no device"
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is jitd.DriverUnavailable
+    assert (back.message, back.call, back.result, back.name) == (error.message, "cuInit", 100, "CUDA_ERROR_NO_DEVICE")
+
+
 def test_arch_fits_follows_cubin_compatibility():
     assert driver.arch_fits("sm_80", "sm_86") and driver.arch_fits("sm_90", "sm_90")
     assert not driver.arch_fits("sm_90", "sm_100") and not driver.arch_fits("sm_86", "sm_80")

@@ -302,3 +302,24 @@ def test_retry_policy_refuses_codes_that_never_succeed_again():
     assert jitd.RetryPolicy.of(0).max_attempts == 1
     assert jitd.RetryPolicy.of(3).max_attempts == 4
     assert jitd.RetryPolicy.of(None) == jitd.RetryPolicy()
+
+
+def test_a_request_outside_the_lock_is_a_lock_violation_not_a_compile_error(make_daemon, tmp_path):
+    lock = tmp_path / "small.lock"
+    lock.write_text("schema = 1\n")  # a lock of the unnamed tree that lists nothing
+    daemon = make_daemon(args=["--lock", str(lock)])
+    with daemon.client() as client:
+        with pytest.raises(jitd.LockViolation, match=r"is not in .*small\.lock") as error:
+            client.get_kernel("small.fill", dtype="fp32")
+    assert error.value.reason == "LOCK_VIOLATION"
+    assert error.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert not isinstance(error.value, jitd.CompileError)
+    again = pickle.loads(pickle.dumps(error.value))
+    assert type(again) is jitd.LockViolation and again.reason == "LOCK_VIOLATION"
+
+
+def test_an_error_without_a_reason_keeps_its_codes_class():
+    assert type(jitd.errors.error_for(grpc.StatusCode.FAILED_PRECONDITION, "NVRTC says no")) is jitd.CompileError
+    unknown = jitd.errors.error_for(grpc.StatusCode.FAILED_PRECONDITION, "new", reason="SOMETHING_NEW")
+    assert type(unknown) is jitd.JitdError and unknown.reason == "SOMETHING_NEW"
+    assert type(jitd.errors.error_for(grpc.StatusCode.NOT_FOUND, "x", reason="TREE_REFUSED")) is jitd.TreeRefused

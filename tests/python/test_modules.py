@@ -301,8 +301,9 @@ def test_a_client_copy_that_differs_from_the_daemons_is_refused(silu, module_dae
     (copy / "csrc" / "common" / "dtype.cuh").write_text((copy / "csrc/common/dtype.cuh").read_text() + "// mine\n")
     with module_daemon.client() as client:
         spec = jitd.jit.module_spec("silu", tree=jit_tree(copy), **SILU_SPEC)
-        with pytest.raises(jitd.CompileError, match="the client's copy of kernel tree .* differs from the daemon's"):
+        with pytest.raises(jitd.TreeMismatch, match="the client's copy of kernel tree .* differs from the daemon's") as error:
             client.get(spec)
+        assert error.value.reason == "TREE_MISMATCH" and not isinstance(error.value, jitd.CompileError)
 
 
 def test_the_tree_fingerprint_covers_the_sources_only(tmp_path):
@@ -337,5 +338,6 @@ def test_load_jit_arguments_jitd_cannot_honour_are_refused_before_a_request(modu
 
 def test_a_tree_that_does_not_allow_ad_hoc_modules_refuses_them(client):
     spec = jitd.jit.module_spec("silu", tree=jit_tree(), **SILU_SPEC)
-    with pytest.raises(jitd.CompileError, match="must say `adhoc_modules = true`"):
+    with pytest.raises(jitd.JitdError, match="must say `adhoc_modules = true`") as error:
         client.get(spec)
+    assert error.value.reason == "ADHOC_NOT_ALLOWED" and not isinstance(error.value, jitd.CompileError)

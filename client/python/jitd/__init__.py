@@ -41,9 +41,10 @@ from typing import Any
 from . import _launch, jit, modules, types
 from ._endpoint import default_endpoint, read_admin_token_file, resolve_endpoint
 from .client import Client, KernelsLike
-from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Internal, InvalidArgument, JitdError,
-                     KernelsMissing, ModuleUnavailable, NotAModule, NotFound, PermissionDenied, ResourceExhausted,
-                     Unavailable, Unimplemented, WarmFailed)
+from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, DriverUnavailable, Internal, InvalidArgument,
+                     JitdError, KernelsMissing, LockViolation, ModuleUnavailable, NotAModule, NotFound,
+                     PermissionDenied, ResourceExhausted, TreeMismatch, TreeRefused, Unavailable, Unimplemented,
+                     WarmFailed)
 from .jit import JitTree, jit_loader, load_jit
 from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, print_progress
 from .launch_rules import align_block_size_grid, rmsnorm_threads
@@ -65,7 +66,8 @@ __all__ = [
     "EvictResult", "VerifyResult", "ClientCounters", "MountedBundle",
     "JitdError", "NotFound", "InvalidArgument", "CompileError", "ResourceExhausted", "PermissionDenied",
     "Unavailable", "DeadlineExceeded", "Cancelled", "DataLoss", "Internal", "Unimplemented", "KernelsMissing",
-    "WarmFailed", "NotAModule", "ModuleUnavailable",
+    "WarmFailed", "NotAModule", "ModuleUnavailable", "DriverUnavailable", "LockViolation", "TreeRefused",
+    "TreeMismatch",
     "load_module", "load_jit", "jit_loader", "JitTree", "ModuleSpec", "default_client", "default_kernel_set", "kernel", "print_progress",
     "default_endpoint", "resolve_endpoint", "read_admin_token_file", "rmsnorm_threads",
     "align_block_size_grid",

@@ -33,6 +33,7 @@ import struct
 import threading
 from typing import Any, Iterator, Optional, Sequence
 
+from .errors import CudaError, DriverUnavailable
 from .types import Dim, KernelResult
 
 _c_uint = ctypes.c_uint
@@ -43,26 +44,6 @@ CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 _ATTRIBUTE_CC_MAJOR = 75
 _ATTRIBUTE_CC_MINOR = 76
-
-
-class CudaError(RuntimeError):
-    """A CUDA driver call failed: ``.call`` names it, ``.result`` is the
-    CUresult, ``.name`` its name (``CUDA_ERROR_NO_BINARY_FOR_GPU``)."""
-
-    def __init__(self, call: str, result: int, name: str, text: str, hint: str = "") -> None:
-        message = f"{call} failed: {name} ({text})" + (f"; {hint}" if hint else "")
-        super().__init__(message)
-        self.call, self.result, self.name = call, result, name
-
-
-class DriverUnavailable(CudaError):
-    """No usable CUDA driver: libcuda.so.1 could not be opened, or cuInit
-    failed (no device, a driver too old), or CUDA was initialised before
-    this process was forked."""
-
-    def __init__(self, message: str, call: str = "", result: int = -1, name: str = "") -> None:
-        RuntimeError.__init__(self, message)
-        self.call, self.result, self.name = call, result, name
 
 
 def _library_name() -> str:

@@ -7,7 +7,8 @@ status code (``.code``, a :class:`grpc.StatusCode`) and the daemon's message
     JitdError
     ├── NotFound            NOT_FOUND: unknown kernel (the message names close
     │   │                   matches), or a CACHED_ONLY miss       (LookupError)
-    │   └── KernelsMissing  KernelSet.require(): every missing instantiation
+    │   ├── KernelsMissing  KernelSet.require(): every missing instantiation
+    │   └── TreeRefused     reason TREE_REFUSED: the kernel's tree was refused
     ├── InvalidArgument     INVALID_ARGUMENT: bad or missing params, an option
     │   │                   outside the allow-list, an unknown arch (ValueError)
     │   └── NotAModule      load_module() of an NVRTC kernel (a cubin, not a
@@ -21,9 +22,15 @@ status code (``.code``, a :class:`grpc.StatusCode`) and the daemon's message
     ├── Unavailable         UNAVAILABLE: no daemon at the endpoint  (ConnectionError)
     ├── DeadlineExceeded    DEADLINE_EXCEEDED: the call's timeout passed (TimeoutError)
     ├── Cancelled, DataLoss, Internal, Unimplemented
+    ├── LockViolation       FAILED_PRECONDITION, reason LOCK_VIOLATION: not in
+    │                       its tree's lock (no NVRTC log)
+    ├── TreeMismatch        FAILED_PRECONDITION, reason TREE_MISMATCH: an ad-hoc
+    │                       module over a copy of the tree that is not the daemon's
     ├── ModuleUnavailable   FAILED_PRECONDITION: load_module() cannot load a
     │                       module here (no tvm_ffi, another tvm-ffi version,
     │                       an unsafe directory, a missing library) (ImportError)
+    ├── DriverUnavailable   FAILED_PRECONDITION: no usable CUDA driver in this
+    │                       process, found when launching (jitd.driver.CudaError)
     └── (JitdError itself for any other code)
 
 Each also derives from the built-in exception in parentheses, so code that
@@ -47,15 +54,21 @@ class JitdError(Exception):
         code: the gRPC status code, unchanged from the daemon.
         message: the daemon's message, meant for a person.
         endpoint: the endpoint the call went to, when there was a call.
+        reason: why, in a word a program may match, when the daemon gave
+            one (``"LOCK_VIOLATION"``, ``"TREE_REFUSED"``,
+            ``"TREE_MISMATCH"``, ``"ADHOC_NOT_ALLOWED"``: the ErrorInfo of
+            the call's error details); ``""`` otherwise.
     """
 
     default_code: ClassVar[grpc.StatusCode] = grpc.StatusCode.UNKNOWN
 
-    def __init__(self, message: str, *, code: grpc.StatusCode | None = None, endpoint: str | None = None) -> None:
+    def __init__(self, message: str, *, code: grpc.StatusCode | None = None, endpoint: str | None = None,
+                 reason: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.code = code if code is not None else self.default_code
         self.endpoint = endpoint
+        self.reason = reason
 
     def __str__(self) -> str:
         return f"{self.code.name}: {self.message}"
@@ -64,11 +77,12 @@ class JitdError(Exception):
         return f"{type(self).__name__}({self.message!r}, code={self.code.name})"
 
     def _extra(self) -> dict[str, Any]:
-        """Attributes beyond message/code/endpoint, for pickling."""
+        """Attributes beyond message/code/endpoint/reason, for pickling."""
         return {}
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (type(self), self.message, self.code.name, self.endpoint, self._extra()))
+        return (_rebuild, (type(self), self.message, self.code.name, self.endpoint, {"reason": self.reason,
+                                                                                      **self._extra()}))
 
 
 def _rebuild(cls: type, message: str, code: str, endpoint: str | None, extra: dict[str, Any]) -> JitdError:
@@ -208,6 +222,65 @@ class WarmFailed(CompileError):
         return "\n".join(failure.error for failure in self.failures)
 
 
+class CudaError(RuntimeError):
+    """A CUDA driver call failed: ``.call`` names it, ``.result`` is the
+    CUresult, ``.name`` its name (``CUDA_ERROR_NO_BINARY_FOR_GPU``). Raised
+    by :mod:`jitd.driver` (also reachable as ``jitd.driver.CudaError``)."""
+
+    def __init__(self, call: str, result: int, name: str, text: str, hint: str = "") -> None:
+        message = f"{call} failed: {name} ({text})" + (f"; {hint}" if hint else "")
+        super().__init__(message)
+        self.call, self.result, self.name = call, result, name
+
+
+class DriverUnavailable(CudaError, JitdError):
+    """FAILED_PRECONDITION, found in this process: no usable CUDA driver.
+    libcuda.so.1 could not be opened, cuInit failed (no device, a driver too
+    old), or CUDA was initialised before this process was forked. A
+    :class:`jitd.JitdError` like every jitd failure, and a
+    :class:`jitd.driver.CudaError` (``.call``, ``.result``, ``.name``)."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+    def __init__(self, message: str, call: str = "", result: int = -1, name: str = "", **kwargs: Any) -> None:
+        JitdError.__init__(self, message, **kwargs)
+        self.call, self.result, self.name = call, result, name
+
+    def _extra(self) -> dict[str, Any]:
+        return {"call": self.call, "result": self.result, "name": self.name}
+
+
+class LockViolation(JitdError):
+    """FAILED_PRECONDITION, reason LOCK_VIOLATION: the kernel's tree is
+    served with a lock (``jitd --lock``) that does not list this
+    instantiation, or lists it with another key (its sources or toolkit are
+    not the ones linted). Not an NVRTC error: there is no log; lint and lock
+    again, or ask for what the lock lists."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class TreeRefused(NotFound):
+    """NOT_FOUND, reason TREE_REFUSED: the kernel's tree was refused when the
+    daemon loaded it (the message says why: namespace findings, a
+    kernels.toml that does not parse, ...); its kernels are not served."""
+
+
+class TreeMismatch(JitdError):
+    """FAILED_PRECONDITION, reason TREE_MISMATCH: an ad-hoc module
+    (:func:`jitd.load_jit`) whose tree differs between this process's copy
+    and the daemon's (their fingerprints are in the message)."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+# Refusals a reason names more precisely than their code.
+_BY_REASON: dict[str, type[JitdError]] = {
+    "LOCK_VIOLATION": LockViolation,
+    "TREE_REFUSED": TreeRefused,
+    "TREE_MISMATCH": TreeMismatch,
+}
+
 _BY_CODE: dict[grpc.StatusCode, type[JitdError]] = {
     cls.default_code: cls
     for cls in (NotFound, InvalidArgument, CompileError, ResourceExhausted, PermissionDenied, Unavailable,
@@ -215,9 +288,35 @@ _BY_CODE: dict[grpc.StatusCode, type[JitdError]] = {
 }
 
 
-def error_for(code: grpc.StatusCode, message: str, endpoint: str | None = None) -> JitdError:
-    """The exception for a status code: its subclass, or JitdError."""
-    return _BY_CODE.get(code, JitdError)(message, code=code, endpoint=endpoint)
+def error_for(code: grpc.StatusCode, message: str, endpoint: str | None = None, reason: str = "") -> JitdError:
+    """The exception for a status code and reason: the reason's class, else
+    the code's (FAILED_PRECONDITION with an unknown reason is no NVRTC
+    error: JitdError), else JitdError."""
+    cls = _BY_REASON.get(reason)
+    if cls is None:
+        cls = JitdError if reason and code == grpc.StatusCode.FAILED_PRECONDITION else _BY_CODE.get(code, JitdError)
+    return cls(message, code=code, endpoint=endpoint, reason=reason)
+
+
+def reason_of(error: Any) -> str:
+    """The reason of a failed call's error details (the ErrorInfo in its
+    grpc-status-details-bin trailer), or ""."""
+    try:
+        metadata = error.trailing_metadata() or ()
+    except Exception:  # noqa: BLE001 (a call that never reached a server has none)
+        return ""
+    for key, value in metadata:
+        if key != "grpc-status-details-bin" or not isinstance(value, bytes):
+            continue
+        from ._proto.jitd.v1 import error_details_pb2  # generated at build; errors.py is imported before it is needed
+        try:
+            status = error_details_pb2.RpcStatus.FromString(value)
+            for detail in status.details:
+                if detail.type_url.endswith("/google.rpc.ErrorInfo"):
+                    return error_details_pb2.ErrorInfo.FromString(detail.value).reason
+        except Exception:  # noqa: BLE001 (details another server wrote)
+            return ""
+    return ""
 
 
 def from_rpc_error(error: grpc.RpcError, endpoint: str) -> JitdError:
@@ -237,7 +336,8 @@ def from_rpc_error(error: grpc.RpcError, endpoint: str) -> JitdError:
                                code=code, endpoint=endpoint)
         # UNAVAILABLE from the daemon itself (a compile worker gone, say).
         return Unavailable(f"jitd at {endpoint}: {details}", code=code, endpoint=endpoint)
-    return error_for(code, details or f"the call to jitd at {endpoint} failed without a message", endpoint)
+    return error_for(code, details or f"the call to jitd at {endpoint} failed without a message", endpoint,
+                     reason_of(error))
 
 
 def what_to_do(endpoint: str) -> str:

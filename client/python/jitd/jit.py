@@ -14,7 +14,7 @@ tree, which must allow it (``adhoc_modules = true`` in its kernels.toml, and
 no lock), keyed and cached exactly as a declared module kernel of the same
 unit. The request carries the fingerprint of this process's copy of the
 tree (:func:`tree_fingerprint`); a daemon whose copy differs refuses it
-(:class:`jitd.CompileError`, FAILED_PRECONDITION, naming both
+(:class:`jitd.TreeMismatch`, FAILED_PRECONDITION, naming both
 fingerprints), since the module would not be built from the code this
 server ships. The module comes back as any module kernel does
 (:func:`jitd.modules.load`: checked, written privately, loaded with
