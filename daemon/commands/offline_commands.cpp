@@ -16,6 +16,7 @@
 #include "jitd/base/text.h"
 #include "jitd/spec_file.h"
 #include "serving/kernel_service.h"
+#include "serving/kernel_trees.h"
 #include "serving/warm_plan.h"
 #include "serving/warm_run.h"
 
@@ -48,7 +49,7 @@ namespace {
 absl::StatusOr<serving::WarmAsk> WarmAskOf(const OfflineOptions& o) {
   serving::WarmAsk ask;
   ask.archs = o.archs;
-  ask.all = o.all || !o.lock.empty();
+  ask.all = o.all;
   if (ask.all) return ask;
   JITD_ASSIGN_OR_RETURN(auto specs, LoadSpecFile(o.manifest));
   for (const auto& spec : specs) {
@@ -60,6 +61,25 @@ absl::StatusOr<serving::WarmAsk> WarmAskOf(const OfflineOptions& o) {
   return ask;
 }
 
+// The trees and locks as the daemon serves them: one tree as it always
+// was; several through serving::KernelTrees, which also guards each, so
+// that a tree the daemon would refuse is not warmed (said, not fatal).
+absl::StatusOr<std::shared_ptr<const manifest::Resolver>> OfflineKernels(const OfflineOptions& o,
+                                                                         const manifest::Toolchain& toolchain,
+                                                                         const std::string& arch) {
+  if (o.trees.size() == 1 && o.locks.size() <= 1) {
+    return LoadKernels(o.trees.front().dir, o.trees.front().name, o.locks.empty() ? fs::path() : o.locks.front(),
+                       toolchain, arch);
+  }
+  serving::KernelTrees trees(serving::KernelTrees::Options{
+      .sources = o.trees, .locks = o.locks, .allow_guard_findings = false, .default_arch = arch});
+  JITD_ASSIGN_OR_RETURN(serving::KernelTrees::Loaded loaded, trees.Load(toolchain, nullptr));
+  for (const std::string& refused : loaded.refused) {
+    std::fprintf(stderr, "jitd warm: not warming %s (the daemon refuses it too)\n", refused.c_str());
+  }
+  return loaded.resolver;
+}
+
 }  // namespace
 
 int RunWarm(const CommandLine& command_line) {
@@ -67,7 +87,6 @@ int RunWarm(const CommandLine& command_line) {
   // a daemon writes would only repeat them.
   spdlog::set_level(spdlog::level::warn);
   const OfflineOptions& o = command_line.offline;
-  fs::path kernels_dir = o.kernels_dir.empty() ? DefaultKernelsDir() : o.kernels_dir;
   const std::vector<std::string> archs = offline::Archs(o);
   cache::CacheOptions cache_options;
   cache_options.dir = o.cache_dir;
@@ -86,7 +105,7 @@ int RunWarm(const CommandLine& command_line) {
   // locked key, so a warm-up of sources or a toolkit other than the linted
   // ones fails those entries instead of filling the cache with cubins the
   // locked daemon would refuse.
-  auto resolver = LoadKernels(kernels_dir, o.kernels_name, o.lock, *toolchain, archs.front());
+  auto resolver = OfflineKernels(o, *toolchain, archs.front());
   if (!resolver.ok()) return CannotRun("warm", resolver.status());
 
   absl::StatusOr<serving::WarmAsk> ask = WarmAskOf(o);

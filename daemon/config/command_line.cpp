@@ -92,7 +92,7 @@ std::optional<ConfigLayer> ToLayer(const CLI::App& app, const ServeFlags& flags)
 }
 
 struct OfflineFlags {
-  std::string kernels_dir;
+  std::vector<std::string> kernels;
   std::string cuda_include;
   std::string nvcc;
   std::string host_cxx;
@@ -101,7 +101,7 @@ struct OfflineFlags {
   std::vector<std::string> archs;
   bool all = false;
   std::string manifest;
-  std::string lock;
+  std::vector<std::string> locks;
   uint32_t workers = 0;
   bool source_only = false;
   std::string format = "text";
@@ -118,9 +118,9 @@ struct OfflineFlags {
 // calls them --jobs, as make and ninja do, and keeps --workers, hidden, for
 // the scripts that used it).
 void AddCompileOptions(CLI::App& sub, OfflineFlags& flags, const std::string& arch_help, bool jobs = false) {
-  sub.add_option("--kernels", flags.kernels_dir,
+  sub.add_option("--kernels", flags.kernels,
                  text::Cat("Kernel tree (sources and kernels.toml); NAME=DIR names it as the daemon serves it, "
-                           "which its keys and lock include (default: ",
+                           "as its lock does (default: ",
                            DefaultKernelsDir().string(), ")"))
       ->type_name("[NAME=]DIR");
   sub.add_option("--cuda-include", flags.cuda_include,
@@ -177,7 +177,9 @@ void AddFleetOptions(CLI::App& sub, OfflineFlags& flags) {
   sub.add_flag("--fleet", flags.fleet,
                "For the fleet set too: --fleet-archs, else the fleet_archs of --config FILE (the daemon's config)");
   sub.add_option("--fleet-archs", flags.fleet_archs, kFleetHelp)->type_name("LIST");
-  sub.add_option("--config", flags.fleet_config, "The daemon's config file, for its fleet_archs (with --fleet)")
+  sub.add_option("--config", flags.fleet_config,
+                 "The daemon's config file: its kernel trees, locks, toolkit, module tools, arch and (with --fleet) "
+                 "fleet_archs, where no flag here gives them, so that what is warmed is what it serves")
       ->check(ExistingFile())
       ->type_name("FILE");
 }
@@ -206,9 +208,9 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
   warm->add_option("--manifest", flags.manifest, "TOML file of [[spec]] tables to warm (or --all, --lock)")
       ->check(ExistingFile())
       ->type_name("FILE");
-  warm->add_option("--lock", flags.lock,
+  warm->add_option("--lock", flags.locks,
                    "Exactly the instantiations of a lock `jitd lint --write-lock` wrote, each checked against its "
-                   "key (or --all, --manifest)")
+                   "key (repeatable, one per tree; or --all, --manifest)")
       ->check(ExistingFile())
       ->type_name("FILE");
   AddCompileOptions(*warm, flags, "Arch to warm for (repeatable; default sm_90)");
@@ -249,27 +251,58 @@ void AddOfflineSubcommands(CLI::App& app, OfflineFlags& flags) {
       "Exit 0 when it verifies; 1 with the first bad entry or a seal that does not match; 2 when unreadable.");
 }
 
+// The trees, locks, toolkit and archs of an offline command: its flags,
+// then what --config FILE (the daemon's) gives where no flag did.
+absl::Status TakeTrees(const OfflineFlags& flags, OfflineOptions& o) {
+  ConfigLayer config;
+  if (!flags.fleet_config.empty()) {
+    JITD_ASSIGN_OR_RETURN(config, ReadConfigFile(flags.fleet_config));
+  }
+  if (!flags.kernels.empty()) {
+    // [NAME=]DIR, as the daemon's --kernels: a lock names its tree, so lint
+    // and warm a tree under the name it is served by.
+    JITD_ASSIGN_OR_RETURN(o.trees, ParseKernelTreeFlags(flags.kernels));
+  } else if (config.kernels.has_value() && !config.kernels->empty()) {
+    o.trees = *config.kernels;
+  } else {
+    o.trees = {manifest::TreeSource{"", DefaultKernelsDir()}};
+  }
+  o.kernels_name = o.trees.front().name;
+  o.kernels_dir = o.trees.front().dir;
+  for (const std::string& lock : flags.locks) o.locks.push_back(std::filesystem::absolute(lock));
+  if (o.locks.empty() && config.locks.has_value()) o.locks = *config.locks;
+  const auto take = [](const std::string& flag, const std::optional<std::filesystem::path>& from_config,
+                       std::filesystem::path& out) {
+    if (!flag.empty()) {
+      out = std::filesystem::absolute(flag);
+    } else if (from_config.has_value()) {
+      out = *from_config;
+    }
+  };
+  take(flags.cuda_include, config.cuda_include, o.cuda_include);
+  take(flags.nvcc, config.nvcc, o.module_tools.nvcc);
+  take(flags.host_cxx, config.host_cxx, o.module_tools.host_cxx);
+  take(flags.tvm_ffi_root, config.tvm_ffi_root, o.module_tools.tvm_ffi_root);
+  o.archs = flags.archs;
+  if (o.archs.empty() && config.arch.has_value() && !config.arch->empty()) o.archs = {*config.arch};
+  return absl::OkStatus();
+}
+
 // What an offline command was given, copied into `command_line` and
 // checked: 0, or kExitUsage after a usage error (printed).
 int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
   OfflineOptions& o = command_line->offline;
-  // [NAME=]DIR, as the daemon's --kernels: the name is part of every key
-  // (and of a lock), so lint and warm a tree under the name it is served by.
-  o.kernels_dir = flags.kernels_dir;
-  if (size_t eq = flags.kernels_dir.find('=');
-      eq != std::string::npos && manifest::ValidateTreeName(flags.kernels_dir.substr(0, eq)).ok()) {
-    o.kernels_name = flags.kernels_dir.substr(0, eq);
-    o.kernels_dir = flags.kernels_dir.substr(eq + 1);
+  if (absl::Status taken = TakeTrees(flags, o); !taken.ok()) {
+    std::cerr << "jitd: " << taken.message() << "\n";
+    return kExitUsage;
   }
-  if (!flags.cuda_include.empty()) o.cuda_include = std::filesystem::absolute(flags.cuda_include);
-  if (!flags.nvcc.empty()) o.module_tools.nvcc = std::filesystem::absolute(flags.nvcc);
-  if (!flags.host_cxx.empty()) o.module_tools.host_cxx = std::filesystem::absolute(flags.host_cxx);
-  if (!flags.tvm_ffi_root.empty()) o.module_tools.tvm_ffi_root = std::filesystem::absolute(flags.tvm_ffi_root);
+  if (command_line->command == CommandLine::Command::kLint && o.trees.size() > 1) {
+    std::cerr << "jitd lint: one tree at a time (--kernels [NAME=]DIR once); run it for each tree\n";
+    return kExitUsage;
+  }
   o.cache_dir = flags.cache_dir;
-  o.archs = flags.archs;
-  o.all = flags.all;
+  o.all = flags.all || !flags.locks.empty();  // warm --lock FILE: exactly the lock's instantiations
   o.manifest = flags.manifest;
-  o.lock = flags.lock;
   o.workers = flags.workers;
   o.source_only = flags.source_only;
   const std::map<std::string, LintFormat> formats = {{"text", LintFormat::kText},
@@ -296,7 +329,8 @@ int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
     if (std::find(o.archs.begin(), o.archs.end(), arch) == o.archs.end()) o.archs.push_back(arch);
   }
   if (command_line->command == CommandLine::Command::kWarm) {
-    const int sources = (o.all ? 1 : 0) + (o.manifest.empty() ? 0 : 1) + (o.lock.empty() ? 0 : 1);
+    // Locks from --config only narrow what --all or --manifest warms.
+    const int sources = (flags.all ? 1 : 0) + (o.manifest.empty() ? 0 : 1) + (flags.locks.empty() ? 0 : 1);
     if (sources == 0) {
       std::cerr << "jitd warm: say what to warm: --all (every instantiation), --manifest FILE or --lock FILE\n";
       return kExitUsage;

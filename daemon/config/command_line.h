@@ -17,13 +17,18 @@ enum class LintFormat { kText, kJson, kJunit, kGithub };
 
 // What `jitd lint`, `jitd warm` and `jitd bundle` were given.
 struct OfflineOptions {
+  // warm, bundle create: every tree (--kernels [NAME=]DIR, repeatable, or
+  // the trees of --config FILE; default: the shipped tree, unnamed) and
+  // every lock (--lock, repeatable, or the config's locks), as the daemon
+  // serves them. lint: one tree, also in kernels_dir and kernels_name.
+  std::vector<manifest::TreeSource> trees;
+  std::vector<std::filesystem::path> locks;
   std::filesystem::path kernels_dir;         // empty = DefaultKernelsDir()
   std::filesystem::path cuda_include;        // empty = compiler::kDefaultCudaInclude
   std::filesystem::path cache_dir;           // warm: the directory to fill
   std::vector<std::string> archs;            // empty = the default arch
   bool all = false;                          // warm: every instantiation
   std::filesystem::path manifest;            // warm: a file of [[spec]] tables
-  std::filesystem::path lock;                // warm: exactly the entries of this lock file
   uint32_t workers = 0;                      // 0 = one per core (lint: --jobs)
   bool source_only = false;                  // lint: skip the compile-all half
   LintFormat format = LintFormat::kText;     // lint: how findings are written

@@ -629,6 +629,10 @@ std::vector<Setting> MakeSettings() {
 
 }  // namespace
 
+absl::StatusOr<std::vector<KernelTreeSource>> ParseKernelTreeFlags(const std::vector<std::string>& texts) {
+  return ParseKernelTrees(texts, fs::current_path());
+}
+
 const std::vector<Setting>& Settings() {
   static const std::vector<Setting> settings = MakeSettings();
   return settings;

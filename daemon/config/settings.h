@@ -35,6 +35,10 @@ enum class SettingKind {
   kSwitch,        // on or off: a flag without a value; TOML: a boolean
 };
 
+// `--kernels [NAME=]DIR` texts as the daemon reads them (relative to the
+// working directory): several trees must each be named, names unique.
+absl::StatusOr<std::vector<KernelTreeSource>> ParseKernelTreeFlags(const std::vector<std::string>& texts);
+
 struct Setting {
   std::string key;   // the config file's key ("cache_dir")
   std::string flag;  // the long flag ("--cache-dir")

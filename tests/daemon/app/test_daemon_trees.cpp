@@ -497,13 +497,66 @@ TEST_F(TreesTest, TwoLocksForOneTreeStopTheStartNamingBoth) {
   EXPECT_THAT(result.output, HasSubstr("--lock " + first.string() + " and --lock " + second.string() +
                                        " are both locks of the kernel tree team (" + team_.string() + ")"));
 
-  // jitd warm takes one lock.
+  // jitd warm refuses them the same way.
   const auto warm =
       testing::RunProcess({testing::JitdBinary(), "warm", "--cache-dir", (dir_ / "warm").string(), "--kernels",
                            "team=" + team_.string(), "--lock", first.string(), "--lock", second.string()},
                           dir_ / "warm.log", kProcessTimeout);
-  EXPECT_NE(warm.exit_code, 0) << warm.output;
-  EXPECT_THAT(warm.output, HasSubstr("--lock: At Most 1 required but received 2"));
+  EXPECT_EQ(warm.exit_code, 2) << warm.output;
+  EXPECT_THAT(warm.output, HasSubstr("are both locks of the kernel tree team"));
+}
+
+// `jitd warm --config FILE` warms what the daemon of that config serves:
+// its trees (named), its lock, in one command; the daemon started on the
+// same config then answers every warmed instantiation from the cache.
+TEST_F(TreesTest, AnOfflineWarmOfTheDaemonsConfigIsExactlyWhatItServes) {
+  Start();
+  absl::StatusOr<v1::GetKernelResponse> locked = Get("team/team.axpy", {{"dtype", "fp32"}});
+  ASSERT_TRUE(locked.ok()) << locked.status();
+  daemon_.reset();
+  // Another directory: the daemon there starts on what the warm-ups wrote.
+  TempDir served;
+  const std::filesystem::path lock = dir_ / "team.lock", config = dir_ / "jitd.toml", cache = served / "cache";
+  WriteFile(lock,
+            "schema = 1\ntree = \"team\"\n[[instantiation]]\nkernel = \"team.axpy\"\nparams = \"dtype=fp32\"\n"
+            "arch = \"sm_90\"\nkey = \"" +
+                locked->key() + "\"\n");
+  WriteFile(config, "kernels = [\"small=" + small_.string() + "\", \"team=" + team_.string() + "\"]\nlock = \"" +
+                        lock.string() + "\"\narch = \"sm_90\"\n");
+  WriteFile(dir_ / "list.toml",
+            "[[spec]]\nkernel = \"small/small.fill\"\nparams = { dtype = \"fp64\" }\n"
+            "[[spec]]\nkernel = \"team/team.axpy\"\nparams = { dtype = \"fp32\" }\n");
+  const auto warm = testing::RunProcess({testing::JitdBinary(), "warm", "--config", config.string(), "--cache-dir",
+                                         cache.string(), "--manifest", (dir_ / "list.toml").string()},
+                                        dir_ / "warm.log", kProcessTimeout);
+  ASSERT_EQ(warm.exit_code, 0) << warm.output;
+  EXPECT_THAT(warm.output, HasSubstr("2 instantiations"));
+  // The lock narrows --all to what it lists: the other team instantiations
+  // are not compiled (the daemon would refuse them).
+  const auto all = testing::RunProcess(
+      {testing::JitdBinary(), "warm", "--config", config.string(), "--cache-dir", cache.string(), "--all"},
+      dir_ / "all.log", kProcessTimeout);
+  EXPECT_EQ(all.exit_code, 1) << all.output;  // the small tree's small.broken fails, as it would when served
+  EXPECT_THAT(all.output, HasSubstr("failed   small/small.broken"));
+  EXPECT_THAT(all.output, HasSubstr("cached   team/team.axpy{dtype=fp32}"));
+  EXPECT_THAT(all.output, ::testing::Not(HasSubstr("team/team.axpy{dtype=fp64}")));
+  EXPECT_THAT(all.output, ::testing::Not(HasSubstr("team/small.scale")));
+
+  daemon_ = std::make_unique<TestDaemon>(served, std::vector<std::string>{"--config", config.string()});
+  ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->process().Output();
+  client_ = daemon_->Connect("", std::chrono::seconds(120));
+  for (const auto& [name, params] : std::vector<std::pair<std::string, std::map<std::string, std::string>>>{
+           {"small/small.fill", {{"dtype", "fp64"}}},
+           {"team/team.axpy", {{"dtype", "fp32"}}},
+           {"small/small.scale", {}}}) {
+    absl::StatusOr<v1::GetKernelResponse> hit =
+        client_->GetKernel(KernelRequest(name, params, v1::GetKernelRequest::CACHED_ONLY));
+    EXPECT_TRUE(hit.ok()) << name << ": " << hit.status();
+  }
+  EXPECT_EQ(daemon_->Stats().compiles(), 0u);
+  EXPECT_EQ(client_->GetKernel(KernelRequest("team/team.axpy", {{"dtype", "fp64"}})).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "outside the lock, warmed or not";
 }
 
 }  // namespace
