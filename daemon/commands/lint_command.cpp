@@ -56,6 +56,7 @@ LintReport SourceReport(const OfflineOptions& o, const fs::path& kernels_dir, co
   LintReport report;
   report.kernels_dir = kernels_dir.string();
   report.kernel_namespace = tree.manifest().kernel_namespace;
+  report.namespace_note = manifest::UndeclaredNamespaceNote(tree.manifest());
   report.archs = offline::Archs(o);
   for (guard::Finding& f : guard::CheckSources(tree)) {
     if (!f.kernel.empty()) report.skipped_kernels.insert(f.kernel);

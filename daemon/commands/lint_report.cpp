@@ -230,9 +230,10 @@ std::string LintTextSources(const LintReport& r) {
   for (const auto& f : r.findings) {
     if (f.check == LintReport::Check::kSource) out += Cat(TextOf(f.finding), "\n");
   }
+  const size_t findings = r.CountFindings(LintReport::Check::kSource);
   return out +
-         SafeLine(Cat("jitd lint: ", r.source_files.size(), " source files in ", r.kernels_dir, ": ",
-                      r.CountFindings(LintReport::Check::kSource), " findings")) +
+         SafeLine(Cat("jitd lint: ", r.source_files.size(), " source files in ", r.kernels_dir, ": ", findings,
+                      " findings", findings > 0 && !r.namespace_note.empty() ? Cat(" (", r.namespace_note, ")") : "")) +
          "\n";
 }
 
@@ -246,10 +247,11 @@ std::string LintTextCompile(const LintReport& r) {
   const size_t compiled = r.instantiations.size() - r.CountInstantiations(false, true);
   return out + Cat("jitd lint: ", compiled, " instantiations compiled for ", r.archs.size(), " arch(s) with NVRTC ",
                    SafeLine(r.nvrtc_version), r.modules ? " and nvcc" : "", " in ", seconds,
-                   " s: ", r.CountFindings(LintReport::Check::kCompile), " findings",
+                   " s: ", r.CountFindings(LintReport::Check::kCompile), " compile findings",
                    r.skipped_kernels.empty()
                        ? ""
-                       : Cat(" (", r.skipped_kernels.size(), " kernels with source findings not compiled)"),
+                       : Cat("; ", r.skipped_kernels.size(), r.skipped_kernels.size() == 1 ? " kernel" : " kernels",
+                             " not compiled because of the source findings above (fix those, then lint again)"),
                    "\n");
 }
 

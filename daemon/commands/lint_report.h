@@ -33,6 +33,7 @@ struct LintReport {
 
   std::string kernels_dir;  // as given on the command line (or the default)
   std::string kernel_namespace;
+  std::string namespace_note;  // manifest::UndeclaredNamespaceNote: "" when kernels.toml declares it
   std::vector<std::string> archs;
   // Every file the namespace guard read (guard::ScannedFiles), relative to
   // kernels_dir.

@@ -330,6 +330,12 @@ std::string KernelDef::SignatureText() const {
   return out;
 }
 
+std::string UndeclaredNamespaceNote(const Manifest& manifest) {
+  if (manifest.namespace_declared) return "";
+  return Cat("kernels.toml sets no `namespace`, so the rule is the default, ", manifest.kernel_namespace,
+             "; for kernels in another, add `namespace = \"acme\"` (yours) at the top of kernels.toml");
+}
+
 namespace {
 
 // The manifest's top-level keys besides [defaults] and [[kernel]]:
@@ -351,6 +357,7 @@ absl::Status ParseTopLevel(const toml::table& root, const std::string& origin, M
           Cat("namespace '", ns, "' is not a C++ namespace name (write it as in code: \"team\" or \"team::ops\")"));
     }
     m.kernel_namespace = ns;
+    m.namespace_declared = true;
   }
   if (const toml::node* schema = root.get("schema")) {
     if (!schema->is_integer() || *schema->value<int64_t>() != 1) {

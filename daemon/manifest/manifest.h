@@ -128,6 +128,9 @@ struct Manifest {
   // allowed): the rule the namespace guard enforces for this tree. A C++
   // qualified name ("team" or "team::ops"); "sglang" when not given.
   std::string kernel_namespace = "sglang";
+  // Whether kernels.toml says `namespace = ...` (else the rule is the
+  // default, which messages about findings say).
+  bool namespace_declared = false;
   std::vector<std::string> default_options;
   // `[defaults] arch_macro = "SGL_CUDA_ARCH"`: module kernels are compiled
   // with -D<it>=<arch number x 10> besides -DJITD_CUDA_ARCH; "" for none.
@@ -317,6 +320,14 @@ struct ServedTree {
 
 // "tree/kernel", or `kernel` for the unnamed tree.
 std::string QualifiedName(std::string_view tree, std::string_view kernel);
+// The NVRTC this process loaded, "13.0" ("unknown" if it cannot say).
+std::string NvrtcVersion();
+
+// For messages about namespace findings: "" when `manifest` declares its
+// namespace; else that kernels.toml sets none, so the rule is the default,
+// and how to set another.
+std::string UndeclaredNamespaceNote(const Manifest& manifest);
+
 // A tree name: a letter, then letters, digits, '_', '-' or '.', at most 64.
 // INVALID_ARGUMENT saying how to write one.
 absl::Status ValidateTreeName(std::string_view name);

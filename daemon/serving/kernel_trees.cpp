@@ -56,12 +56,13 @@ absl::StatusOr<manifest::ServedTree> KernelTrees::LoadOne(
     }
   }
   if (!findings.empty() && !options_.allow_guard_findings) {
-    return absl::FailedPreconditionError(
-        Cat("the kernels in ", source.dir.string(), " fail the namespace guard's source check with ", findings.size(),
-            " finding(s) (namespace ", (*tree)->manifest().kernel_namespace, "), logged above (`jitd lint --kernels ",
-            source.dir.string(),
-            "` lists them too); fix the sources, or start with --allow-guard-findings (allow_guard_findings = true "
-            "in the config file) to serve them anyway"));
+    const std::string note = manifest::UndeclaredNamespaceNote((*tree)->manifest());
+    return absl::FailedPreconditionError(Cat(
+        "the kernels in ", source.dir.string(), " fail the namespace guard's source check with ", findings.size(),
+        " finding(s) (namespace ", (*tree)->manifest().kernel_namespace, note.empty() ? "" : Cat(": ", note),
+        "), logged above (`jitd lint --kernels ", source.name.empty() ? "" : Cat(source.name, "="), source.dir.string(),
+        "` lists them too); fix the sources, or start with --allow-guard-findings (allow_guard_findings = true "
+        "in the config file) to serve them anyway"));
   }
   if (!findings.empty()) {
     spdlog::warn("serving kernels with {} namespace guard finding(s) (--allow-guard-findings)", findings.size());

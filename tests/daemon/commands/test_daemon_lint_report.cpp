@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands/lint_report.h"
+#include "manifest/manifest.h"
 
 namespace jitd::daemon {
 namespace {
@@ -64,8 +65,19 @@ TEST(LintReport, TextIsTodaysOutput) {
             "jitd lint: 3 source files in kernels: 2 findings\n");
   EXPECT_EQ(LintTextCompile(r),
             "b/k.cu: [b.k] sm_90 dtype=fp16: does not compile: b/k.cu(3): error\n  x\n"
-            "jitd lint: 2 instantiations compiled for 1 arch(s) with NVRTC 13.0 in 1.2 s: 1 findings "
-            "(1 kernels with source findings not compiled)\n");
+            "jitd lint: 2 instantiations compiled for 1 arch(s) with NVRTC 13.0 in 1.2 s: 1 compile findings; 1 kernel "
+            "not compiled because of the source findings above (fix those, then lint again)\n");
+}
+
+TEST(LintReport, SourceFindingsOfATreeWithoutANamespaceLineSayTheRuleIsTheDefault) {
+  LintReport r = Sample();
+  manifest::Manifest m;
+  r.namespace_note = manifest::UndeclaredNamespaceNote(m);
+  EXPECT_THAT(LintTextSources(r), ::testing::HasSubstr("2 findings (kernels.toml sets no `namespace`, so the rule is "
+                                                       "the default, sglang; for kernels in another, add `namespace = "
+                                                       "\"acme\"` (yours) at the top of kernels.toml)"));
+  m.namespace_declared = true;
+  EXPECT_EQ(manifest::UndeclaredNamespaceNote(m), "");
 }
 
 TEST(LintReport, FindingsOfAnInstantiationAreItsOwn) {
