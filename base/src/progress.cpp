@@ -62,7 +62,14 @@ Progress::Progress(std::string title, size_t total, std::FILE* out, bool interac
       interactive_(interactive),
       columns_(columns > 0 ? columns : TerminalColumns(out)),
       clock_(clock ? std::move(clock) : Clock(SteadySeconds)),
-      start_(clock_()) {}
+      start_(clock_()) {
+  // On a terminal the line is there at once ("0/N"), not after the first
+  // item, which may take seconds.
+  if (interactive_ && total_ > 0) {
+    std::fprintf(out_, "\r\033[K%s", StatusLine("").c_str());
+    std::fflush(out_);
+  }
+}
 
 double Progress::elapsed_s() const { return clock_() - start_; }
 

@@ -114,6 +114,12 @@ int RunWarm(const CommandLine& command_line) {
   if (!plan.ok()) return CannotRun("warm", plan.status());
 
   const size_t workers = offline::WorkerCount(o.workers);
+  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", plan->size(), (*cache)->dir().c_str(),
+              workers);
+  std::fflush(stdout);
+  // Drawn now ("0/N") and timed from here: the workers' start and the first
+  // compile count, as a person waiting sees them.
+  Progress progress("warm", plan->size());
   // A toolkit change during the warm-up fails the compiles that saw it
   // (UNAVAILABLE, reported as failures): a warm-up never stores old keys
   // with new bytes; run it again for the new toolkit's keys.
@@ -123,10 +129,6 @@ int RunWarm(const CommandLine& command_line) {
   service_options.hot_cache_bytes = 0;  // nothing is served: keep no cubins in memory
   serving::KernelService service(*resolver, cache->get(), stack->pool.get(), service_options);
 
-  std::printf("jitd warm: %zu instantiations into %s with %zu workers\n", plan->size(), (*cache)->dir().c_str(),
-              workers);
-  std::fflush(stdout);
-  Progress progress("warm", plan->size());
   std::vector<std::string> failures;
   serving::WarmRunOptions run;
   // One more in flight than workers keeps every worker busy while a result

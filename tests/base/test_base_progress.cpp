@@ -72,16 +72,17 @@ TEST(Progress, AtEightyColumnsEveryRedrawFitsOnOneLineAndKeepsBothEndsOfTheName)
   }
   progress.Finish();
   const std::vector<std::string> lines = out.Redraws();
-  ASSERT_EQ(lines.size(), 241u);
+  ASSERT_EQ(lines.size(), 242u);  // the first, at once, then one per item and the last
   for (const std::string& line : lines) {
     EXPECT_LT(line.size(), 80u) << line;  // below the width: the cursor never wraps
     EXPECT_EQ(line.find('\n'), std::string::npos) << line;
   }
-  EXPECT_THAT(lines[0], StartsWith("warm ["));
-  EXPECT_THAT(lines[0], HasSubstr("1/240"));
-  EXPECT_THAT(lines[0], HasSubstr("diffusion.modulate"));  // the name's start
-  EXPECT_THAT(lines[0], HasSubstr("..."));
-  EXPECT_THAT(lines[0], HasSubstr("=1]"));  // and its end
+  EXPECT_THAT(lines[0], HasSubstr("0/240"));
+  EXPECT_THAT(lines[1], StartsWith("warm ["));
+  EXPECT_THAT(lines[1], HasSubstr("1/240"));
+  EXPECT_THAT(lines[1], HasSubstr("diffusion.modulate"));  // the name's start
+  EXPECT_THAT(lines[1], HasSubstr("..."));
+  EXPECT_THAT(lines[1], HasSubstr("=1]"));  // and its end
   EXPECT_THAT(lines.back(), HasSubstr("240/240"));
 }
 
@@ -91,11 +92,27 @@ TEST(Progress, ANarrowTerminalDropsTheBarBeforeTheCounts) {
   Progress progress("warm", 12, out.file(), true, 40, clock.Fn());
   progress.Done("compiled", kLongName, "", 1.0);
   const std::vector<std::string> lines = out.Redraws();
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_LT(lines[0].size(), 40u) << lines[0];
-  EXPECT_THAT(lines[0], Not(HasSubstr("[")));
-  EXPECT_THAT(lines[0], HasSubstr("1/12"));
-  EXPECT_THAT(lines[0], HasSubstr("eta"));
+  ASSERT_EQ(lines.size(), 2u);  // 0/12 at once, then 1/12
+  EXPECT_LT(lines[1].size(), 40u) << lines[1];
+  EXPECT_THAT(lines[1], Not(HasSubstr("[")));
+  EXPECT_THAT(lines[1], HasSubstr("1/12"));
+  EXPECT_THAT(lines[1], HasSubstr("eta"));
+}
+
+// A warm-up's first item may take seconds (workers starting, a first
+// compile): the line is there before it, counting from the start.
+TEST(Progress, OnATerminalTheLineIsDrawnAtOnceWithNothingDone) {
+  Captured out;
+  FakeClock clock;
+  Progress progress("warm", 52, out.file(), true, 80, clock.Fn());
+  ASSERT_EQ(out.Redraws().size(), 1u);
+  EXPECT_THAT(out.Redraws().front(), HasSubstr("0/52  0:00"));
+  clock.now += 5.2;
+  progress.Done("compiled", "norm.rmsnorm{dtype=bf16}@sm_90", "5200 ms", 5.2);
+  EXPECT_THAT(out.Redraws().back(), HasSubstr("1/52  0:05"));
+  Captured plain;
+  Progress quiet("warm", 52, plain.file(), false, 80, clock.Fn());
+  EXPECT_EQ(plain.Text(), "") << "a log gets one line per item, none before";
 }
 
 TEST(Progress, AFailureStaysOnScreenAboveTheRedrawnLine) {
