@@ -12,8 +12,11 @@
 #include "commands/bundle_commands.h"
 #include "commands/offline_commands.h"
 #include "compiler/compile_worker.h"
+#include "compiler/toolkit_watch.h"
 #include "config/command_line.h"
 #include "config/config_file.h"
+#include "jitd/revision.h"
+#include "manifest/manifest.h"
 #include "system/daemon_signals.h"
 
 namespace {
@@ -27,6 +30,16 @@ constexpr int kExitFailure = 1;
 // and systemd's 90 s stop timeout. Idle connections do not hold shutdown up:
 // only calls in flight count.
 constexpr std::chrono::seconds kDrainDeadline{25};
+
+// --version: what a bug report needs to name this build and what it
+// compiles with.
+std::string VersionText() {
+  return absl::StrFormat(
+      "jitd %s (git %s)\nNVRTC %s (loaded now); built against the CUDA %d.%d toolkit; compiles with the headers of "
+      "--cuda-include (default %s)",
+      JITD_VERSION, JITD_GIT_REVISION, jitd::manifest::NvrtcVersion(), JITD_CUDA_VERSION / 1000,
+      (JITD_CUDA_VERSION % 1000) / 10, jitd::compiler::kDefaultCudaInclude);
+}
 
 int Serve(const CommandLine& command_line) {
   jitd::daemon::ConfigLayer file;
@@ -94,7 +107,7 @@ int main(int argc, char** argv) {
   jitd::daemon::DaemonSignals::Block();
   spdlog::set_default_logger(spdlog::stderr_color_mt("jitd"));
 
-  std::variant<CommandLine, int> parsed = jitd::daemon::ParseCommandLine(argc, argv);
+  std::variant<CommandLine, int> parsed = jitd::daemon::ParseCommandLine(argc, argv, VersionText());
   if (const int* exit_code = std::get_if<int>(&parsed)) return *exit_code;
   const CommandLine& command_line = std::get<CommandLine>(parsed);
   if (command_line.command != CommandLine::Command::kServe) jitd::daemon::DaemonSignals::Unblock();

@@ -10,6 +10,7 @@
 #include "jitd/base/text.h"
 #include "jitd/client.h"
 #include "jitd/client_fallback.h"
+#include "jitd/revision.h"
 #include "verb.h"
 
 namespace {
@@ -136,7 +137,8 @@ int main(int argc, char** argv) {
                  "(default: $JITD_FALLBACK_CACHE_DIR)")
       ->type_name("DIR");
   app.add_option("--timeout", timeout, "Deadline of each call: 30s, 15m, 2h (default: 120s)")->type_name("DURATION");
-  app.set_version_flag("--version", JITD_VERSION);
+  app.set_version_flag("--version", jitd::text::Cat("jitctl ", JITD_VERSION, " (git ", JITD_GIT_REVISION,
+                                                    "); speaks jitd.v1 (Compiler, CacheAdmin)"));
   app.require_subcommand(1);
   // Global options may follow the verb too (`jitctl stats --json`): the
   // verbs inherit this and hand what they do not know to the app.

@@ -355,11 +355,57 @@ int TakeOfflineOptions(const OfflineFlags& flags, CommandLine* command_line) {
   return 0;
 }
 
+// The deepest subcommand the parse reached, or `app`.
+const CLI::App* Chosen(const CLI::App& app) {
+  const CLI::App* at = &app;
+  while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+  return at;
+}
+
+// A usage error said with what was probably meant: an unknown option gets
+// the close long options of the command it was given to (and its parents),
+// a word that is not a verb the close verbs. Returns kExitUsage.
+int UsageError(const CLI::App& app, const CLI::ParseError& error) {
+  std::cerr << "jitd: " << error.what() << "\n";
+  const CLI::App* chosen = Chosen(app);
+  std::vector<std::string> options;
+  // The serve flags live on the top level: they are the offline commands'
+  // only when the command is serving.
+  for (const CLI::App* at = chosen; at != nullptr; at = chosen == &app ? nullptr : at->get_parent()) {
+    if (at == &app && chosen != &app && chosen->get_name() != "serve") break;
+    for (const CLI::Option* option : at->get_options()) {
+      for (const std::string& name : option->get_lnames()) options.push_back("--" + name);
+    }
+  }
+  std::vector<std::string> verbs;
+  for (const CLI::App* sub : chosen->get_subcommands({})) verbs.push_back(sub->get_name());
+  const std::string what = error.what();
+  const size_t colon = what.find(": ");
+  std::vector<std::string> extras;
+  for (std::string_view rest = colon == std::string::npos ? "" : std::string_view(what).substr(colon + 2);
+       !rest.empty();) {
+    const size_t space = rest.find(' ');
+    extras.emplace_back(rest.substr(0, space));
+    rest = space == std::string_view::npos ? "" : rest.substr(space + 1);
+  }
+  for (const std::string& extra : extras) {
+    const bool option = extra.rfind("--", 0) == 0;
+    const std::string word = option ? extra.substr(0, extra.find('=')) : extra;
+    const std::vector<std::string> close = text::CloseMatches(word, option ? options : verbs, 2);
+    if (close.empty()) continue;
+    std::cerr << "jitd: " << (option ? "unknown option " : "unknown command ") << word << "; did you mean "
+              << text::Join(close, " or ") << "?\n";
+  }
+  std::cerr << "Run `jitd" << (chosen == &app ? std::string() : " " + chosen->get_name()) << " --help` for "
+            << (verbs.empty() ? "the options" : "the commands and options") << ".\n";
+  return kExitUsage;
+}
+
 }  // namespace
 
-std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
+std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv, const std::string& version) {
   CLI::App app(kDescription, "jitd");
-  app.set_version_flag("--version", JITD_VERSION);
+  app.set_version_flag("--version", version.empty() ? std::string(JITD_VERSION) : version);
   ServeFlags serve_flags;
   AddServeFlags(app, serve_flags);
   // `jitd serve --listen X` and `jitd --listen X` mean the same: the serve
@@ -388,6 +434,8 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& error) {
+    return UsageError(app, error);
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : kExitUsage;
   }

@@ -56,6 +56,7 @@ inline constexpr int kExitUsage = 2;
 // The parsed command line, or the code main should exit with right away:
 // 0 after --help or --version, kExitUsage after a usage error (both
 // already printed).
-std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv);
+// `version` is what --version prints (default: the version number).
+std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv, const std::string& version = "");
 
 }  // namespace jitd::daemon

@@ -36,6 +36,12 @@ absl::StatusOr<Toolchain> Toolchain::Detect(const std::filesystem::path& cuda_in
   return FromIdentity(identity);
 }
 
+std::string NvrtcVersion() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  return Cat(major, ".", minor);
+}
+
 absl::StatusOr<Toolchain> Toolchain::FromIdentity(const compiler::ToolkitIdentity& identity) {
   Toolchain t;
   int major = 0, minor = 0;

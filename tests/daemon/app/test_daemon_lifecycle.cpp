@@ -327,6 +327,33 @@ TEST(Lifecycle, HelpNamesEveryContractFlagAndSubcommand) {
   }
 }
 
+// A mistyped command or flag gets what was probably meant, as jitctl's do.
+TEST(Lifecycle, AMistypedCommandOrFlagIsAUsageErrorNamingTheCloseOnes) {
+  TempDir dir;
+  const auto verb = RunProcess({testing::JitdBinary(), "lnt"}, dir / "verb.log", kProcessTimeout);
+  EXPECT_EQ(verb.exit_code, 2);
+  EXPECT_THAT(verb.output, HasSubstr("unknown command lnt; did you mean lint?"));
+  const auto flag = RunProcess({testing::JitdBinary(), "--cache-dri", "x"}, dir / "flag.log", kProcessTimeout);
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_THAT(flag.output, HasSubstr("unknown option --cache-dri; did you mean --cache-dir?"));
+  const auto warm = RunProcess({testing::JitdBinary(), "warm", "--cache-dir", (dir / "c").string(), "--al"},
+                               dir / "warm.log", kProcessTimeout);
+  EXPECT_EQ(warm.exit_code, 2);
+  EXPECT_THAT(warm.output, HasSubstr("unknown option --al; did you mean --all"));
+  EXPECT_THAT(warm.output, ::testing::Not(HasSubstr("--allow-guard-findings"))) << "a serve flag, not warm's";
+  EXPECT_THAT(warm.output, HasSubstr("Run `jitd warm --help`"));
+}
+
+// --version names the build and what it compiles with.
+TEST(Lifecycle, VersionNamesTheRevisionAndNvrtc) {
+  TempDir dir;
+  const auto version = RunProcess({testing::JitdBinary(), "--version"}, dir / "version.log", kProcessTimeout);
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.output, ::testing::ContainsRegex("^jitd [0-9]+\\.[0-9]+\\.[0-9]+ \\(git [^)]+\\)"));
+  EXPECT_THAT(version.output, ::testing::ContainsRegex("NVRTC [0-9]+\\.[0-9]+ \\(loaded now\\)"));
+  EXPECT_THAT(version.output, HasSubstr("CUDA 13.0 toolkit"));
+}
+
 TEST(Lifecycle, HelpNamesTheServingFlags) {
   TempDir dir;
   const auto help = RunProcess({testing::JitdBinary(), "--help"}, dir / "help.log", kProcessTimeout);
