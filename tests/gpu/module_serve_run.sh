@@ -10,9 +10,17 @@
 # wheel in .gpu/wheels (pip download here). Writes jitd.log,
 # module_serve.txt, module_serve.json and stats.json to OUT_DIR; exits as
 # the check did.
+#
+# tests/gpu/module_serve_run.sh OUT_DIR --adhoc: the same tree asked for as
+# SGLang's load_jit asks (module_tree_check.py --adhoc: each spec built at
+# run time and sent through jitd.jit_loader); the daemon builds them with
+# the host's nvcc (/usr/local/cuda/bin/nvcc, or $NVCC) and g++ against the
+# wheel's tvm-ffi, into an empty cache, then answers each declared module
+# from the same entry.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: module_serve_run.sh OUT_DIR}
+out=${1:?usage: module_serve_run.sh OUT_DIR [--adhoc]}
+adhoc=${2:-}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 bundle=$root/.gpu/bundle
@@ -24,8 +32,14 @@ export PYTHONPATH=$work/py:$bundle/python${PYTHONPATH:+:$PYTHONPATH}
 export XDG_RUNTIME_DIR=$work/run
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
 
-jitd serve --listen "unix:$work/jitd.sock" --cache-dir "$work/cache" --kernels "$root/examples/module_tree" \
-  --bundle "$root/.gpu/modules.bundle" --nvcc "$work/no-nvcc/nvcc" --arch sm_90a >"$out/jitd.log" 2>&1 &
+if [ "$adhoc" = --adhoc ]; then
+  jitd serve --listen "unix:$work/jitd.sock" --cache-dir "$work/cache" --kernels "$root/examples/module_tree" \
+    --nvcc "${NVCC:-/usr/local/cuda/bin/nvcc}" --tvm-ffi-root "$work/py/tvm_ffi" --arch sm_90a \
+    --workers 8 >"$out/jitd.log" 2>&1 &
+else
+  jitd serve --listen "unix:$work/jitd.sock" --cache-dir "$work/cache" --kernels "$root/examples/module_tree" \
+    --bundle "$root/.gpu/modules.bundle" --nvcc "$work/no-nvcc/nvcc" --arch sm_90a >"$out/jitd.log" 2>&1 &
+fi
 daemon=$!
 trap 'kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 200); do
@@ -34,7 +48,7 @@ for _ in $(seq 200); do
 done
 set +e
 python3 "$root/tests/gpu/module_tree_check.py" --endpoint "unix:$work/jitd.sock" --json "$out/module_serve.json" \
-  2>&1 | tee "$out/module_serve.txt"
+  ${adhoc:+--adhoc} 2>&1 | tee "$out/module_serve.txt"
 rc=${PIPESTATUS[0]}
 set -e
 jitctl --endpoint "unix:$work/jitd.sock" stats --json >"$out/stats.json" || true

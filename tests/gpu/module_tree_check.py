@@ -6,10 +6,15 @@ within its ulp bounds where it gives them.
 
   python3 tests/gpu/module_tree_check.py MODULE_DIR [--json FILE]
   python3 tests/gpu/module_tree_check.py --endpoint unix:/PATH [--json FILE]
+  python3 tests/gpu/module_tree_check.py --endpoint unix:/PATH --adhoc [--json FILE]
 
 MODULE_DIR holds <kernel>.<dtype>.so as check_build.sh writes them; with
 --endpoint each module comes from a jitd daemon serving the tree instead,
-through jitd.load_module (the path a server takes). Needs torch with CUDA
+through jitd.load_module (the path a server takes). With --adhoc, each module
+is asked for as SGLang's load_jit builds one, its spec made here at run time
+(files, wrappers with the dtype's C++ type, flags, read from the tree's
+kernels.toml) through jitd.jit_loader over the tree's own files: the daemon
+builds that ad-hoc spec (adhoc_modules = true). Needs torch with CUDA
 and apache-tvm-ffi (and the jitd package with --endpoint). Prints one line per check and a summary;
 exits 1 when one failed, 2 when it cannot run (no GPU, no tvm_ffi).
 
@@ -38,10 +43,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("module_dir", nargs="?")
     parser.add_argument("--endpoint", help="load each module from this jitd daemon (jitd.load_module)")
+    parser.add_argument("--adhoc", action="store_true",
+                        help="with --endpoint: ask for each module as a load_jit spec (jitd.jit_loader)")
     parser.add_argument("--json")
     args = parser.parse_args()
     if (args.module_dir is None) == (args.endpoint is None):
         parser.error("give MODULE_DIR or --endpoint")
+    if args.adhoc and not args.endpoint:
+        parser.error("--adhoc needs --endpoint")
     try:
         import torch
         import tvm_ffi
@@ -59,7 +68,32 @@ def main():
         results.append({"check": name, "ok": bool(ok), "detail": detail})
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}", flush=True)
 
+    tree_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "module_tree")
+    keys = {}
+
+    def load_adhoc(kernel, dtype):
+        """What a server's load_jit call would send: the spec built here."""
+        import tomllib
+
+        import jitd
+        with open(os.path.join(tree_dir, "kernels.toml"), "rb") as f:
+            manifest = tomllib.load(f)
+        k = next(k for k in manifest["kernel"] if k["name"] == kernel)
+        cpp = k["params"][0]["values"][dtype]
+        files = [s.removeprefix("csrc/") for s in k["sources"]]
+        wrappers = [(n, e.replace("{dtype}", cpp)) for n, e in k["exports"].items()]
+        load_jit = jitd.jit_loader(tree_dir, files_dir="csrc", include_dirs=["csrc"], arch="sm_90a",
+                                   endpoint=args.endpoint, timeout=600)
+        module = load_jit(kernel, dtype, cuda_files=files, cuda_wrappers=wrappers, extra_cuda_cflags=k["options"])
+        spec = jitd.jit.module_spec(kernel, dtype, tree=jitd.JitTree(tree_dir, "", "csrc", ("csrc",)),
+                                    cuda_files=files, cuda_wrappers=wrappers, extra_cuda_cflags=k["options"],
+                                    arch="sm_90a")
+        keys[(kernel, dtype)] = jitd.modules._client_for(args.endpoint).get(spec, timeout=600).key  # the memo's
+        return module
+
     def load(kernel, dtype):
+        if args.endpoint and args.adhoc:
+            return load_adhoc(kernel, dtype)
         if args.endpoint:
             import jitd
             return jitd.load_module(kernel, endpoint=args.endpoint, arch="sm_90a", dtype=dtype)
@@ -146,6 +180,16 @@ def main():
     failed = [r for r in results if not r["ok"]]
     print(f"{len(results) - len(failed)} of {len(results)} checks passed on {torch.cuda.get_device_name()} "
           f"(torch {torch.__version__}, tvm_ffi {getattr(tvm_ffi, '__version__', '?')})")
+    if args.adhoc:
+        # The declared module of each unit has the ad-hoc spec's key: asked
+        # for by name now, it is a hit, not a build.
+        import jitd
+        client = jitd.modules._client_for(args.endpoint)
+        for (kernel, dtype), key in sorted(keys.items()):
+            declared = client.get_kernel(kernel, "sm_90a", dtype=dtype, timeout=600)
+            record(f"{kernel} {dtype}: the declared module is the ad-hoc one",
+                   declared.key == key and declared.origin in ("memory", "disk"),
+                   f"key {declared.key[:12]} (ad-hoc {key[:12]}), from {declared.origin}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "results": results}, f, indent=2)
