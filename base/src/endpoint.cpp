@@ -61,8 +61,12 @@ absl::Status ValidateEndpoint(std::string_view endpoint) {
   }
   absl::StatusOr<HostPort> split = SplitHostPort(endpoint);
   if (!split.ok()) {
-    return absl::InvalidArgumentError(
-        Cat("endpoint '", endpoint, "' is neither unix:PATH nor HOST:PORT (", split.status().message(), ")"));
+    // A bare socket path is the usual slip: say what it should read.
+    const bool path = endpoint.starts_with("/") || endpoint.starts_with("./") || endpoint.starts_with("~") ||
+                      endpoint.ends_with(".sock");
+    return absl::InvalidArgumentError(Cat("endpoint '", endpoint, "' is neither unix:PATH nor HOST:PORT (",
+                                          split.status().message(), ")",
+                                          path ? Cat("; did you mean unix:", endpoint, "?") : std::string()));
   }
   if (!ParsePort(split->port, PortUse::kConnect)) {
     return absl::InvalidArgumentError(Cat("endpoint '", endpoint, "' has no valid port (expected HOST:PORT, PORT in ",

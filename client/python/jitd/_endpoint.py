@@ -58,7 +58,10 @@ def validate_endpoint(endpoint: str) -> None:
         return
     why = _split_host_port(endpoint)
     if isinstance(why, str):
-        raise InvalidArgument(f"endpoint '{endpoint}' is neither unix:PATH nor HOST:PORT ({why})")
+        # A bare socket path is the usual slip: say what it should read.
+        path = endpoint.startswith(("/", "./", "~")) or endpoint.endswith(".sock")
+        raise InvalidArgument(f"endpoint '{endpoint}' is neither unix:PATH nor HOST:PORT ({why})"
+                              + (f"; did you mean unix:{endpoint}?" if path else ""))
     port = why[1]
     if not (0 < len(port) <= 5 and all("0" <= c <= "9" for c in port) and 0 < int(port) <= 65535):
         raise InvalidArgument(f"endpoint '{endpoint}' has no valid port (expected HOST:PORT, PORT in 1..65535)")
