@@ -11,6 +11,7 @@
 #include "jitd/client.h"
 #include "jitd/client_fallback.h"
 #include "jitd/revision.h"
+#include "json_output.h"
 #include "verb.h"
 
 namespace {
@@ -20,9 +21,19 @@ namespace {
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
+// With --json, errors are a JSON object on standard output too, for the
+// scripts that read it (the line on standard error stays, for people).
+bool json_errors = false;
+
 int Fail(std::string_view verb, const absl::Status& status, int exit_code) {
   std::cerr << "jitctl: " << verb << ": " << absl::StatusCodeToString(status.code()) << ": " << status.message()
             << '\n';
+  if (json_errors) {
+    std::cout << "{\"error\": {\"verb\": " << jitd::jitctl::JsonString(verb)
+              << ", \"code\": " << jitd::jitctl::JsonString(absl::StatusCodeToString(status.code()))
+              << ", \"message\": " << jitd::jitctl::JsonString(std::string(status.message()))
+              << ", \"exit\": " << exit_code << "}}\n";
+  }
   return exit_code;
 }
 
@@ -188,6 +199,7 @@ int main(int argc, char** argv) {
     if (sub == chosen) verb = candidate;
   }
   const std::string name = chosen->get_name();
+  json_errors = json;
   if (absl::Status valid = verb->Validate(); !valid.ok()) return Fail(name, valid, kExitUsage);
 
   jitd::ClientOptions options;

@@ -272,6 +272,20 @@ TEST(JitctlWithoutDaemon, FailsFastNamingTheEndpoint) {
   EXPECT_LT(stats.elapsed, std::chrono::seconds(2));
 }
 
+// With --json an error is a JSON object too (on standard output), for the
+// script that parses what jitctl prints.
+TEST(JitctlWithoutDaemon, WithJsonTheErrorIsAJsonObject) {
+  TempDir dir;
+  const std::string endpoint = "unix:" + (dir / "absent.sock").string();
+  const ProcessResult stats = testing::RunProcess({testing::JitctlBinary(), "--json", "--endpoint", endpoint, "stats"},
+                                                  dir / "log", kProcessTimeout);
+  EXPECT_EQ(stats.exit_code, 1);
+  EXPECT_THAT(stats.output, HasSubstr("{\"error\": {\"verb\": \"stats\", \"code\": \"UNAVAILABLE\", "
+                                      "\"message\": \"cannot reach jitd at " +
+                                      endpoint));
+  EXPECT_THAT(stats.output, HasSubstr("\"exit\": 1}}"));
+}
+
 TEST(JitctlWithoutDaemon, FailsFastOnAStaleSocketFile) {
   // A socket file with nobody listening: the connection is refused at once.
   TempDir dir;
