@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "jitd/base/cli_completion.h"
 #include "jitd/base/text.h"
 #include "jitd/client.h"
 #include "jitd/client_fallback.h"
@@ -162,6 +163,14 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<jitd::jitctl::Verb>> verbs = jitd::jitctl::MakeVerbs();
   std::vector<std::pair<CLI::App*, jitd::jitctl::Verb*>> subcommands;
   for (const auto& verb : verbs) subcommands.emplace_back(verb->Register(app), verb.get());
+
+  std::string completion_shell;
+  app.add_option("--completion", completion_shell,
+                 "Print the bash completion script and exit: source <(jitctl --completion bash)")
+      ->type_name("SHELL");
+  if (std::optional<int> done = jitd::CompletionIfAsked(app, argc, argv, "jitctl", std::cout, std::cerr)) {
+    return *done;
+  }
 
   std::vector<std::string> verb_names;
   for (const auto& [sub, verb] : subcommands) verb_names.push_back(sub->get_name());

@@ -11,6 +11,7 @@
 #include "compiler/toolkit_watch.h"
 #include "config/config_file.h"
 #include "config/settings.h"
+#include "jitd/base/cli_completion.h"
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "manifest/manifest.h"
@@ -423,6 +424,11 @@ std::variant<CommandLine, int> ParseCommandLine(int argc, char** argv, const std
       "  jitd --config /etc/jitd/jitd.toml\n"
       "Ready when grpc.health.v1.Health/Check answers SERVING; SIGTERM drains and exits 0.");
 
+  std::string completion_shell;
+  app.add_option("--completion", completion_shell,
+                 "Print the bash completion script and exit: source <(jitd --completion bash)")
+      ->type_name("SHELL");
+  if (std::optional<int> done = CompletionIfAsked(app, argc, argv, "jitd", std::cout, std::cerr)) return *done;
   // `jitd serve --help` shows the serve options, which live on the top
   // level: the whole help, not the subcommand's empty one.
   for (int i = 1; i + 1 < argc; ++i) {

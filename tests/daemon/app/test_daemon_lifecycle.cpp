@@ -344,6 +344,29 @@ TEST(Lifecycle, AMistypedCommandOrFlagIsAUsageErrorNamingTheCloseOnes) {
   EXPECT_THAT(warm.output, HasSubstr("Run `jitd warm --help`"));
 }
 
+// Shell completion, generated from each binary's own flags and verbs: bash
+// loads it and completes a verb, a subcommand's option and a nested verb.
+TEST(Lifecycle, BashCompletionOfBothBinariesCompletesVerbsAndOptions) {
+  TempDir dir;
+  const auto complete = [&](const std::string& binary, const std::string& program, const std::string& words) {
+    const std::string script = "source <(" + binary + " --completion bash) && COMP_WORDS=(" + words +
+                               ") && COMP_CWORD=$((${#COMP_WORDS[@]} - 1)) && _" + program +
+                               " && echo \"[${COMPREPLY[*]}]\"";
+    return RunProcess({"/bin/bash", "-c", script}, dir / "complete.log", kProcessTimeout);
+  };
+  const std::string jitd = testing::JitdBinary(), jitctl = testing::JitctlBinary();
+  EXPECT_THAT(complete(jitd, "jitd", "jitd wa").output, HasSubstr("[warm]"));
+  EXPECT_THAT(complete(jitd, "jitd", "jitd warm --cache-d").output, HasSubstr("[--cache-dir]"));
+  EXPECT_THAT(complete(jitd, "jitd", "jitd bundle cr").output, HasSubstr("[create]"));
+  EXPECT_THAT(complete(jitd, "jitd", "jitd --allow-guard").output, HasSubstr("[--allow-guard-findings]"));
+  EXPECT_THAT(complete(jitctl, "jitctl", "jitctl ev").output, HasSubstr("[evict]"));
+  EXPECT_THAT(complete(jitctl, "jitctl", "jitctl ls --tr").output, HasSubstr("[--tree]"));
+  EXPECT_THAT(complete(jitctl, "jitctl", "jitctl stats --js").output, HasSubstr("[--json]")) << "a global option";
+  const auto bad = RunProcess({jitd, "--completion", "tcsh"}, dir / "bad.log", kProcessTimeout);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.output, HasSubstr("not a shell this prints a script for (bash)"));
+}
+
 // --version names the build and what it compiles with.
 TEST(Lifecycle, VersionNamesTheRevisionAndNvrtc) {
   TempDir dir;
