@@ -24,7 +24,7 @@ targets=(jitd jitctl
   test_daemon_connections test_daemon_local_server test_daemon_local_path test_daemon_trees test_manifest_lock
   test_metrics_registry test_metrics_http_request test_metrics_http_server
   test_client_kernels test_guard_module_check test_guard_module_serving
-  test_compiler_module_build test_manifest_module_kernel test_daemon_modules
+  test_compiler_module_build test_manifest_module_kernel test_manifest_adhoc_module test_daemon_modules
   test_remote_redis_backend test_remote_remote_tier test_remote_fleet
   test_system_crash test_system_corruption test_system_full_disk test_system_soak)
 
