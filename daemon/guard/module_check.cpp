@@ -10,6 +10,7 @@
 #include "guard/namespace_scan.h"
 #include "jitd/base/text.h"
 #include "jitd/blob.h"
+#include "jitd/fatbin.h"
 
 namespace jitd::guard {
 namespace {
@@ -79,6 +80,59 @@ bool AllowedInSharedObject(const detail::ModuleSymbol& s) {
          n == "__bss_start";
 }
 
+// The finding for `s`, defined outside namespace `rule` (`where`: "" for
+// the module itself, "its device code for sm_90a: " for an embedded image).
+std::string Outside(const detail::ModuleSymbol& s, const detail::Rule& rule, const std::string& where) {
+  const char* linkage = s.kind == detail::ModuleSymbol::Kind::kEntry ? "kernel " : "";
+  if (!s.name.starts_with("_Z")) {
+    return Cat(where, "it defines ", linkage, "`", Quoted(s.name), "` with a C name (extern \"C\"), outside namespace ",
+               rule.name);
+  }
+  return Cat(where, "it defines ", linkage, "`", Quoted(detail::Demangle(s.name)), "` (", Quoted(s.name),
+             ") outside namespace ", rule.name);
+}
+
+// The device code a host shared object embeds (nvcc's .nv_fatbin: one
+// fatbin per translation unit, each 8-byte aligned), each cubin and PTX
+// image held to the rule as an NVRTC module is: a kernel or device symbol
+// outside the namespace (the incident's kernel in an anonymous namespace,
+// which the host side keeps local) is a finding there too.
+void DeviceCodeOutside(std::string_view so, const detail::Rule& rule, std::vector<std::string>& out) {
+  absl::StatusOr<std::string_view> section = detail::ElfSection(so, ".nv_fatbin");
+  if (!section.ok()) return;  // no device code
+  for (std::string_view rest = *section; !rest.empty();) {
+    if (rest.front() == '\0') {  // padding between fatbins
+      rest.remove_prefix(1);
+      continue;
+    }
+    if (!fatbin::LooksLikeFatbin(rest)) {
+      out.push_back(
+          Cat("its device code (.nv_fatbin) cannot be read: no fatbin at byte ", section->size() - rest.size()));
+      return;
+    }
+    uint64_t header = 0;
+    for (int i = 0; i < 8; ++i) header |= static_cast<uint64_t>(static_cast<uint8_t>(rest[8 + i])) << (8 * i);
+    const uint64_t length = 16 + std::min<uint64_t>(header, rest.size());
+    absl::StatusOr<std::vector<fatbin::Image>> images = fatbin::ReadFatbin(rest.substr(0, length));
+    if (!images.ok()) {
+      out.push_back(Cat("its device code (.nv_fatbin) cannot be read: ", images.status().message()));
+      return;
+    }
+    for (const fatbin::Image& image : *images) {
+      const std::string where = Cat("its device code for ", fatbin::TargetName(image), ": ");
+      absl::StatusOr<std::vector<detail::ModuleSymbol>> symbols = detail::ModuleExternalSymbols(image.bytes);
+      if (!symbols.ok()) {
+        out.push_back(Cat(where, "it cannot be read: ", symbols.status().message()));
+        continue;
+      }
+      for (const detail::ModuleSymbol& s : *symbols) {
+        if (!detail::MangledInNamespace(s.name, rule.parts) && !AddedByPtxas(s)) out.push_back(Outside(s, rule, where));
+      }
+    }
+    rest.remove_prefix(std::min<uint64_t>(length, rest.size()));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> ModuleSymbolsOutside(std::string_view module, std::string_view ns) {
@@ -91,15 +145,9 @@ std::vector<std::string> ModuleSymbolsOutside(std::string_view module, std::stri
   for (const detail::ModuleSymbol& s : *symbols) {
     if (detail::MangledInNamespace(s.name, rule.parts) || AddedByPtxas(s)) continue;
     if (shared_object && (AllowedInSharedObject(s) || !seen.insert(s.name).second)) continue;
-    const char* linkage = s.kind == detail::ModuleSymbol::Kind::kEntry ? "kernel " : "";
-    if (!s.name.starts_with("_Z")) {
-      out.push_back(Cat("it defines ", linkage, "`", Quoted(s.name),
-                        "` with a C name (extern \"C\"), outside namespace ", rule.name));
-    } else {
-      out.push_back(Cat("it defines ", linkage, "`", Quoted(detail::Demangle(s.name)), "` (", Quoted(s.name),
-                        ") outside namespace ", rule.name));
-    }
+    out.push_back(Outside(s, rule, ""));
   }
+  if (shared_object) DeviceCodeOutside(module, rule, out);
   return out;
 }
 

@@ -155,6 +155,32 @@ std::vector<std::string_view> PtxTokens(std::string_view code) {
 
 }  // namespace
 
+absl::StatusOr<std::string_view> ElfSection(std::string_view elf, std::string_view name) {
+  if (elf.size() < kElfHeaderSize || !elf.starts_with(kElfMagic) || elf[4] != 2 || elf[5] != 1) {
+    return NotElf("not a 64-bit little-endian ELF");
+  }
+  const uint64_t shoff = Le(elf, 40, 8), shentsize = Le(elf, 58, 2), shnum = Le(elf, 60, 2);
+  const uint64_t shstrndx = Le(elf, 62, 2);
+  if (shoff == 0 || shentsize < kSectionHeaderSize || shnum == 0 || shnum > elf.size() / shentsize ||
+      !Fits(elf, shoff, shnum * shentsize) || shstrndx >= shnum) {
+    return NotElf("no section headers to read");
+  }
+  const Section names = SectionAt(elf, shoff + shstrndx * shentsize);
+  if (!Fits(elf, names.offset, names.size)) return NotElf("section names past the end");
+  const std::string_view table = elf.substr(names.offset, names.size);
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const uint64_t header = shoff + i * shentsize;
+    const uint64_t at = Le(elf, header, 4);
+    if (at >= table.size()) continue;
+    const size_t end = table.find('\0', at);
+    if (end == std::string_view::npos || table.substr(at, end - at) != name) continue;
+    const Section section = SectionAt(elf, header);
+    if (!Fits(elf, section.offset, section.size)) return NotElf(Cat("section ", name, " past the end"));
+    return elf.substr(section.offset, section.size);
+  }
+  return absl::NotFoundError(Cat("no section ", name));
+}
+
 absl::StatusOr<std::vector<ModuleSymbol>> ElfExternalSymbols(std::string_view elf) {
   if (elf.size() < kElfHeaderSize || !elf.starts_with(kElfMagic)) return NotElf("no ELF header");
   if (elf[4] != 2) return NotElf(Cat("class ", static_cast<int>(elf[4]), ", not ELFCLASS64"));

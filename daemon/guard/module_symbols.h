@@ -50,6 +50,11 @@ absl::StatusOr<std::vector<ModuleSymbol>> ElfExternalSymbols(std::string_view el
 // module. Comments are skipped.
 std::vector<ModuleSymbol> PtxExternalSymbols(std::string_view ptx);
 
+// The bytes of the section named `name` of the 64-bit little-endian ELF
+// `elf` (".nv_fatbin": the device code nvcc embeds in a host object),
+// bounds-checked as ElfExternalSymbols reads; NOT_FOUND when it has none.
+absl::StatusOr<std::string_view> ElfSection(std::string_view elf, std::string_view name);
+
 // By the module's first bytes: the ELF magic is a cubin, `//` or `.version`
 // (after blanks) is PTX; anything else (a fatbin, garbage) is
 // INVALID_ARGUMENT.

@@ -370,6 +370,9 @@ absl::StatusOr<ResolvedKernel> Resolver::ResolveModule(const ServedTree& served,
   build.compile_options.insert(build.compile_options.end(), def.options.begin(), def.options.end());
   for (std::string& option : ModuleArchOptions(out.arch, m.arch_macro)) build.compile_options.push_back(option);
   build.compile_options.push_back("-Xcompiler=-fPIC");
+  // The device code stays as the guard reads it (module_check.cpp):
+  // compressed fatbin entries it cannot open.
+  build.compile_options.push_back("--no-compress");
   for (const std::string& dir : def.include_dirs) build.compile_options.push_back(Cat("-I", dir));
   // Paths of the declared roots: where they are is not part of the key,
   // their content is (tools.fingerprint).

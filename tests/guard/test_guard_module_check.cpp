@@ -284,16 +284,21 @@ TEST(ModuleSymbols, PtxLinkageDirectivesDecide) {
   EXPECT_EQ(symbols[5].binding, B::kLocal);
 }
 
-// A host shared object (a module kernel's) built by g++ from `source`.
-std::string SharedObject(const std::string& source) {
+// A host shared object (a module kernel's) built by g++ from `source`,
+// or, `nvcc` set, by nvcc as jitd builds modules (device code embedded).
+std::string SharedObject(const std::string& source, bool nvcc = false) {
   char dir[] = "/tmp/jitd-guard-so-XXXXXX";
   if (mkdtemp(dir) == nullptr) return "";
-  const std::string cc = std::string(dir) + "/m.cc", so = std::string(dir) + "/m.so";
+  const std::string cc = std::string(dir) + (nvcc ? "/m.cu" : "/m.cc"), so = std::string(dir) + "/m.so";
   if (FILE* f = std::fopen(cc.c_str(), "w")) {
     std::fputs(source.c_str(), f);
     std::fclose(f);
   }
-  const std::string command = "g++ -shared -fPIC -O1 -o " + so + " " + cc;
+  const std::string command =
+      nvcc ? "/usr/local/cuda/bin/nvcc -shared -Xcompiler=-fPIC --no-compress -gencode=arch=compute_90a,code=sm_90a "
+             "-gencode=arch=compute_90,code=compute_90 -o " +
+                 so + " " + cc
+           : "g++ -shared -fPIC -O1 -o " + so + " " + cc;
   std::string bytes;
   if (std::system(command.c_str()) == 0) {
     if (FILE* f = std::fopen(so.c_str(), "rb")) {
@@ -326,6 +331,29 @@ TEST(ModuleSymbols, ASharedObjectIsHeldToTheRuleForItsOwnStrongSymbols) {
   EXPECT_TRUE(Mentions(outside, "global_helper(int)")) << Joined(outside);
   EXPECT_TRUE(Mentions(outside, "`plain_c` with a C name")) << Joined(outside);
   EXPECT_EQ(outside.size(), 2u) << "each symbol once, though .symtab and .dynsym both list it: " << Joined(outside);
+}
+
+// The incident's shape in a module: the launcher in the namespace, the
+// kernel in an anonymous one. The host side keeps the kernel's stub local
+// (nothing to see there); the device code nvcc embeds shows it, for the
+// SASS and the PTX alike.
+TEST(ModuleSymbols, ASharedObjectsDeviceCodeIsHeldToTheRuleToo) {
+  const std::string clean = SharedObject(
+      "namespace sglang { __global__ void k(float* x) { x[0] = 1; }\n"
+      "void launch(float* x) { k<<<1, 1>>>(x); } }\n",
+      /*nvcc=*/true);
+  ASSERT_FALSE(clean.empty()) << "nvcc could not build the test's shared object";
+  EXPECT_EQ(Joined(ModuleSymbolsOutside(clean, "sglang")), "");
+
+  const std::string stray = SharedObject(
+      "namespace { __global__ void k(float* x) { x[0] = 1; } }\n"
+      "namespace sglang { void launch(float* x) { k<<<1, 1>>>(x); } }\n",
+      /*nvcc=*/true);
+  ASSERT_FALSE(stray.empty());
+  const std::vector<std::string> outside = ModuleSymbolsOutside(stray, "sglang");
+  EXPECT_TRUE(Mentions(outside, "its device code for sm_90a: it defines kernel `(anonymous namespace)::k(float*)`"))
+      << Joined(outside);
+  EXPECT_TRUE(Mentions(outside, "its device code for compute_90: it defines kernel")) << Joined(outside);
 }
 
 TEST(ModuleSymbols, WhatIsNeitherCubinNorPtxIsAFinding) {

@@ -244,10 +244,11 @@ TEST_F(ModuleResolverTest, AModuleResolvesIntoAnNvccJobOverItsStagedFiles) {
   EXPECT_EQ(staged, (std::vector<std::string>{"csrc/common/dtype.cuh", "csrc/ew/extra.cuh", "csrc/ew/scale.cuh"}));
   EXPECT_EQ(job.name_expressions, (std::vector<std::string>{"scale", "scale_inplace"}));
   EXPECT_EQ(job.module.nvcc, "/usr/local/cuda/bin/nvcc");
-  EXPECT_EQ(job.module.compile_options,
-            (std::vector<std::string>{"--fmad=true", "-std=c++20", "-O3", "--expt-relaxed-constexpr", "-DTEAM_FAST=1",
-                                      "-gencode=arch=compute_90a,code=sm_90a", "-DJITD_CUDA_ARCH=900",
-                                      "-DTEAM_CUDA_ARCH=900", "-Xcompiler=-fPIC", "-Icsrc", "-I/opt/tvm_ffi/include"}));
+  EXPECT_EQ(
+      job.module.compile_options,
+      (std::vector<std::string>{"--fmad=true", "-std=c++20", "-O3", "--expt-relaxed-constexpr", "-DTEAM_FAST=1",
+                                "-gencode=arch=compute_90a,code=sm_90a", "-DJITD_CUDA_ARCH=900", "-DTEAM_CUDA_ARCH=900",
+                                "-Xcompiler=-fPIC", "--no-compress", "-Icsrc", "-I/opt/tvm_ffi/include"}));
   EXPECT_EQ(job.module.link_options, (std::vector<std::string>{"-L/opt/tvm_ffi/lib", "-ltvm_ffi", "-lcudart"}));
   EXPECT_EQ(job.digest, compiler::JobDigest(job));
   EXPECT_EQ(r->compiler, "nvcc V13.0.88; tvm-ffi 0.1.15.post2; toolchain tools-1");
