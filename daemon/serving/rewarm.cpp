@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jitd/base/kernel_params.h"
+#include "jitd/base/text.h"
 #include "serving/warm_plan.h"
 #include "serving/warm_run.h"
 
@@ -245,24 +246,30 @@ void Rewarmer::Loop() {
 bool Rewarmer::AnyStale(const std::vector<cache::EntryInfo>& entries) const {
   const Generations g = CountGenerations(service_, entries);
   const uint64_t all = g.current_entries + g.older_entries;
+  const std::string of =
+      entries.size() >= kStartSample ? text::Cat("the ", all, " most recently used") : text::Cat(all);
   if (g.older_entries == 0) {
-    spdlog::info("cache: all {} entries match the kernels and toolkit served", all);
+    spdlog::info("cache: all {} entries match the kernels and toolkit served", of);
     return false;
   }
   spdlog::warn(
       "cache: {} of {} entries match the kernels and toolkit served ({} are of an older toolkit, an older edit of "
       "their kernel or a kernel not served now); rewarming the most used",
-      g.current_entries, all, g.older_entries);
+      g.current_entries, of, g.older_entries);
   return true;
 }
 
 void Rewarmer::Run(const std::string& why, bool only_if_stale) {
+  // At start the most recently used entries stand for the cache: a cache
+  // of 100k entries is not resolved whole at every start.
+  cache::ListFilter listed;
+  if (only_if_stale) listed.limit = kStartSample;
   const auto started = Clock::now();
   // The uses the cache still holds in memory count too.
   if (absl::Status flushed = cache_.Flush(); !flushed.ok()) {
     spdlog::warn("rewarm: cannot flush the cache's recorded uses: {}", flushed.ToString());
   }
-  absl::StatusOr<std::vector<cache::EntryInfo>> entries = cache_.List({});
+  absl::StatusOr<std::vector<cache::EntryInfo>> entries = cache_.List(listed);
   if (!entries.ok()) {
     spdlog::warn("rewarm after {}: cannot list the cache: {}", why, entries.status().ToString());
     return;

@@ -94,6 +94,8 @@ class Rewarmer {
   // edited, renamed or served anew, a toolkit changed), and runs when some
   // do not. Returns at once.
   void CheckAtStart();
+  // How many of the most recently used entries CheckAtStart counts.
+  static constexpr std::size_t kStartSample = 4096;
   Progress progress() const;
 
   // One instantiation and every generation of it the cache holds.
