@@ -169,8 +169,8 @@ TEST(TreeNames, AServingNameLeavesKeysAsTheyAreAndOldNamedLocksStillHold) {
     auto lock = KernelLock::Parse("schema = 1\ntree = \"sglang\"\n" + Entry("moe.topk_sum", "dtype=fp32", "sm_90", key),
                                   "sglang.lock");
     EXPECT_TRUE(lock.ok()) << lock.status();
-    auto locked = Resolver::Create({ServedTree{"sglang", *tree, std::make_shared<const KernelLock>(*lock)}},
-                                   *toolchain, "sm_90");
+    auto locked =
+        Resolver::Create({ServedTree{"sglang", *tree, std::make_shared<const KernelLock>(*lock)}}, *toolchain, "sm_90");
     EXPECT_TRUE(locked.ok());
     return (*locked)->Resolve(named).status();
   };
