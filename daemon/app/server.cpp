@@ -55,6 +55,25 @@ void Server::Impl::StopToolkitListener() {
   toolkit_listener = 0;
 }
 
+absl::Status Server::Impl::AdoptLatestToolchain() {
+  // The trees served when the update runs, not when the change was seen: a
+  // reload in between is built on, never swapped back (with its locks).
+  // The toolchain is the latest one (set before the update waits): a
+  // reload that read an older one (toolkit or module toolchain) is rebuilt
+  // here; one that read this one is left as it is.
+  return service
+      ->UpdateResolver([this](const std::shared_ptr<const manifest::Resolver>& current)
+                           -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
+        const manifest::Toolchain latest = CurrentToolchain();
+        if (current->toolchain().identity == latest.identity && current->toolchain().modules == latest.modules) {
+          return current;
+        }
+        JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, current->WithToolchain(latest));
+        return std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
+      })
+      .status();
+}
+
 void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
   absl::StatusOr<manifest::Toolchain> changed = manifest::Toolchain::FromIdentity(now);
   if (!changed.ok()) {
@@ -70,22 +89,9 @@ void Server::Impl::OnToolkitChanged(const compiler::ToolkitIdentity& now) {
   }
   if (stack.pool != nullptr) stack.pool->RestartWorkers();
   if (service == nullptr) return;
-  // The trees served when the update runs, not when the change was seen: a
-  // reload in between is built on, never swapped back (with its locks).
-  // The toolchain is the latest one (set above, before the update waits):
-  // a reload that read an older one is rebuilt here; one that read this one
-  // is left as it is.
-  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver =
-      service->UpdateResolver([this](const std::shared_ptr<const manifest::Resolver>& current)
-                                  -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
-        const manifest::Toolchain latest = CurrentToolchain();
-        if (current->toolchain().identity == latest.identity) return current;
-        JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, current->WithToolchain(latest));
-        return std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
-      });
-  if (!resolver.ok()) {
+  if (absl::Status adopted = AdoptLatestToolchain(); !adopted.ok()) {
     spdlog::error("toolkit changed, but the kernels do not resolve with it: {}; compiles are refused until SIGHUP",
-                  resolver.status().ToString());
+                  adopted.ToString());
     return;
   }
   // New keys from here on: the hot set compiles again before it is asked for.
@@ -117,17 +123,8 @@ void Server::Impl::OnModuleToolchainChanged(const std::string& now) {
       "the module toolchain changed on disk (nvcc, the host compiler or tvm-ffi): module kernels resolve to "
       "new keys from now on, and the hot set is rewarmed");
   if (service == nullptr) return;
-  absl::StatusOr<std::shared_ptr<const manifest::Resolver>> resolver =
-      service->UpdateResolver([this](const std::shared_ptr<const manifest::Resolver>& current)
-                                  -> absl::StatusOr<std::shared_ptr<const manifest::Resolver>> {
-        const manifest::Toolchain latest = CurrentToolchain();
-        if (current->toolchain().modules == latest.modules) return current;
-        JITD_ASSIGN_OR_RETURN(std::unique_ptr<manifest::Resolver> rebuilt, current->WithToolchain(latest));
-        return std::shared_ptr<const manifest::Resolver>(std::move(rebuilt));
-      });
-  if (!resolver.ok()) {
-    spdlog::error("the module toolchain changed, but the kernels do not resolve with it: {}",
-                  resolver.status().ToString());
+  if (absl::Status adopted = AdoptLatestToolchain(); !adopted.ok()) {
+    spdlog::error("the module toolchain changed, but the kernels do not resolve with it: {}", adopted.ToString());
     return;
   }
   if (rewarmer != nullptr) rewarmer->Trigger("module toolchain changed");

@@ -141,6 +141,9 @@ class Server::Impl {
   // hot set rewarmed): the build is discarded, and the retry builds under
   // the new key.
   absl::Status CheckModuleBuild(const compiler::CompileJob& job);
+  // Gives the request path a resolver under CurrentToolchain() (its
+  // toolkit and module toolchain), unless it has one already.
+  absl::Status AdoptLatestToolchain();
   void OnModuleToolchainChanged(const std::string& now);
 
   // Locks the cache directory (one daemon per cache) and opens the cache.
