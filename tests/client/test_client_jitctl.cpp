@@ -30,8 +30,9 @@ class JitctlTest : public ::testing::Test {
   void SetUp() override {
     testing::SeedCache(dir_ / "cache", testing::ThreeEntries());
     std::ofstream(dir_ / "token") << "s3cret-token\n";
-    daemon_ =
-        std::make_unique<TestDaemon>(dir_, std::vector<std::string>{"--admin-token-file", (dir_ / "token").string()});
+    // The seeded entries match no kernel served: no rewarm beside the test.
+    daemon_ = std::make_unique<TestDaemon>(
+        dir_, std::vector<std::string>{"--admin-token-file", (dir_ / "token").string(), "--rewarm-count", "0"});
     ASSERT_TRUE(daemon_->WaitUntilServing().ok());
   }
 

@@ -45,12 +45,16 @@ class ServeTest : public ::testing::Test {
   std::unique_ptr<Client> client_;
 };
 
-// A daemon on a cache seeded with three entries before it started.
+// A daemon on a cache seeded with three entries before it started. The
+// seeded entries match no kernel served, so a start would rewarm one of
+// them beside the test (a fourth entry): these tests turn the rewarm off.
 class SeededServeTest : public ServeTest {
  protected:
   void SetUp() override {
     SeedCache(dir_ / "cache", ThreeEntries());
-    ServeTest::SetUp();
+    daemon_ = std::make_unique<TestDaemon>(dir_, std::vector<std::string>{"--rewarm-count", "0"});
+    ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->WaitUntilServing();
+    client_ = daemon_->Connect();
   }
 };
 
@@ -369,8 +373,8 @@ class AdminTokenTest : public ServeTest {
   void SetUp() override {
     std::ofstream(dir_ / "token") << "s3cret-token\n";
     SeedCache(dir_ / "cache", ThreeEntries());
-    daemon_ =
-        std::make_unique<TestDaemon>(dir_, std::vector<std::string>{"--admin-token-file", (dir_ / "token").string()});
+    daemon_ = std::make_unique<TestDaemon>(
+        dir_, std::vector<std::string>{"--admin-token-file", (dir_ / "token").string(), "--rewarm-count", "0"});
     ASSERT_TRUE(daemon_->WaitUntilServing().ok()) << daemon_->WaitUntilServing();
     client_ = daemon_->Connect();
   }
