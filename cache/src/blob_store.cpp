@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -91,29 +92,36 @@ size_t BlobStore::SweepTemp(std::chrono::seconds grace) const {
   return removed;
 }
 
-void BlobStore::ForEachBlob(const std::function<void(const fs::path&, std::string_view, std::string_view)>& fn) const {
+std::vector<std::string> BlobStore::Shards(const std::function<void(const fs::path&)>& stray) const {
+  std::vector<std::string> shards;
   std::error_code ec;
-  for (const auto& shard : fs::directory_iterator(blobs_, ec)) {
-    if (!shard.is_directory()) {
-      fn(shard.path(), {}, {});
+  for (const auto& entry : fs::directory_iterator(blobs_, ec)) {
+    if (entry.is_directory()) {
+      shards.push_back(entry.path().filename().string());
+    } else {
+      stray(entry.path());
+    }
+  }
+  std::sort(shards.begin(), shards.end());
+  return shards;
+}
+
+void BlobStore::ForEachBlobIn(const std::string& shard, const BlobFn& fn) const {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(blobs_ / shard, ec)) {
+    const std::string name = e.path().filename().string();
+    size_t dash = name.rfind('-');
+    if (dash == std::string::npos || name.size() - dash - 1 != 32) {
+      fn(e.path(), {}, {});
       continue;
     }
-    std::error_code sec;
-    for (const auto& e : fs::directory_iterator(shard.path(), sec)) {
-      const std::string name = e.path().filename().string();
-      size_t dash = name.rfind('-');
-      if (dash == std::string::npos || name.size() - dash - 1 != 32) {
-        fn(e.path(), {}, {});
-        continue;
-      }
-      std::string_view view(name);
-      std::string_view key = view.substr(0, dash);
-      if (!IsValidKey(key) || key.substr(0, 2) != shard.path().filename().native()) {
-        fn(e.path(), {}, {});
-        continue;
-      }
-      fn(e.path(), key, view.substr(dash + 1));
+    std::string_view view(name);
+    std::string_view key = view.substr(0, dash);
+    if (!IsValidKey(key) || key.substr(0, 2) != shard) {
+      fn(e.path(), {}, {});
+      continue;
     }
+    fn(e.path(), key, view.substr(dash + 1));
   }
 }
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -46,10 +47,14 @@ class BlobStore {
   // that are older than `grace`. Returns how many were removed.
   size_t SweepTemp(std::chrono::seconds grace) const;
 
-  // Calls `fn(path, key, checksum)` for every file under blobs/ whose name
-  // has the blob form; other files are passed with empty key.
-  void ForEachBlob(const std::function<void(const std::filesystem::path&, std::string_view key,
-                                            std::string_view checksum)>& fn) const;
+  using BlobFn = std::function<void(const std::filesystem::path&, std::string_view key, std::string_view checksum)>;
+  // The shard directories under blobs/, by name (a key's blob lives in the
+  // shard named by the key's first two characters). Files there that are
+  // no directory are passed to `stray`.
+  std::vector<std::string> Shards(const std::function<void(const std::filesystem::path&)>& stray) const;
+  // Calls `fn(path, key, checksum)` for every file of shard `name` whose
+  // name has the blob form of that shard; other files get an empty key.
+  void ForEachBlobIn(const std::string& shard, const BlobFn& fn) const;
 
   const std::filesystem::path& dir() const { return dir_; }
 

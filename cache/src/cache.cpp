@@ -213,6 +213,15 @@ absl::Status Cache::Impl::Pin(std::string_view key, bool pinned) {
 }
 
 absl::StatusOr<std::vector<EntryInfo>> Cache::Impl::List(const ListFilter& f) {
+  std::vector<EntryInfo> out;
+  JITD_RETURN_IF_ERROR(ForEach(f, [&](const EntryInfo& info) {
+    out.push_back(info);
+    return true;
+  }));
+  return out;
+}
+
+absl::Status Cache::Impl::ForEach(const ListFilter& f, const std::function<bool(const EntryInfo&)>& visit) {
   if (!opts_.read_only) {
     std::lock_guard lock(maintain_mu_);
     JITD_RETURN_IF_ERROR(FlushRecency());
@@ -222,12 +231,10 @@ absl::StatusOr<std::vector<EntryInfo>> Cache::Impl::List(const ListFilter& f) {
   rf.arch = f.arch;
   rf.params = f.params;
   rf.options = f.options;
-  JITD_ASSIGN_OR_RETURN(auto rows, index_->Select(rf, /*newest_first=*/true, f.limit));
-  std::vector<EntryInfo> out;
-  out.reserve(rows.size());
-  for (const auto& r : rows) out.push_back(ToInfo(r));
-  return out;
+  return index_->Visit(rf, /*newest_first=*/true, f.limit, [&](const IndexRow& row) { return visit(ToInfo(row)); });
 }
+
+absl::StatusOr<uint64_t> Cache::Impl::LargestInstantiation() { return index_->LargestInstantiation(); }
 
 absl::StatusOr<CacheStats> Cache::Impl::Stats() {
   JITD_ASSIGN_OR_RETURN(auto totals, index_->GetTotals());
@@ -318,6 +325,10 @@ absl::Status Cache::Publish(const EntryMeta& meta, std::string_view cubin, std::
 absl::StatusOr<EvictResult> Cache::Evict(const EvictFilter& filter) { return impl_->Evict(filter); }
 absl::Status Cache::Pin(std::string_view key, bool pinned) { return impl_->Pin(key, pinned); }
 absl::StatusOr<std::vector<EntryInfo>> Cache::List(const ListFilter& filter) { return impl_->List(filter); }
+absl::Status Cache::ForEach(const ListFilter& filter, const std::function<bool(const EntryInfo&)>& visit) {
+  return impl_->ForEach(filter, visit);
+}
+absl::StatusOr<uint64_t> Cache::LargestInstantiation() { return impl_->LargestInstantiation(); }
 absl::StatusOr<CacheStats> Cache::Stats() { return impl_->Stats(); }
 absl::StatusOr<VerifyReport> Cache::Verify(bool repair) { return impl_->Verify(repair); }
 absl::Status Cache::Flush() { return impl_->Maintain(); }

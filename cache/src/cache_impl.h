@@ -66,6 +66,8 @@ class Cache::Impl {
   absl::StatusOr<EvictResult> Evict(const EvictFilter& f);
   absl::Status Pin(std::string_view key, bool pinned);
   absl::StatusOr<std::vector<EntryInfo>> List(const ListFilter& f);
+  absl::Status ForEach(const ListFilter& f, const std::function<bool(const EntryInfo&)>& visit);
+  absl::StatusOr<uint64_t> LargestInstantiation();
   absl::StatusOr<CacheStats> Stats();
   absl::StatusOr<VerifyReport> Verify(bool repair);
   absl::Status Maintain();

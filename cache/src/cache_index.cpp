@@ -160,6 +160,15 @@ void BindFilter(Statement& s, const std::vector<std::string>& text_args, const s
   if (int_arg) s.Bind(i++, *int_arg);
 }
 
+// Steps `st` to its end, calling `each` on every row.
+absl::Status StepAll(Statement& st, const std::function<void()>& each) {
+  while (true) {
+    JITD_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return absl::OkStatus();
+    each();
+  }
+}
+
 }  // namespace
 
 struct CacheIndex::Reader {
@@ -380,6 +389,16 @@ absl::StatusOr<std::optional<IndexRow>> CacheIndex::FindSerialized(const std::st
 }
 
 absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter, bool newest_first, size_t limit) {
+  std::vector<IndexRow> out;
+  JITD_RETURN_IF_ERROR(Visit(filter, newest_first, limit, [&](const IndexRow& row) {
+    out.push_back(row);
+    return true;
+  }));
+  return out;
+}
+
+absl::Status CacheIndex::Visit(const RowFilter& filter, bool newest_first, size_t limit,
+                               const std::function<bool(const IndexRow&)>& visit) {
   std::vector<std::string> text_args;
   std::optional<int64_t> int_arg;
   std::string sql = Cat(
@@ -387,7 +406,6 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
       newest_first ? " ORDER BY last_used_ms DESC, created_ms DESC" : " ORDER BY last_used_ms ASC, created_ms ASC");
   if (limit > 0) text::Append(sql, " LIMIT ", limit);
   JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
-  std::vector<IndexRow> out;
   absl::Status status;
   {
     auto st = reader->db.Prepare(sql);
@@ -401,13 +419,30 @@ absl::StatusOr<std::vector<IndexRow>> CacheIndex::Select(const RowFilter& filter
           status = row.status();
           break;
         }
-        if (!*row) break;
-        out.push_back(ReadRow(*st));
+        if (!*row || !visit(ReadRow(*st))) break;
       }
     }
   }
   ReleaseReader(std::move(reader));
-  JITD_RETURN_IF_ERROR(status);
+  return status;
+}
+
+absl::StatusOr<uint64_t> CacheIndex::LargestInstantiation() {
+  const std::string sql = Cat("SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM entries GROUP BY kernel, ",
+                              ParamsColumn(), ", arch, ", OptionsColumn(), ")");
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
+  absl::StatusOr<uint64_t> out = uint64_t{0};
+  {
+    auto st = reader->db.Prepare(sql);
+    if (!st.ok()) {
+      out = st.status();
+    } else if (auto row = st->Step(); !row.ok()) {
+      out = row.status();
+    } else {
+      out = static_cast<uint64_t>(st->Int(0));
+    }
+  }
+  ReleaseReader(std::move(reader));
   return out;
 }
 
@@ -510,12 +545,41 @@ absl::StatusOr<std::map<std::string, uint64_t>> CacheIndex::Counters() {
   return out;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> CacheIndex::AllKeys() {
-  JITD_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, Select(RowFilter{}, false, 0));
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> CacheIndex::KeysWithPrefix(const std::string& prefix) {
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
   std::vector<std::pair<std::string, std::string>> out;
-  out.reserve(rows.size());
-  for (auto& r : rows) out.emplace_back(std::move(r.key), std::move(r.checksum));
+  absl::Status status;
+  {
+    // A range over the primary key: keys are ASCII, so every key with the
+    // prefix sorts below the prefix followed by DEL.
+    auto st = reader->db.Prepare("SELECT key, checksum FROM entries WHERE key >= ?1 AND key < ?2");
+    if (!st.ok()) {
+      status = st.status();
+    } else {
+      st->Bind(1, std::string_view(prefix));
+      st->Bind(2, std::string_view(prefix + "\x7f"));
+      status = StepAll(*st, [&] { out.emplace_back(st->Text(0), st->Text(1)); });
+    }
+  }
+  ReleaseReader(std::move(reader));
+  JITD_RETURN_IF_ERROR(status);
   return out;
+}
+
+absl::Status CacheIndex::VisitKeys(
+    const std::function<void(const std::string& key, const std::string& checksum)>& visit) {
+  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
+  absl::Status status;
+  {
+    auto st = reader->db.Prepare("SELECT key, checksum FROM entries ORDER BY key");
+    if (!st.ok()) {
+      status = st.status();
+    } else {
+      status = StepAll(*st, [&] { visit(st->Text(0), st->Text(1)); });
+    }
+  }
+  ReleaseReader(std::move(reader));
+  return status;
 }
 
 absl::Status CacheIndex::Checkpoint() {

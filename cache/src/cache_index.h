@@ -105,6 +105,13 @@ class CacheIndex {
 
   // Matching rows, ordered by last use (oldest first, or newest first).
   absl::StatusOr<std::vector<IndexRow>> Select(const RowFilter& filter, bool newest_first, size_t limit);
+  // Select's rows handed to `visit` one at a time, as they are read: memory
+  // stays one row's whatever the index holds. `visit` returns false to
+  // stop. It runs on a pooled reader and must not call back into the index.
+  absl::Status Visit(const RowFilter& filter, bool newest_first, size_t limit,
+                     const std::function<bool(const IndexRow&)>& visit);
+  // The most rows one instantiation (kernel, params, arch, options) has.
+  absl::StatusOr<uint64_t> LargestInstantiation();
   absl::StatusOr<uint64_t> Count(const RowFilter& filter);
 
   // Adds recency and counter deltas in one transaction.
@@ -113,8 +120,12 @@ class CacheIndex {
   absl::StatusOr<bool> SetPinned(const std::string& key, bool pinned);
   absl::StatusOr<Totals> GetTotals();
   absl::StatusOr<std::map<std::string, uint64_t>> Counters();
-  // Every (key, checksum) pair, for reconciling with the blob files.
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AllKeys();
+  // The (key, checksum) pairs of the keys that start with `prefix`, for
+  // reconciling one shard of blob files.
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KeysWithPrefix(const std::string& prefix);
+  // Every (key, checksum) pair handed to `visit`, one at a time in key
+  // order; it runs on a pooled reader and must not call back into the index.
+  absl::Status VisitKeys(const std::function<void(const std::string& key, const std::string& checksum)>& visit);
 
   // PASSIVE checkpoint, or TRUNCATE when the WAL has grown large.
   absl::Status Checkpoint();

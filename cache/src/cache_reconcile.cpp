@@ -94,18 +94,40 @@ struct Cache::Impl::ReconcileWalk {
 };
 
 absl::Status Cache::Impl::Reconcile(VerifyReport* report, bool repair, bool drop_missing_rows) {
-  JITD_ASSIGN_OR_RETURN(auto keys, index_->AllKeys());
+  // One shard of blob files at a time, against the rows of that shard's
+  // keys only: memory stays one shard's (about 400 rows at 100k entries),
+  // not the whole index's.
   ReconcileWalk walk;
-  walk.rows = std::unordered_map<std::string, std::string>(keys.begin(), keys.end());
   walk.report = report;
   walk.repair = repair;
-  blobs_.ForEachBlob([&](const fs::path& path, std::string_view key, std::string_view checksum) {
-    ReconcileBlob(walk, path, key, checksum);
-  });
+  const std::vector<std::string> shards =
+      blobs_.Shards([&](const fs::path& path) { ReconcileBlob(walk, path, {}, {}); });
   size_t dropped = 0;
+  for (const std::string& shard : shards) {
+    walk.rows.clear();
+    walk.seen.clear();
+    if (shard.size() == 2) {
+      JITD_ASSIGN_OR_RETURN(auto keys, index_->KeysWithPrefix(shard));
+      walk.rows.insert(keys.begin(), keys.end());
+    }
+    blobs_.ForEachBlobIn(shard, [&](const fs::path& path, std::string_view key, std::string_view checksum) {
+      ReconcileBlob(walk, path, key, checksum);
+    });
+    if (drop_missing_rows) {
+      JITD_ASSIGN_OR_RETURN(size_t gone, DropRowsWithoutBlobs(walk));
+      dropped += gone;
+    }
+  }
   if (drop_missing_rows) {
+    // Rows of keys whose shard directory does not exist at all.
+    walk.rows.clear();
+    walk.seen.clear();
+    const std::unordered_set<std::string> present(shards.begin(), shards.end());
+    JITD_RETURN_IF_ERROR(index_->VisitKeys([&](const std::string& key, const std::string& checksum) {
+      if (present.count(key.substr(0, 2)) == 0) walk.rows.emplace(key, checksum);
+    }));
     JITD_ASSIGN_OR_RETURN(size_t gone, DropRowsWithoutBlobs(walk));
-    dropped = gone;
+    dropped += gone;
   }
   if (walk.adopted + walk.removed + dropped > 0) {
     spdlog::info(

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jitd/base/kernel_params.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "serving/warm_plan.h"
 #include "serving/warm_run.h"
@@ -84,25 +85,47 @@ std::vector<Rewarmer::Hot> Rank(const std::vector<cache::EntryInfo>& entries) {
   return ranked;
 }
 
-// Each entry of `entries` current (its instantiation resolves to its key
-// under `service`'s kernels and toolkit) or older.
-Rewarmer::Generations CountGenerations(const KernelService& service, const std::vector<cache::EntryInfo>& entries) {
-  std::map<InstantiationId, std::vector<const cache::EntryInfo*>> by_instantiation;
-  for (const cache::EntryInfo& e : entries) by_instantiation[IdOf(e)].push_back(&e);
-  Rewarmer::Generations g;
-  for (const auto& [id, group] : by_instantiation) {
-    g.generations = std::max(g.generations, static_cast<uint32_t>(group.size()));
-    for (const cache::EntryInfo* e : group) {
-      if (CurrentRequest(service, *e).second == e->key) {
-        ++g.current_entries;
-        g.current_bytes += e->size_bytes;
-      } else {
-        ++g.older_entries;
-        g.older_bytes += e->size_bytes;
-      }
-    }
+// Counts `e` current (its instantiation resolves to its key under
+// `service`'s kernels and toolkit) or older.
+void CountEntry(const KernelService& service, const cache::EntryInfo& e, Rewarmer::Generations& g) {
+  if (CurrentRequest(service, e).second == e.key) {
+    ++g.current_entries;
+    g.current_bytes += e.size_bytes;
+  } else {
+    ++g.older_entries;
+    g.older_bytes += e.size_bytes;
   }
+}
+
+// Generations are at least two when current and older entries are both kept.
+void AtLeastTwoWhenMixed(Rewarmer::Generations& g) {
   if (g.current_entries > 0 && g.older_entries > 0) g.generations = std::max<uint32_t>(g.generations, 2);
+}
+
+// Each entry of `entries` current or older, and the most entries one
+// instantiation of them has.
+Rewarmer::Generations CountGenerations(const KernelService& service, const std::vector<cache::EntryInfo>& entries) {
+  std::map<InstantiationId, uint32_t> per_instantiation;
+  Rewarmer::Generations g;
+  for (const cache::EntryInfo& e : entries) {
+    g.generations = std::max(g.generations, ++per_instantiation[IdOf(e)]);
+    CountEntry(service, e, g);
+  }
+  AtLeastTwoWhenMixed(g);
+  return g;
+}
+
+// The same over the whole cache, read one entry at a time: a cache of
+// 100k entries costs one entry's memory, not a list of all of them.
+absl::StatusOr<Rewarmer::Generations> CountGenerations(const KernelService& service, cache::Cache& cache) {
+  Rewarmer::Generations g;
+  JITD_RETURN_IF_ERROR(cache.ForEach({}, [&](const cache::EntryInfo& e) {
+    CountEntry(service, e, g);
+    return true;
+  }));
+  JITD_ASSIGN_OR_RETURN(const uint64_t largest, cache.LargestInstantiation());
+  g.generations = static_cast<uint32_t>(std::min<uint64_t>(largest, UINT32_MAX));
+  AtLeastTwoWhenMixed(g);
   return g;
 }
 
@@ -120,15 +143,15 @@ Rewarmer::Generations Rewarmer::generations() const {
       memo.publishes == stats->publishes && memo.evictions == stats->evictions) {
     return memo.value;
   }
-  absl::StatusOr<std::vector<cache::EntryInfo>> entries = cache_.List({});
-  if (!entries.ok()) return memo.value;
+  absl::StatusOr<Generations> counted = CountGenerations(service_, cache_);
+  if (!counted.ok()) return memo.value;
   memo = GenerationsMemo{.valid = true,
                          .resolver = resolver,
                          .entries = stats->entries,
                          .bytes = stats->bytes,
                          .publishes = stats->publishes,
                          .evictions = stats->evictions,
-                         .value = CountGenerations(service_, *entries)};
+                         .value = *counted};
   return memo.value;
 }
 

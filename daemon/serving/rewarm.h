@@ -83,8 +83,9 @@ class Rewarmer {
     std::uint64_t older_entries = 0;
     std::uint64_t older_bytes = 0;
   };
-  // Lists the index and resolves each instantiation in it once, when the
-  // index or the resolver changed since the last call; else remembered.
+  // Reads the index one entry at a time and resolves each, when the index
+  // or the resolver changed since the last call; else remembered. Memory
+  // stays one entry's at any size of cache.
   Generations generations() const;
 
   // Asks for a run, saying why; returns at once.

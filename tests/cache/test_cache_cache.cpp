@@ -190,6 +190,58 @@ TEST(Cache, ListFiltersByExactParams) {
   EXPECT_EQ(keys({}).size(), 4u);                  // unset: any params
 }
 
+// ForEach walks what List returns, in List's order, one entry at a time,
+// and stops when asked to.
+TEST(Cache, ForEachVisitsWhatListReturnsInOrderAndStopsWhenAsked) {
+  TempDir dir;
+  auto cache = OpenCache(Options(dir.path()));
+  for (int i = 0; i < 5; ++i) {
+    EntryMeta m = MetaFor(i, i % 2 == 0 ? "k.even" : "k.odd");
+    m.created_unix_ms = 1000 + i;
+    ASSERT_TRUE(cache->Publish(m, CubinFor(i)).ok());
+  }
+  auto list = cache->List({.kernel_glob = "k.even"});
+  ASSERT_TRUE(list.ok()) << list.status();
+  std::vector<std::string> listed, visited;
+  for (const EntryInfo& info : *list) listed.push_back(info.key);
+  ASSERT_TRUE(cache
+                  ->ForEach({.kernel_glob = "k.even"},
+                            [&](const EntryInfo& info) {
+                              visited.push_back(info.key);
+                              return true;
+                            })
+                  .ok());
+  EXPECT_EQ(visited, listed);
+  EXPECT_EQ(visited.size(), 3u);
+  size_t seen = 0;
+  ASSERT_TRUE(cache->ForEach({}, [&](const EntryInfo&) { return ++seen < 2; }).ok());
+  EXPECT_EQ(seen, 2u) << "false stops the walk";
+}
+
+// The most entries one instantiation has: keys of one (kernel, params,
+// arch, options) kept side by side, such as a kernel's older generations.
+TEST(Cache, LargestInstantiationCountsTheKeysOfOneInstantiation) {
+  TempDir dir;
+  auto cache = OpenCache(Options(dir.path()));
+  auto largest = cache->LargestInstantiation();
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_EQ(*largest, 0u) << "an empty cache";
+  for (int i = 0; i < 3; ++i) {
+    EntryMeta m = MetaFor(i, "k.same");  // three generations of one instantiation
+    m.params = "dtype=bf16";
+    ASSERT_TRUE(cache->Publish(m, CubinFor(i)).ok());
+  }
+  EntryMeta other_params = MetaFor(7, "k.same");
+  other_params.params = "dtype=fp16";
+  EntryMeta other_arch = MetaFor(8, "k.same", "sm_100a");
+  other_arch.params = "dtype=bf16";
+  ASSERT_TRUE(cache->Publish(other_params, CubinFor(7)).ok());
+  ASSERT_TRUE(cache->Publish(other_arch, CubinFor(8)).ok());
+  largest = cache->LargestInstantiation();
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_EQ(*largest, 3u);
+}
+
 class CorruptBlob : public ::testing::TestWithParam<std::string> {};
 
 // ccache's "corrupt result file" test: damage a blob on disk, expect a miss,

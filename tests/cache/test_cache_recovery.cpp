@@ -92,6 +92,31 @@ TEST(Recovery, RowsWhoseBlobVanishedAreDroppedAtOpen) {
   EXPECT_TRUE(c->Lookup(KeyFor(2)).ok());
 }
 
+// Reconcile walks one shard directory at a time: a shard directory gone
+// whole drops its rows too, and every other shard keeps its entries.
+TEST(Recovery, RowsOfAShardDirectoryRemovedWholeAreDroppedAndOtherShardsKept) {
+  TempDir dir;
+  constexpr int kEntries = 300;  // keys spread over most of the 256 shards
+  fs::path shard;
+  int in_shard = 0;
+  {
+    auto c = OpenCache(Options(dir.path()));
+    for (int i = 0; i < kEntries; ++i) ASSERT_TRUE(c->Publish(MetaFor(i), CubinFor(i)).ok());
+    shard = c->Lookup(KeyFor(0))->blob_path.parent_path();
+  }
+  for (int i = 0; i < kEntries; ++i) in_shard += KeyFor(i).substr(0, 2) == shard.filename().string() ? 1 : 0;
+  fs::remove_all(shard);
+  PlaceUnindexedBlob(dir.path(), kEntries);  // and one blob to adopt elsewhere
+  auto c = OpenCache(Options(dir.path()));
+  ASSERT_TRUE(c->Flush().ok());
+  EXPECT_EQ(c->Stats()->entries, static_cast<uint64_t>(kEntries - in_shard + 1));
+  EXPECT_EQ(c->Stats()->corrupt, static_cast<uint64_t>(in_shard));
+  for (int i = 0; i < kEntries; ++i) {
+    EXPECT_EQ(c->Lookup(KeyFor(i)).ok(), KeyFor(i).substr(0, 2) != shard.filename().string()) << i;
+  }
+  EXPECT_TRUE(c->Lookup(KeyFor(kEntries)).ok()) << "the orphan is adopted";
+}
+
 class BrokenIndex : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BrokenIndex, IsRebuiltFromTheBlobs) {

@@ -230,6 +230,13 @@ class Cache {
 
   // Index rows, most recently used first.
   absl::StatusOr<std::vector<EntryInfo>> List(const ListFilter& filter);
+  // List's rows handed to `visit` one at a time as the index is read, so
+  // that a walk over 100k entries holds one in memory; `visit` returns
+  // false to stop, and must not call back into this cache.
+  absl::Status ForEach(const ListFilter& filter, const std::function<bool(const EntryInfo&)>& visit);
+  // The most entries one instantiation (kernel, params, arch, options) has:
+  // 2 or more when older generations of it are kept beside the newest.
+  absl::StatusOr<uint64_t> LargestInstantiation();
 
   absl::StatusOr<CacheStats> Stats();
 
