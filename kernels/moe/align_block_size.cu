@@ -5,15 +5,17 @@
 // p_e = ceil(c_e / block_size) * block_size, o_e = sum of p_e' for e' < e.
 //   num_tokens_post_pad[0] = sum of p_e
 //   sorted_token_ids[o_e .. o_e + c_e - 1] = the indices i with topk_ids[i] == e,
-//     ascending; every other position below max_pad = numel +
-//     num_experts * (block_size - 1) holds numel
+//     ascending; every other position below num_tokens_post_pad holds numel;
+//     positions from there to max_pad = numel + num_experts * (block_size - 1)
+//     are not written
 //   expert_ids[j] = the expert whose padded range holds j * block_size, for
 //     j < num_tokens_post_pad / block_size; -1 for the rest of the
 //     ceil(max_pad / block_size) entries
 // Entries outside [0, num_experts) are skipped.
 //
 // Launch: 1 to 64 blocks of 1024 threads (grid.x; every grid gives the same
-// outputs), no dynamic shared memory; num_experts <= 1024, numel < 2^24.
+// outputs), no dynamic shared memory; num_experts <= 1024, numel < 2^24. A
+// grid of one block works with fewer threads at small sizes (working_threads).
 // Other launches trap.
 //
 // Algorithm: block b of G owns chunk b of [0, numel), cut into G contiguous
@@ -27,8 +29,14 @@
 // into cursors: cursor[s][e] = o_e + the entries of e before the chunk + the
 // entries of e in the chunk's segments before s. Warp s alone scatters
 // segment s, 32 entries per step, and the warps never wait on each other
-// while they do. The padding, the tail and expert_ids are shared out among
-// the blocks.
+// while they do. The padding and expert_ids are shared out among the blocks.
+//
+// At decode sizes (tests/gpu/align_stages.py times each stage on a GPU) the
+// cost is the instructions of every phase issued by every working warp of
+// one SM, and the serial steps of a warp: hence the working threads of a
+// one-block grid, segments no more than the chunk fills, and the padding
+// written a group of experts per warp without a shared-memory read per
+// expert.
 //
 // Determinism: the order inside an expert's range is the index order, not the
 // order in which atomics happen to land. Segment s's entries of e land after
@@ -60,6 +68,31 @@ inline constexpr int kAlignMaxSegments = kAlignWarps;
 // step comes.
 inline constexpr int kAlignCountLoads = 16;
 inline constexpr int kAlignLoadsAhead = 8;
+// A grid of one block works with as few threads as hold one expert each and
+// about this many entries each; the other warps return at once. Every
+// instruction of the count, the prefix sums and the writes is issued by
+// every working warp on one SM, so at decode sizes fewer warps finish sooner.
+#ifndef SGLANG_ALIGN_ENTRIES_PER_THREAD
+#define SGLANG_ALIGN_ENTRIES_PER_THREAD 8
+#endif
+inline constexpr int kAlignEntriesPerThread = SGLANG_ALIGN_ENTRIES_PER_THREAD;
+
+// The threads that work in each block: all of them when several blocks
+// share the input; for one block, a power of two from 32 to 1024 that is at
+// least num_experts and numel / kAlignEntriesPerThread.
+__device__ __forceinline__ int working_threads(int32_t num_experts, int64_t numel, int blocks) {
+  if (blocks > 1) return kAlignThreads;
+  int threads = kWarpSize;
+  while (threads < kAlignThreads &&
+         (threads < num_experts || static_cast<int64_t>(threads) * kAlignEntriesPerThread < numel)) {
+    threads *= 2;
+  }
+  return threads;
+}
+
+// __syncthreads for the working threads only (barrier 1; the others have
+// returned and never wait on it).
+__device__ __forceinline__ void sync_working(int threads) { asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory"); }
 
 // p_e for a count c, without forming c + block_size - 1 (which could overflow).
 __device__ __forceinline__ int32_t padded_count(int32_t count, int32_t block_size) {
@@ -145,6 +178,34 @@ __device__ __forceinline__ void scatter_segment(const int32_t* __restrict__ topk
   }
 }
 
+// The padding of each expert e, [fill[e], the next expert's offset), by the
+// `stride` warps of the grid, this one being warp `first`. A warp takes up
+// to 32 experts at once (as many as leave no warp idle), lane l reading the
+// range of the group's expert l, and writes the ranges that are not empty
+// one after the other, 32 positions per store so that the stores coalesce;
+// the ranges travel by shuffle, so no shared-memory read waits in the loop,
+// and empty ranges (most experts at decode sizes) cost nothing.
+__device__ __forceinline__ void pad_experts(const int32_t* offset, const int32_t* fill, int32_t num_experts,
+                                            int32_t total, int first, int stride, int32_t sentinel,
+                                            int32_t* __restrict__ sorted_token_ids) {
+  const int lane = lane_id();
+  const int group = min(kWarpSize, max(1, (num_experts + stride - 1) / stride));
+  for (int base = first * group; base < num_experts; base += stride * group) {
+    const int e = base + lane;
+    const bool mine = lane < group && e < num_experts;
+    const int32_t begin = mine ? fill[e] : 0;
+    const int32_t end = !mine ? 0 : e + 1 < num_experts ? offset[e + 1] : total;
+    unsigned pending = __ballot_sync(kFullWarpMask, begin < end);
+    while (pending != 0) {
+      const int j = __ffs(pending) - 1;
+      pending &= pending - 1;
+      const int32_t from = __shfl_sync(kFullWarpMask, begin, j);
+      const int32_t to = __shfl_sync(kFullWarpMask, end, j);
+      for (int32_t pos = from + lane; pos < to; pos += kWarpSize) sorted_token_ids[pos] = sentinel;
+    }
+  }
+}
+
 // Counts into hist[e] every valid id at begin + first, begin + first +
 // stride, ... below end, kAlignCountLoads ids in flight per thread.
 __device__ __forceinline__ void count_ids(const int32_t* __restrict__ topk_ids, int32_t begin, int32_t end,
@@ -185,32 +246,40 @@ __global__ void __launch_bounds__(kAlignThreads)
   const int32_t n = static_cast<int32_t>(numel);
   const int32_t sentinel = n;
 
+  const int threads = working_threads(num_experts, numel, blocks);
+  if (tid >= threads) return;
+  const int warps = threads / kWarpSize;
+
   const int32_t chunk_len = (n + blocks - 1) / blocks;
   const int32_t chunk_begin = min(block * chunk_len, n);
   const int32_t chunk_end = min(chunk_begin + chunk_len, n);
   const int row_shift = num_experts <= 1 ? 0 : 32 - __clz(num_experts - 1);  // log2(E2)
-  const int segments = min(kAlignMaxSegments, kAlignCursorCells >> row_shift);
+  // As many segments as the chunk fills with 32 entries each, up to one per
+  // warp: a chunk of 8 entries is one segment, whose counts alone are zeroed,
+  // summed and turned into cursors.
+  int segments = min(warps, kAlignCursorCells >> row_shift);
+  while (segments > 1 && (segments / 2) * kWarpSize >= chunk_len) segments /= 2;
   const int32_t segment_len = (chunk_end - chunk_begin + segments - 1) / segments;
 
-  for (int k = tid; k < (segments << row_shift); k += kAlignThreads) cursor[k] = 0;
+  for (int k = tid; k < (segments << row_shift); k += threads) cursor[k] = 0;
   offset[tid] = 0;
   fill[tid] = 0;
-  __syncthreads();
+  if (tid < kAlignWarps) warp_total[tid] = 0;  // the warps that do not work add 0
+  sync_working(threads);
 
   // 1. Counts: per segment in the chunk, per expert before and after it.
   // segments divides the warp count (both are powers of two), so each segment
   // gets the same number of warps.
   {
     const int s = warp % segments;
-    const int32_t stride = kAlignWarps / segments * kWarpSize;
+    const int32_t stride = warps / segments * kWarpSize;
     const int32_t begin = min(chunk_begin + s * segment_len, chunk_end);
     const int32_t end = min(begin + segment_len, chunk_end);
-    count_ids(topk_ids, begin, end, warp / segments * kWarpSize + lane, stride, num_experts,
-              cursor + (s << row_shift));
+    count_ids(topk_ids, begin, end, warp / segments * kWarpSize + lane, stride, num_experts, cursor + (s << row_shift));
   }
-  count_ids(topk_ids, 0, chunk_begin, tid, kAlignThreads, num_experts, offset);
-  count_ids(topk_ids, chunk_end, n, tid, kAlignThreads, num_experts, fill);
-  __syncthreads();
+  count_ids(topk_ids, 0, chunk_begin, tid, threads, num_experts, offset);
+  count_ids(topk_ids, chunk_end, n, tid, threads, num_experts, fill);
+  sync_working(threads);
 
   // 2. o_e: exclusive prefix sum of p_e over the 1024 threads, thread e
   // holding expert e (0 past num_experts). Its column of counts is read once
@@ -226,9 +295,9 @@ __global__ void __launch_bounds__(kAlignThreads)
   const int32_t padded = padded_count(c, block_size);
   const int32_t inclusive = warp_inclusive_sum(padded);
   if (lane == kWarpSize - 1) warp_total[warp] = inclusive;
-  __syncthreads();
+  sync_working(threads);
   if (warp == 0) warp_total[lane] = warp_inclusive_sum(warp_total[lane]);
-  __syncthreads();
+  sync_working(threads);
   const int32_t start = inclusive - padded + (warp > 0 ? warp_total[warp - 1] : 0);
   const int32_t total = warp_total[kAlignWarps - 1];
   // Thread e alone read offset[e] and fill[e], so it may overwrite them.
@@ -242,20 +311,14 @@ __global__ void __launch_bounds__(kAlignThreads)
       next += column[s];
     }
   }
-  __syncthreads();
+  sync_working(threads);
 
-  // 3. Everything that is not a token index, shared out among the blocks: the
-  // padding of each expert's range (a warp per expert, so the stores
-  // coalesce), the tail past the padded total, and expert_ids. None of it
-  // overlaps what step 4 writes.
-  for (int e = block * kAlignWarps + warp; e < num_experts; e += blocks * kAlignWarps) {
-    const int32_t end = e + 1 < num_experts ? offset[e + 1] : total;
-    for (int32_t pos = fill[e] + lane; pos < end; pos += kWarpSize) sorted_token_ids[pos] = sentinel;
-  }
-  const int64_t max_pad = numel + static_cast<int64_t>(num_experts) * (block_size - 1);
-  const int64_t first = static_cast<int64_t>(block) * kAlignThreads + tid;
-  const int64_t step = static_cast<int64_t>(blocks) * kAlignThreads;
-  for (int64_t pos = total + first; pos < max_pad; pos += step) sorted_token_ids[pos] = sentinel;
+  // 3. Everything that is not a token index, shared out among the blocks:
+  // the padding of each expert's range and expert_ids. Positions at or past
+  // the padded total are not written. None of it overlaps what step 4 writes.
+  pad_experts(offset, fill, num_experts, total, block * warps + warp, blocks * warps, sentinel, sorted_token_ids);
+  const int64_t first = static_cast<int64_t>(block) * threads + tid;
+  const int64_t step = static_cast<int64_t>(blocks) * threads;
   // ceil(max_pad / block_size) = num_experts + ceil((numel - num_experts) /
   // block_size), in int32 and without an int64 division; for a negative
   // numerator the truncating division is the ceiling.

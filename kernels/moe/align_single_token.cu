@@ -4,7 +4,8 @@
 // align_block_size's for the same ids with numel = topk, cut to
 // topk * block_size entries of sorted_token_ids and topk of expert_ids:
 //   expert_ids[rank(k)] = topk_ids[k], the ids in ascending order
-//   sorted_token_ids[rank(k) * block_size] = k, topk everywhere else
+//   sorted_token_ids[rank(k) * block_size] = k, topk everywhere else below
+//     num_tokens_post_pad (positions past it are not written)
 //   num_tokens_post_pad[0] = topk * block_size
 // where rank(k) counts the ids below topk_ids[k]. Negative ids are skipped, as
 // align_block_size skips ids outside [0, num_experts): with m ids left, the
@@ -40,10 +41,13 @@ __global__ void align_single_token_kernel(const int32_t* __restrict__ topk_ids, 
     if (((valid_lanes >> k) & 1u) != 0 && other < id) ++rank;
   }
 
-  // Token k sits at rank(k) * block_size; each position is written once.
-  const int64_t positions = static_cast<int64_t>(n) * block_size;
-  for (int64_t pos = lane; pos < positions; pos += kWarpSize) {
-    if (pos % block_size != 0 || pos / block_size >= used) sorted_token_ids[pos] = n;
+  // Token k sits at rank(k) * block_size, the padding after it; positions at
+  // or past num_tokens_post_pad are not written. Each position is written
+  // once, by a loop without divisions (a 64-bit division per position made
+  // this one-warp kernel latency-bound).
+  for (int32_t slot = 0; slot < used; ++slot) {
+    int32_t* padding = sorted_token_ids + static_cast<int64_t>(slot) * block_size;
+    for (int32_t at = lane + 1; at < block_size; at += kWarpSize) padding[at] = n;
   }
   if (valid) {
     sorted_token_ids[static_cast<int64_t>(rank) * block_size] = lane;

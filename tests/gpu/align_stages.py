@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Where moe.align_block_size spends its time, stage by stage, on a GPU.
+
+Compiles kernels/moe/align_block_size.cu with CuPy (NVRTC, the same source
+jitd serves), and variants of it that stop after a stage or leave one out,
+then times each in a CUDA graph (median of 15 replays of 20 launches) at
+1, 16, 256, 4096 and 16384 tokens x top-8, 256 experts, block 64, with the
+grid jitd's rule picks. Differences between variants say what a stage costs;
+the outputs of the variants are not checked (they are incomplete on purpose).
+
+    python3 tests/gpu/align_stages.py [--out FILE.json] [--source FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TOKENS = (1, 16, 256, 4096, 16384)
+TOPK, EXPERTS, BLOCK_SIZE = 8, 256, 64
+REPS, INNER = 15, 20
+
+# name -> [(text in the source, text put before it)]: a return before a
+# stage stops there; "skip" variants guard one loop with `if (false)`.
+STAGES = {
+    "full": [],
+    "empty (returns at once)": [("  if (blockDim.x != kAlignThreads", "  if (true) return;\n")],
+    "stop before counts": [("  // 1. Counts:", "  if (true) return;\n")],
+    "stop before o_e": [("  // 2. o_e:", "  if (true) return;\n")],
+    "stop before padding": [("  // 3. Everything that is not", "  if (true) return;\n")],
+    "stop before scatter": [("  // 4. The chunk's token indices", "  if (true) return;\n")],
+}
+SKIPS = {
+    "no expert_ids": ("  for (int64_t j = first; j < slots; j += step) {", "  if (false)\n"),
+}
+# Builds of the whole kernel with other compile-time settings: name -> options.
+SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}",) for k in (4, 16, 32)}
+
+
+def reference(ids, experts, block_size):
+    """(sorted ids below the padded total, expert_ids, total) by KERNELS.md."""
+    count = [0] * experts
+    for e in ids:
+        count[e] += 1
+    offset, total = [], 0
+    for c in count:
+        offset.append(total)
+        total += -(-c // block_size) * block_size
+    sorted_ids = [len(ids)] * total
+    placed = [0] * experts
+    for i, e in enumerate(ids):
+        sorted_ids[offset[e] + placed[e]] = i
+        placed[e] += 1
+    slots = -(-(len(ids) + experts * (block_size - 1)) // block_size)
+    expert_ids = [-1] * slots
+    for e, c in enumerate(count):
+        for pos in range(offset[e], offset[e] + -(-c // block_size) * block_size, block_size):
+            expert_ids[pos // block_size] = e
+    return sorted_ids, expert_ids, total
+
+
+def grid_for(numel):
+    return max(1, min(32, (numel + 1023) // 1024))
+
+
+def variants(source):
+    """name -> (source text, extra compile options)."""
+    out = {}
+    for name, patches in STAGES.items():
+        text = source
+        for anchor, before in patches:
+            if anchor not in text:
+                raise SystemExit(f"align_stages: '{anchor}' is not in the source: update STAGES")
+            text = text.replace(anchor, before + anchor, 1)
+        out[name] = (text, ())
+    for name, (anchor, before) in SKIPS.items():
+        if anchor not in source:
+            raise SystemExit(f"align_stages: '{anchor}' is not in the source: update SKIPS")
+        out[name] = (source.replace(anchor, before + anchor, 1), ())
+    for name, options in SETTINGS.items():
+        if "SGLANG_ALIGN_ENTRIES_PER_THREAD" in source:
+            out[name] = (source, options)
+    return out
+
+
+def graph_us(torch, stream, fn):
+    with torch.cuda.stream(stream):
+        fn()
+        stream.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
+            for _ in range(INNER):
+                fn()
+        graph.replay()
+        stream.synchronize()
+        runs = []
+        for _ in range(REPS):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            graph.replay()
+            end.record(stream)
+            end.synchronize()
+            runs.append(start.elapsed_time(end) * 1000.0 / INNER)
+    return statistics.median(runs), min(runs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="write the figures here as JSON")
+    ap.add_argument("--source", default=os.path.join(ROOT, "kernels", "moe", "align_block_size.cu"))
+    ap.add_argument("--compare", help="an earlier align_block_size.cu, timed whole as the variant 'before'")
+    a = ap.parse_args()
+    import cupy as cp
+    import torch
+    source = open(a.source).read()
+    include = os.path.join(ROOT, "kernels")
+    arch = "sm_%d%d" % torch.cuda.get_device_capability()
+    stream = torch.cuda.Stream()
+    cp_stream = cp.cuda.ExternalStream(stream.cuda_stream)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    rows = []
+    todo = variants(source)
+    if a.compare:
+        todo = {"before": (open(a.compare).read(), ()), **todo}
+    for name, (text, extra) in todo.items():
+        module = cp.RawModule(code=text, options=("-std=c++17", f"-I{include}", f"--gpu-architecture={arch}", *extra),
+                              name_expressions=["sglang::moe::align_block_size_kernel"])
+        kernel = module.get_function("sglang::moe::align_block_size_kernel")
+        for tokens, grid in [(t, g) for t in TOKENS for g in sorted({grid_for(t * TOPK), 1})]:
+            numel = tokens * TOPK
+            ids = torch.randint(0, EXPERTS, (numel,), dtype=torch.int32, device="cuda", generator=gen)
+            max_pad = numel + EXPERTS * (BLOCK_SIZE - 1)
+            sorted_ids = torch.empty(max_pad, dtype=torch.int32, device="cuda")
+            expert_ids = torch.empty((max_pad + BLOCK_SIZE - 1) // BLOCK_SIZE, dtype=torch.int32, device="cuda")
+            count = torch.empty(1, dtype=torch.int32, device="cuda")
+            args = (ids.data_ptr(), cp.int64(numel), cp.int32(EXPERTS), cp.int32(BLOCK_SIZE),
+                    sorted_ids.data_ptr(), expert_ids.data_ptr(), count.data_ptr())
+            args = tuple(cp.uint64(x) if isinstance(x, int) else x for x in args)
+
+            def launch():
+                with cp_stream:
+                    kernel((grid,), (1024,), args)
+
+            med, low = graph_us(torch, stream, launch)
+            check = "-"
+            if name == "before" or name == "full" or name in SETTINGS:  # complete kernels: outputs checked
+                sorted_ids.fill_(-7)
+                expert_ids.fill_(-7)
+                launch()
+                torch.cuda.synchronize()
+                want = reference(ids.tolist(), EXPERTS, BLOCK_SIZE)
+                total = int(count.item())
+                ok = (total == want[2] and sorted_ids[:total].tolist() == want[0]
+                      and expert_ids.tolist() == want[1])
+                check = "ok" if ok else "BAD"
+            rows.append({"variant": name, "tokens": tokens, "grid": grid, "graph_us": med, "graph_us_min": low,
+                         "check": check})
+            print(f"{name:22s} {tokens:6d} tok grid {grid:2d}: {med:7.2f} us (min {low:.2f}) {check}", flush=True)
+    doc = {"gpu": torch.cuda.get_device_name(0), "arch": arch, "reps": REPS, "inner": INNER, "rows": rows}
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(doc, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
