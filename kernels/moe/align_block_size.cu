@@ -15,7 +15,8 @@
 //
 // Launch: 1 to 64 blocks of 1024 threads (grid.x; every grid gives the same
 // outputs), no dynamic shared memory; num_experts <= 1024, numel < 2^24. A
-// grid of one block works with fewer threads at small sizes (working_threads).
+// grid of one block works with fewer threads at small sizes (working_threads)
+// and, up to 8 x 32 entries per working warp, takes align_one_block.
 // Other launches trap.
 //
 // Algorithm: block b of G owns chunk b of [0, numel), cut into G contiguous
@@ -73,7 +74,7 @@ inline constexpr int kAlignLoadsAhead = 8;
 // instruction of the count, the prefix sums and the writes is issued by
 // every working warp on one SM, so at decode sizes fewer warps finish sooner.
 #ifndef SGLANG_ALIGN_ENTRIES_PER_THREAD
-#define SGLANG_ALIGN_ENTRIES_PER_THREAD 8
+#define SGLANG_ALIGN_ENTRIES_PER_THREAD 4
 #endif
 inline constexpr int kAlignEntriesPerThread = SGLANG_ALIGN_ENTRIES_PER_THREAD;
 
@@ -206,6 +207,23 @@ __device__ __forceinline__ void pad_experts(const int32_t* offset, const int32_t
   }
 }
 
+// expert_ids[k] for k = first, first + step, ...: the expert whose padded
+// range holds k * block_size below the padded total, -1 past it, for the
+// ceil(max_pad / block_size) entries.
+__device__ __forceinline__ void write_expert_ids(const int32_t* offset, int32_t n, int32_t num_experts,
+                                                 int32_t block_size, int32_t total, int first, int step,
+                                                 int32_t* __restrict__ expert_ids) {
+  // ceil(max_pad / block_size) = num_experts + ceil((numel - num_experts) /
+  // block_size), in int32 and without an int64 division; for a negative
+  // numerator the truncating division is the ceiling.
+  const int32_t surplus = n - num_experts;
+  const int32_t slots = num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
+  const int32_t used_slots = total / block_size;
+  for (int32_t k = first; k < slots; k += step) {
+    expert_ids[k] = k < used_slots ? expert_at(offset, num_experts, static_cast<int64_t>(k) * block_size) : -1;
+  }
+}
+
 // Counts into hist[e] every valid id at begin + first, begin + first +
 // stride, ... below end, kAlignCountLoads ids in flight per thread.
 __device__ __forceinline__ void count_ids(const int32_t* __restrict__ topk_ids, int32_t begin, int32_t end,
@@ -219,6 +237,103 @@ __device__ __forceinline__ void count_ids(const int32_t* __restrict__ topk_ids, 
       if (is_expert(ids[d], num_experts)) atomicAdd(&hist[ids[d]], 1);
     }
   }
+}
+
+// Steps of 32 entries each warp of the one-block path takes: its ids and
+// their ranks stay in registers from the one load to the scatter.
+inline constexpr int kAlignSmallSteps = 8;
+
+// The whole alignment by one block whose `threads` working threads hold
+// every entry in registers (at most kAlignSmallSteps * 32 per warp) and
+// whose per-warp counts fit the cursor table (warps x E2 cells). Warp w
+// owns a contiguous segment of the input. The ids are loaded once; each
+// warp then ranks its entries in index order (per expert, how many of the
+// segment's entries of that expert come before), counting into its own row,
+// so no atomics and no second pass over the input. Thread e turns column e
+// into the entries of e in earlier segments, the block's scan gives o_e,
+// and each entry lands at o_e + its segment's earlier entries + its rank.
+template <int kIdBits>
+__device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk_ids, int32_t n, int32_t num_experts,
+                                                int32_t block_size, int threads, int row_shift, int32_t* cursor,
+                                                int32_t* offset, int32_t* fill, int32_t* warp_total,
+                                                int32_t* __restrict__ sorted_token_ids,
+                                                int32_t* __restrict__ expert_ids,
+                                                int32_t* __restrict__ num_tokens_post_pad) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = lane_id();
+  const int warp = warp_id();
+  const int warps = threads / kWarpSize;
+  const int32_t per_warp = ((n + warps - 1) / warps + kWarpSize - 1) / kWarpSize * kWarpSize;
+  const int32_t begin = min(warp * per_warp, n);
+  const int32_t end = min(begin + per_warp, n);
+  int32_t ids[kAlignSmallSteps];
+#pragma unroll
+  for (int k = 0; k < kAlignSmallSteps; ++k) ids[k] = id_at(topk_ids, begin + k * kWarpSize + lane, end);
+  for (int k = tid; k < (warps << row_shift); k += threads) cursor[k] = 0;
+  if (tid < kAlignWarps) warp_total[tid] = 0;
+  sync_working(threads);
+
+  // 1. Ranks in index order, the warp's row counting as it goes. The group
+  // leader of each expert alone reads and advances the count.
+  int32_t* row = cursor + (warp << row_shift);
+  int32_t rank[kAlignSmallSteps];
+#pragma unroll
+  for (int k = 0; k < kAlignSmallSteps; ++k) {
+    rank[k] = 0;
+    if (k * kWarpSize < end - begin) {
+      const int32_t e = ids[k];
+      const bool valid = is_expert(e, num_experts);
+      const unsigned peers = same_expert_lanes<kIdBits>(e, valid);
+      const int leader = valid ? __ffs(peers) - 1 : lane;
+      int32_t before = 0;
+      if (lane == leader && valid) {
+        before = row[e];
+        row[e] = before + __popc(peers);
+      }
+      rank[k] = __shfl_sync(kFullWarpMask, before, leader) + __popc(peers & lanes_below_mask());
+      __syncwarp();
+    }
+  }
+  sync_working(threads);
+
+  // 2. Column e: the entries of e in earlier segments, in place; c_e; o_e.
+  int32_t c = 0;
+  if (tid < num_experts) {
+    for (int w = 0; w < warps; ++w) {
+      int32_t* cell = cursor + (w << row_shift) + tid;
+      const int32_t here = *cell;
+      *cell = c;
+      c += here;
+    }
+  }
+  const int32_t padded = padded_count(c, block_size);
+  const int32_t inclusive = warp_inclusive_sum(padded);
+  if (lane == kWarpSize - 1) warp_total[warp] = inclusive;
+  sync_working(threads);
+  if (warp == 0) warp_total[lane] = warp_inclusive_sum(warp_total[lane]);
+  sync_working(threads);
+  const int32_t start = inclusive - padded + (warp > 0 ? warp_total[warp - 1] : 0);
+  const int32_t total = warp_total[kAlignWarps - 1];
+  offset[tid] = start;
+  fill[tid] = start + c;
+  sync_working(threads);
+
+  // 3. Every position below the padded total gets the sentinel, in one
+  // coalesced sweep; then, after the barrier (which orders this block's
+  // writes), the token indices from registers overwrite theirs.
+#ifdef SGLANG_ALIGN_PAD_BY_GROUP
+  pad_experts(offset, fill, num_experts, total, warp, warps, n, sorted_token_ids);
+#else
+  for (int32_t pos = tid; pos < total; pos += threads) sorted_token_ids[pos] = n;
+  sync_working(threads);
+#endif
+#pragma unroll
+  for (int k = 0; k < kAlignSmallSteps; ++k) {
+    const int32_t e = ids[k];
+    if (is_expert(e, num_experts)) sorted_token_ids[offset[e] + row[e] + rank[k]] = begin + k * kWarpSize + lane;
+  }
+  write_expert_ids(offset, n, num_experts, block_size, total, tid, threads, expert_ids);
+  if (tid == 0) num_tokens_post_pad[0] = total;
 }
 
 __global__ void __launch_bounds__(kAlignThreads)
@@ -254,6 +369,16 @@ __global__ void __launch_bounds__(kAlignThreads)
   const int32_t chunk_begin = min(block * chunk_len, n);
   const int32_t chunk_end = min(chunk_begin + chunk_len, n);
   const int row_shift = num_experts <= 1 ? 0 : 32 - __clz(num_experts - 1);  // log2(E2)
+  if (blocks == 1 && (warps << row_shift) <= kAlignCursorCells && n <= warps * kWarpSize * kAlignSmallSteps) {
+    if (row_shift <= 8) {
+      align_one_block<8>(topk_ids, n, num_experts, block_size, threads, row_shift, cursor, offset, fill, warp_total,
+                         sorted_token_ids, expert_ids, num_tokens_post_pad);
+    } else {
+      align_one_block<10>(topk_ids, n, num_experts, block_size, threads, row_shift, cursor, offset, fill, warp_total,
+                          sorted_token_ids, expert_ids, num_tokens_post_pad);
+    }
+    return;
+  }
   // As many segments as the chunk fills with 32 entries each, up to one per
   // warp: a chunk of 8 entries is one segment, whose counts alone are zeroed,
   // summed and turned into cursors.
@@ -317,18 +442,7 @@ __global__ void __launch_bounds__(kAlignThreads)
   // the padding of each expert's range and expert_ids. Positions at or past
   // the padded total are not written. None of it overlaps what step 4 writes.
   pad_experts(offset, fill, num_experts, total, block * warps + warp, blocks * warps, sentinel, sorted_token_ids);
-  const int64_t first = static_cast<int64_t>(block) * threads + tid;
-  const int64_t step = static_cast<int64_t>(blocks) * threads;
-  // ceil(max_pad / block_size) = num_experts + ceil((numel - num_experts) /
-  // block_size), in int32 and without an int64 division; for a negative
-  // numerator the truncating division is the ceiling.
-  const int32_t surplus = n - num_experts;
-  const int32_t slots = num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
-  const int32_t used_slots = total / block_size;
-  for (int64_t j = first; j < slots; j += step) {
-    const auto k = static_cast<int32_t>(j);
-    expert_ids[k] = k < used_slots ? expert_at(offset, num_experts, static_cast<int64_t>(k) * block_size) : -1;
-  }
+  write_expert_ids(offset, n, num_experts, block_size, total, block * threads + tid, blocks * threads, expert_ids);
   if (block == 0 && tid == 0) num_tokens_post_pad[0] = total;
 
   // 4. The chunk's token indices, warp s scattering segment s.

@@ -111,7 +111,8 @@ TEST(RmsnormThreads, KeepsAboutFourPacksPerThreadFrom128To1024) {
 }
 
 // The same rule as the Python client's jitd.align_block_size_grid.
-static_assert(AlignBlockSizeGrid(0) == 1 && AlignBlockSizeGrid(1024) == 1 && AlignBlockSizeGrid(1025) == 2);
+static_assert(AlignBlockSizeGrid(0) == 1 && AlignBlockSizeGrid(1024) == 1 && AlignBlockSizeGrid(2048) == 1 &&
+              AlignBlockSizeGrid(2049) == 3);
 
 TEST(AlignBlockSizeGrid, GivesABlockPer1024EntriesFrom1To32) {
   for (int64_t numel : {-1, 0, 1, 1024}) EXPECT_EQ(AlignBlockSizeGrid(numel), 1) << numel;

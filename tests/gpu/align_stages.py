@@ -18,7 +18,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TOKENS = (1, 16, 256, 4096, 16384)
+TOKENS = (1, 16, 256, 512, 1024, 4096, 16384)
 TOPK, EXPERTS, BLOCK_SIZE = 8, 256, 64
 REPS, INNER = 15, 20
 
@@ -31,12 +31,18 @@ STAGES = {
     "stop before o_e": [("  // 2. o_e:", "  if (true) return;\n")],
     "stop before padding": [("  // 3. Everything that is not", "  if (true) return;\n")],
     "stop before scatter": [("  // 4. The chunk's token indices", "  if (true) return;\n")],
+    # The one-block path (align_one_block), grids of one block at small sizes.
+    "1-block: stop before ranks": [("  // 1. Ranks in index order", "  if (true) return;\n")],
+    "1-block: stop before o_e": [("  // 2. Column e:", "  if (true) return;\n")],
+    "1-block: stop before writes": [("  // 3. Every position below the padded total", "  if (true) return;\n")],
+    "1-block: stop before the token writes": [("#pragma unroll\n  for (int k = 0; k < kAlignSmallSteps; ++k) {\n    const int32_t e = ids[k];\n    if (is_expert(e, num_experts)) sorted_token_ids", "  if (true) return;\n")],
 }
 SKIPS = {
-    "no expert_ids": ("  for (int64_t j = first; j < slots; j += step) {", "  if (false)\n"),
+    "no expert_ids": ("  for (int32_t k = first; k < slots; k += step) {", "  if (false)\n"),
 }
 # Builds of the whole kernel with other compile-time settings: name -> options.
-SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}",) for k in (4, 16, 32)}
+SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}",) for k in (2, 8)}
+SETTINGS["padding by group of experts"] = ("-DSGLANG_ALIGN_PAD_BY_GROUP",)
 
 
 def reference(ids, experts, block_size):

@@ -21,15 +21,19 @@ constexpr int RmsnormThreads(int64_t dim) {
 }
 
 // The grid (gridDim.x; block 1024) to launch moe.align_block_size with for
-// `numel` routing entries: a block per 1024 entries, from 1 to 32. Every grid
-// from 1 to 64 gives the same outputs; more blocks share out the scatter,
-// which bounds one block, while each block still counts the whole input
-// (docs/KERNELS.md, moe.align_block_size). The Python client's
-// jitd.align_block_size_grid is the same rule.
+// `numel` routing entries: one block up to 2048 entries (the kernel's
+// one-block path, which keeps the ids in registers: 7.4 us at 2048 entries
+// on an H100 against 9.9 with two blocks), then a block per 1024 entries,
+// up to 32. Every grid from 1 to 64 gives the same outputs; more blocks
+// share out the scatter, which bounds one block, while each block still
+// counts the whole input (docs/KERNELS.md, moe.align_block_size). The
+// Python client's jitd.align_block_size_grid is the same rule.
 constexpr int AlignBlockSizeGrid(int64_t numel) {
+  constexpr int64_t kOneBlockUpTo = 2048;
   constexpr int64_t kEntriesPerBlock = 1024;
   constexpr int64_t kMostBlocks = 32;
-  const int64_t blocks = numel <= 0 ? 1 : (numel - 1) / kEntriesPerBlock + 1;
+  if (numel <= kOneBlockUpTo) return 1;
+  const int64_t blocks = (numel - 1) / kEntriesPerBlock + 1;
   return static_cast<int>(blocks < kMostBlocks ? blocks : kMostBlocks);
 }
 

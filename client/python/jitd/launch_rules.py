@@ -21,6 +21,7 @@ __all__ = ["rmsnorm_threads", "align_block_size_grid"]
 
 ALIGN_ENTRIES_PER_BLOCK = 1024
 ALIGN_MAX_BLOCKS = 32  # the kernel allows 64
+ALIGN_ONE_BLOCK_UP_TO = 2048  # entries the kernel's one-block path takes faster than a grid
 
 
 def rmsnorm_threads(dim: int) -> int:
@@ -37,9 +38,12 @@ def rmsnorm_threads(dim: int) -> int:
 
 def align_block_size_grid(numel: int) -> int:
     """The ``gridDim.x`` to launch ``moe.align_block_size`` with (block 1024)
-    for ``numel`` routing entries: ceil(numel / 1024), from 1 to 32.
+    for ``numel`` routing entries: 1 up to 2048 entries (the kernel's
+    one-block path), then ceil(numel / 1024), up to 32.
     ValueError for a negative numel."""
     if int(numel) != numel or numel < 0:
         raise ValueError(f"numel must be a non-negative integer, got {numel!r}")
+    if numel <= ALIGN_ONE_BLOCK_UP_TO:
+        return 1
     blocks = -(-int(numel) // ALIGN_ENTRIES_PER_BLOCK)
     return max(1, min(ALIGN_MAX_BLOCKS, blocks))
