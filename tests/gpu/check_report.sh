@@ -142,7 +142,7 @@ has "report.md: overall failed, the no-GPU-test step bold" "$out/report.md" \
   'SOME STEPS FAILED' '\| no GPU test ran \| \*\*failed \(3 tests, 0 ran, 3 skipped\)\*\*'
 has "report.md: the benchmark tables (anchors, every case, notes)" "$out/report.md" \
   '^### The reference shapes of issue 17' '^### Every case' \
-  '^\| kernel \| shape \| params \| path \| MB \| µs \| GB/s \| % of copy \| copy GB/s \| copy µs \| eager µs \| ×eager \| graph µs \| check \|$' \
+  '^\| kernel \| shape \| params \| path \| MB \| µs \| GB/s \| % of copy \| % of peak \| copy GB/s \| copy µs \| eager µs \| ×eager \| graph µs \| check \|$' \
   '^\| silu_and_mul ⚓ \| 8192x14336 \(in 8192x28672\) ' 'kernel_bench: 44 passed, 2 failed' \
   'of this run.s copy'
 has "report.md: the cross-check summary table" "$out/report.md" \
