@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
-"""All seven kernels against PyTorch on the GPU (issue 17, item 4; GPU host only).
+"""All seven kernels on the GPU against three kinds of reference (issue 17, item
+4; GPU host only).
 
 The cubins jitd serves (`jitctl --json get -o FILE`) are loaded once each with
 CuPy RawModule and launched by their lowered name on torch tensors, then held
-to what docs/KERNELS.md promises, with torch computing the reference:
+to what docs/KERNELS.md promises. Each case is tagged with the kind of its
+reference (REFERENCES), and the summary line counts the cases by tag:
+  eager      eager PyTorch ops (the two diffusion kernels);
+  formula    jitd's own formulas of KERNELS.md, written in tests/gpu/torch_refs.py
+             and evaluated in torch (topk_sum, silu_and_mul, rmsnorm);
+  semantics  a pure-Python reference of the MoE alignment semantics
+             (gpu_common.ref_align_*: the two align kernels).
   modulate_scale_shift, residual_gate_add  bit-exact with eager PyTorch
                                            (`x * (1 + scale[:, None]) + shift[:, None]`,
                                            `residual + update * gate`), bf16 and fp16
@@ -30,8 +37,10 @@ sticky CUDA error). crosscheck.py (diffusion, the C++ client's dumps) stays.
     python3 tests/gpu/crosscheck_torch.py --self-test   # no GPU (torch optional)
     python3 tests/gpu/crosscheck_torch.py --dry-run     # torch on the CPU, emulated kernels
 
-Prints one line per case and `crosscheck_torch: N passed, M failed`; writes a
-summary table (and every case) to --report and every figure to --json.
+Prints one line per case and a summary line, e.g. `crosscheck_torch: 222 of 222
+cross-checks passed: 30 against eager PyTorch ops, 102 against jitd's formulas
+evaluated in torch, 90 against a Python reference of the MoE semantics`;
+writes a summary table (and every case) to --report and every figure to --json.
 Exits 1 when a case fails what KERNELS.md promises (or errors), else 0.
 """
 import argparse
@@ -52,6 +61,14 @@ RMS_ULPS = {"bf16": 2.0, "fp16": 2.0, "fp32": 16.0}
 ALIGN_OTHER_GRIDS = (1, 7, 64)  # besides the rule's grid: one block, an odd count, the most allowed
 SILU_MAX_ULPS, SILU_MIN_EXACT = 1, 0.999
 DIFFUSION_SHAPES = [(1, 4096, 3072), (1, 512, 3072), (2, 1024, 3072), (1, 17, 64)]
+# The kind of reference a case is held to (its row's "reference" tag): the
+# words of the summary line, and the table's short label. A row without a
+# tag (a part that broke before its cases) counts as "none".
+REFERENCES = {
+    "eager": ("against eager PyTorch ops", "eager PyTorch op"),
+    "formula": ("against jitd's formulas evaluated in torch", "jitd's formula in torch"),
+    "semantics": ("against a Python reference of the MoE semantics", "Python MoE semantics"),
+}
 
 
 class Terminated(Exception):
@@ -106,10 +123,15 @@ class Checker:
         return (buf[1:] if misalign else buf).view(shape)
 
     # -- bookkeeping
-    def case(self, kernel, dtype, shape, params, rule, fn):
+    def case(self, kernel, dtype, shape, params, rule, reference, fn):
+        """One case held to `rule`; `reference` (a REFERENCES key) is the kind
+        of reference `fn` compares with, tagged on the row before it runs so
+        that a case that errors still counts under its kind."""
+        if reference not in REFERENCES:
+            raise ValueError(f"{kernel}: unknown reference kind {reference!r}")
         row = {"kernel": kernel.split(".")[-1], "request": kernel, "dtype": dtype, "shape": shape,
-               "params": params, "rule": rule, "path": "-", "ok": False, "max_ulps": None, "exact_fraction": None,
-               "eager_max_ulps": None, "eager_exact_fraction": None, "detail": "", "error": ""}
+               "params": params, "rule": rule, "reference": reference, "path": "-", "ok": False, "max_ulps": None,
+               "exact_fraction": None, "eager_max_ulps": None, "eager_exact_fraction": None, "detail": "", "error": ""}
         try:
             with self.b.scope():  # inputs, launch and references in order on one stream
                 fn(row)
@@ -162,7 +184,7 @@ class Checker:
                                 {"out": out, "x": x, "scale": scale, "shift": shift, "batch": b, "seq": l, "dim": d})
                     exact_vs(row, tr, out, tr.eager_modulate(x, scale, shift))
                 self.case("diffusion.modulate_scale_shift", dname, f"{b}x{l}x{d}" + (" +1 elem" if mis else ""),
-                          {}, "bit-exact with eager", mod)
+                          {}, "bit-exact with eager", "eager", mod)
             for gate in ("full", "broadcast"):
                 for shape in DIFFUSION_SHAPES + [(1, 512, 3072, "misaligned")]:
                     rows, d = shape[0] * shape[1], shape[2]
@@ -180,7 +202,7 @@ class Checker:
                                     {"out": out, "residual": r, "update": u, "gate": g, "rows": rows, "dim": d})
                         exact_vs(row, tr, out, tr.eager_residual(r, u, g))
                     self.case("diffusion.residual_gate_add", dname, f"{rows}x{d}" + (" +1 elem" if mis else ""),
-                              {"gate": gate}, "bit-exact with eager", res)
+                              {"gate": gate}, "bit-exact with eager", "eager", res)
 
     def topk_sum(self):
         tr = self.tr
@@ -204,7 +226,7 @@ class Checker:
                     exact_vs(row, tr, out, tr.ref_topk_sum(inp))
                     eager_vs(row, tr, out, tr.eager_topk_sum(inp))
                 self.case("moe.topk_sum", dname, f"{rows}x{k}x{d}" + (" +1 elem" if mis else ""), {},
-                          "bit-exact with the fp32 sum in k order", fn)
+                          "bit-exact with the fp32 sum in k order", "formula", fn)
 
     def silu_and_mul(self):
         torch, tr = self.torch, self.tr
@@ -240,7 +262,7 @@ class Checker:
                     eager_vs(row, tr, out, tr.eager_silu_and_mul(inp, d))
                 label = shape if isinstance(shape, str) else f"{shape[0]}x{shape[1]} (in {shape[0]}x{2 * shape[1]})" \
                     + (" +1 elem" if len(shape) > 2 else "")
-                self.case("activation.silu_and_mul", dname, label, {}, rule, fn)
+                self.case("activation.silu_and_mul", dname, label, {}, rule, "formula", fn)
 
     def rmsnorm(self):
         tr = self.tr
@@ -276,7 +298,7 @@ class Checker:
                         eager_vs(row, tr, out, tr.eager_rmsnorm(x, w, eps))
                     label = f"{shape[0]}x{shape[1]}" + (" +1 elem" if len(shape) > 2 else "")
                     self.case("norm.rmsnorm", dname, label, {"threads": threads},
-                              f"<= {RMS_ULPS[dname]:g} ulp of the fp64 reference", fn)
+                              f"<= {RMS_ULPS[dname]:g} ulp of the fp64 reference", "formula", fn)
 
     def align_single_token(self):
         torch, tr = self.torch, self.tr
@@ -309,7 +331,7 @@ class Checker:
                 equal_outputs(row, got, (want[0], want[1], [want[2]]), eager, extra=("align_block_size cut", cut))
             self.case("moe.align_single_token", "int32", f"top-{topk}, block {bs}" + (", negative ids" if negative
                                                                                      else ""),
-                      {"experts": experts}, "equal to the semantics and to align_block_size cut", fn)
+                      {"experts": experts}, "equal to the semantics and to align_block_size cut", "semantics", fn)
 
     def align_block_size(self):
         torch, tr = self.torch, self.tr
@@ -352,7 +374,7 @@ class Checker:
                         row["detail"] += f"; grid {grid} differs"
             self.case("moe.align_block_size", "int32", f"{tokens} tok x top-{topk}, {experts} exp, block {bs}"
                       + (f", {kind}" if kind else ""), {"grid": "rule, " + ", ".join(map(str, ALIGN_OTHER_GRIDS))},
-                      "every output equal to the semantics, at every grid", fn)
+                      "every output equal to the semantics, at every grid", "semantics", fn)
 
 
 def exact_vs(row, tr, got, want):
@@ -365,14 +387,24 @@ def eager_vs(row, tr, got, eager):
     row.update(eager_max_ulps=worst, eager_exact_fraction=exact)
 
 
+def below_total(outputs, total):
+    """(sorted_token_ids, expert_ids, num_tokens_post_pad) as lists, the
+    sorted ids cut to the padded total: KERNELS.md defines no position past
+    it (the kernels do not write there)."""
+    lists = [o.tolist() if hasattr(o, "tolist") else list(o) for o in outputs]
+    return [lists[0][:total], lists[1], lists[2]]
+
+
 def equal_outputs(row, got, want, eager, extra=None):
     names = ("sorted_token_ids", "expert_ids", "num_tokens_post_pad")
-    got_lists = [g.tolist() for g in got]
+    total = want[2][0]
+    want = below_total(want, total)
+    got_lists = below_total(got, total)
     bad = [n for n, g, w in zip(names, got_lists, want) if g != w]
     if extra:
         label, other = extra
-        bad += [f"{n} != {label}" for n, g, w in zip(names, got_lists, other) if g != w]
-    eager_bad = [n for n, g, w in zip(names, eager, want) if g.tolist() != w]
+        bad += [f"{n} != {label}" for n, g, w in zip(names, got_lists, below_total(other, total)) if g != w]
+    eager_bad = [n for n, g, w in zip(names, below_total(eager, total), want) if g != w]
     row["ok"] = not bad
     row["exact_fraction"] = 1.0 if not bad else 0.0
     row["eager_exact_fraction"] = 1.0 if not eager_bad else 0.0
@@ -406,11 +438,37 @@ def line(r):
     return parts[0] + ": " + ", ".join(figs)
 
 
+def summary_line(rows, incomplete=False):
+    """`crosscheck_torch: P of N cross-checks passed[, F failed]: n against
+    ..., ...`: the cases counted by their rows' reference tags."""
+    passed = sum(1 for r in rows if r["ok"])
+    head = f"crosscheck_torch: {passed} of {len(rows)} cross-checks passed"
+    if passed < len(rows):
+        head += f", {len(rows) - passed} failed"
+    if incomplete:
+        head += ", INCOMPLETE (terminated before every case ran)"
+    parts = []
+    for kind in list(REFERENCES) + ["none"]:
+        tagged = [r for r in rows if (r.get("reference") in REFERENCES and r["reference"] == kind)
+                  or (kind == "none" and r.get("reference") not in REFERENCES)]
+        if not tagged:
+            continue
+        ok = sum(1 for r in tagged if r["ok"])
+        words = REFERENCES[kind][0] if kind in REFERENCES else "with no reference (a part that broke before its cases)"
+        parts.append(f"{len(tagged)} {words}" + ("" if ok == len(tagged) else f" ({ok} passed)"))
+    return head + (": " + ", ".join(parts) if parts else "")
+
+
+def reference_label(kind):
+    return REFERENCES[kind][1] if kind in REFERENCES else "-"
+
+
 def summarize(rows):
     groups = {}
     for r in rows:
         key = (r["kernel"], r["dtype"])
-        g = groups.setdefault(key, {"kernel": r["kernel"], "dtype": r["dtype"], "rule": r["rule"], "cases": 0,
+        g = groups.setdefault(key, {"kernel": r["kernel"], "dtype": r["dtype"], "rule": r["rule"],
+                                    "reference": r.get("reference", "-"), "cases": 0,
                                     "passed": 0, "errors": 0, "max_ulps": None, "min_exact": None,
                                     "eager_max_ulps": None, "eager_min_exact": None})
         g["cases"] += 1
@@ -428,23 +486,29 @@ def render(doc):
     rows = doc["rows"]
     if doc.get("setup_error"):
         return f"**crosscheck_torch: no case ran: setup failed: {doc['setup_error']}**\n"
-    passed = sum(1 for r in rows if r["ok"])
-    lines = [f"**crosscheck_torch: {passed} passed, {len(rows) - passed} failed** "
-             f"({doc.get('elapsed_s', 0):.0f} s, backend {doc['backend']}"
+    lines = [f"**{summary_line(rows)}** ({doc.get('elapsed_s', 0):.0f} s, backend {doc['backend']}"
              f"{'' if doc.get('finished') else ', INCOMPLETE'}).", ""]
-    headers = ["kernel", "dtype", "held to", "cases", "passed", "errors", "max ulp", "min exact %",
+    headers = ["kernel", "dtype", "held to", "against", "cases", "passed", "errors", "max ulp", "min exact %",
                "eager max ulp", "eager min exact %"]
 
     def pct(v):
         return "-" if v is None else f"{100 * v:.3f}"
-    table = [[g["kernel"], g["dtype"], g["rule"], g["cases"], g["passed"] if g["passed"] == g["cases"]
-              else f"**{g['passed']}**", g["errors"], gc.fmt(g["max_ulps"], 2), pct(g["min_exact"]),
-              gc.fmt(g["eager_max_ulps"], 2), pct(g["eager_min_exact"])] for g in doc["summary"]]
-    lines.append(gc.md_table(headers, table, right={3, 4, 5, 6, 7, 8, 9}))
+    table = [[g["kernel"], g["dtype"], g["rule"], reference_label(g["reference"]), g["cases"],
+              g["passed"] if g["passed"] == g["cases"] else f"**{g['passed']}**", g["errors"],
+              gc.fmt(g["max_ulps"], 2), pct(g["min_exact"]), gc.fmt(g["eager_max_ulps"], 2),
+              pct(g["eager_min_exact"])] for g in doc["summary"]]
+    lines.append(gc.md_table(headers, table, right={4, 5, 6, 7, 8, 9, 10}))
+    lines.append("against: the kind of reference a case is held to. eager PyTorch op: torch's own eager ops "
+                 "(the diffusion kernels); jitd's formula in torch: KERNELS.md's formula for the kernel as this "
+                 "project wrote it in tests/gpu/torch_refs.py (the fp32 sum in k order, silu and rmsnorm in "
+                 "fp64), evaluated with torch; Python MoE semantics: this project's pure-Python reference of "
+                 "the MoE alignment semantics (tests/gpu/gpu_common.py). Neither of the last two is a PyTorch op.")
+    lines.append("")
     lines.append("eager: PyTorch's own op, shown, never held (KERNELS.md promises no equality with it for "
                  "topk_sum, silu_and_mul, rmsnorm); for the align kernels, whether the torch implementation "
-                 "that kernel_bench.py times as eager gives the same outputs (100 = equal). Ulps: between two "
-                 "values of the type, or from the fp64 value in units of the type's spacing there (rmsnorm).")
+                 "of the semantics written in this project (tests/gpu/torch_refs.py), which kernel_bench.py "
+                 "times as eager, gives the same outputs (100 = equal). Ulps: between two values of the type, "
+                 "or from the fp64 value in units of the type's spacing there (rmsnorm).")
     lines.append("")
     bad = [r for r in rows if not r["ok"]]
     if bad:
@@ -472,7 +536,7 @@ def run(a):
                "setup_traceback": traceback.format_exc()[-3000:]}
         write_outputs(doc, a)
         print(f"crosscheck_torch: setup failed: {why}")
-        print("crosscheck_torch: 0 passed, 1 failed")
+        print("crosscheck_torch: no cross-check ran: setup failed")
         return 1
 
     def on_term(signum, _frame):
@@ -491,7 +555,8 @@ def run(a):
                 raise
             except Exception as e:  # noqa: BLE001 - a broken part (not a case) still lets the rest run
                 checker.rows.append({"kernel": part.__name__, "request": part.__name__, "dtype": "-", "shape": "-",
-                                     "params": {}, "rule": "-", "path": "-", "ok": False, "max_ulps": None,
+                                     "params": {}, "rule": "-", "reference": "none", "path": "-", "ok": False,
+                                     "max_ulps": None,
                                      "exact_fraction": None, "eager_max_ulps": None, "eager_exact_fraction": None,
                                      "detail": "", "error": f"{type(e).__name__}: {e}"[:300],
                                      "traceback": traceback.format_exc()[-2000:]})
@@ -501,23 +566,17 @@ def run(a):
         print(f"crosscheck_torch: terminated ({e}); writing what was checked", flush=True)
     doc = checker.doc(not terminated)
     write_outputs(doc, a)
-    passed = sum(1 for r in checker.rows if r["ok"])
-    failed = len(checker.rows) - passed + (1 if terminated else 0)
+    failed = terminated or not all(r["ok"] for r in checker.rows)
     print()
-    print(gc.md_table(["kernel", "dtype", "cases", "passed", "max ulp", "eager max ulp"],
-                      [[g["kernel"], g["dtype"], g["cases"], g["passed"], gc.fmt(g["max_ulps"], 2),
-                        gc.fmt(g["eager_max_ulps"], 2)] for g in doc["summary"]]))
-    print(f"crosscheck_torch: {passed} passed, {failed} failed")
+    print(gc.md_table(["kernel", "dtype", "against", "cases", "passed", "max ulp", "eager max ulp"],
+                      [[g["kernel"], g["dtype"], reference_label(g["reference"]), g["cases"], g["passed"],
+                        gc.fmt(g["max_ulps"], 2), gc.fmt(g["eager_max_ulps"], 2)] for g in doc["summary"]]))
+    print(summary_line(checker.rows, incomplete=terminated))
     return 1 if failed else 0
 
 
-def self_test(a):
-    problems = []
-
-    def expect(cond, what):
-        if not cond:
-            problems.append(what)
-
+def self_test_references(expect, problems):
+    """The MoE references by hand and single == block cut; ulps on raw bits."""
     # align_block_size by hand: E=4, block 2; ids 5 and -1 out of range.
     s, e, t = gc.ref_align_block_size([2, 0, 2, 1, 5, -1], 4, 2)
     expect((s, e, t) == ([1, 6, 3, 6, 0, 2, 6, 6, 6, 6], [0, 1, 2, -1, -1], 6), f"align by hand: {s} {e} {t}")
@@ -555,25 +614,50 @@ def self_test(a):
     expect(gc.ulps_from_f64(0.0, 0.0, 8, -126) == 0.0, "0 from 0")
     expect(abs(gc.ulps_from_f64(2**-133, 0.0, 8, -126) - 1.0) < 1e-12, "one subnormal step from 0 (bf16)")
     expect(gc.ulps_from_f64(float("inf"), 1.0, 8, -126) == float("inf"), "inf from finite")
-    # the report from fake cases
+
+
+def self_test_report(expect):
+    """The report and the summary line from fake cases of every reference
+    kind; returns the fake document (check_report.sh's input)."""
     rows = []
-    for i, (k, dt, ok, err) in enumerate([("topk_sum", "bf16", True, ""), ("topk_sum", "bf16", False, ""),
-                                          ("rmsnorm", "fp32", True, ""), ("align_block_size", "int32", False,
-                                                                          "CUDADriverError: launch failed")]):
+    for i, (k, dt, ok, err, ref) in enumerate([
+            ("topk_sum", "bf16", True, "", "formula"), ("topk_sum", "bf16", False, "", "formula"),
+            ("rmsnorm", "fp32", True, "", "formula"),
+            ("align_block_size", "int32", False, "CUDADriverError: launch failed", "semantics"),
+            ("modulate_scale_shift", "bf16", True, "", "eager")]):
         rows.append({"kernel": k, "request": "x." + k, "dtype": dt, "shape": f"{i}x8", "params": {"threads": 256},
-                     "rule": "r", "path": "vector", "ok": ok, "max_ulps": 0 if ok else 3, "exact_fraction": 1.0,
-                     "eager_max_ulps": 2, "eager_exact_fraction": 0.9, "detail": "", "error": err})
+                     "rule": "r", "reference": ref, "path": "vector", "ok": ok, "max_ulps": 0 if ok else 3,
+                     "exact_fraction": 1.0, "eager_max_ulps": 2, "eager_exact_fraction": 0.9, "detail": "",
+                     "error": err})
     doc = {"backend": "self-test", "rows": rows, "finished": True, "elapsed_s": 1.0, "summary": summarize(rows)}
     with tempfile.TemporaryDirectory() as tmp:
         ns = argparse.Namespace(json=os.path.join(tmp, "c.json"), report=os.path.join(tmp, "c.md"))
         write_outputs(doc, ns)
         md = open(ns.report).read()
         back = json.load(open(ns.json))
-    expect("crosscheck_torch: 2 passed, 2 failed" in md, "summary line")
-    expect(len(back["summary"]) == 3 and back["summary"][0]["cases"] == 2 and back["summary"][0]["passed"] == 1,
-           f"summary groups: {back['summary']}")
+    want = ("crosscheck_torch: 3 of 5 cross-checks passed, 2 failed: 1 against eager PyTorch ops, 3 against "
+            "jitd's formulas evaluated in torch (2 passed), 1 against a Python reference of the MoE semantics "
+            "(0 passed)")
+    expect(want in md and summary_line(rows) == want, f"summary line: {summary_line(rows)}")
+    every = [dict(r, ok=True) for r in rows]
+    expect(summary_line(every) == "crosscheck_torch: 5 of 5 cross-checks passed: 1 against eager PyTorch ops, "
+           "3 against jitd's formulas evaluated in torch, 1 against a Python reference of the MoE semantics",
+           f"summary line, all passed: {summary_line(every)}")
+    broken = every[:1] + [dict(rows[0], reference="none", ok=False)]
+    expect(summary_line(broken, incomplete=True) == "crosscheck_torch: 1 of 2 cross-checks passed, 1 failed, "
+           "INCOMPLETE (terminated before every case ran): 1 against jitd's formulas evaluated in torch, 1 with no "
+           "reference (a part that broke before its cases) (0 passed)", f"summary line, broken part: "
+           f"{summary_line(broken, incomplete=True)}")
+    expect(len(back["summary"]) == 4 and back["summary"][0]["cases"] == 2 and back["summary"][0]["passed"] == 1
+           and back["summary"][0]["reference"] == "formula", f"summary groups: {back['summary']}")
+    expect("| jitd's formula in torch |" in md and "| Python MoE semantics |" in md, "the against column")
     expect("### Failed cases" in md and "launch failed" in md, "failed cases listed")
-    # the torch half, where torch is installed (it is on the GPU host; here maybe not)
+    return doc
+
+
+def self_test_torch(expect, problems):
+    """The torch references against the pure-Python ones, where torch is
+    installed (it is on the GPU host; here maybe not)."""
     torch_note = "torch part skipped (no torch here)"
     try:
         import torch  # noqa: F401
@@ -611,6 +695,19 @@ def self_test(a):
                 problems.append(f"torch_align_single_token differs for {sids} bs={bs}")
                 break
         torch_note = f"torch part ok (torch {torch.__version__})"
+    return torch_note
+
+
+def self_test(a):
+    problems = []
+
+    def expect(cond, what):
+        if not cond:
+            problems.append(what)
+
+    self_test_references(expect, problems)
+    doc = self_test_report(expect)
+    torch_note = self_test_torch(expect, problems)
     if a.self_test_out:  # fake inputs for check_report.sh's write_report.py test
         write_outputs(doc, argparse.Namespace(json=os.path.join(a.self_test_out, "crosscheck_torch.json"),
                                               report=os.path.join(a.self_test_out, "crosscheck_torch.md")))

@@ -14,9 +14,12 @@
 #      step "no GPU test ran" says so (issue 17, item 5);
 #   3. crosscheck.py: the diffusion cubins through CuPy and eager PyTorch, and
 #      against the C++ client's dumped outputs;
-#   4. crosscheck_torch.py: all seven kernels against PyTorch references
-#      (bit-exact or within the ulps KERNELS.md promises);
-#   5. first_use.py: first-use latency, jitd against CuPy, nvcc and NVRTC;
+#   4. crosscheck_torch.py: all seven kernels, each held to one kind of
+#      reference: eager PyTorch ops (diffusion), jitd's formulas evaluated in
+#      torch (topk_sum, silu_and_mul, rmsnorm), a Python reference of the MoE
+#      semantics (the align kernels); bit-exact or within KERNELS.md's ulps;
+#   5. first_use.py: first-use latency (p50, p90, phases per run), jitd
+#      against CuPy, nvcc and NVRTC;
 #   6. kernel_bench.py: every kernel's µs, GB/s and % of a device copy, and
 #      eager PyTorch's µs, on the serving shapes (about 120 s at most);
 #   7. jitctl stats, then SIGTERM to the daemon and a wait for its exit;
@@ -152,7 +155,56 @@ trap finish EXIT
 trap 'record_status "run.sh" "interrupted by a signal" 0 -; exit 130' INT TERM
 
 # --- The host ------------------------------------------------------------------
+# The tree that ran: the bundled jitd's own revision (`git describe --always
+# --dirty` of the tree it was built from, baked in at build time, printed by
+# `jitd --version`), then this checkout's HEAD only where the checkout is a git
+# repository of its own: an archive unpacked inside another repository would
+# otherwise name that repository's commit, and a host's stale .git an old one.
+tree_revision() {
+  local version rev top head commit dirty untracked built
+  version=$(timeout 20 "$bin/jitd" --version 2>&1 | head -n 1)
+  rev=$(printf '%s\n' "$version" | sed -n 's/.*(git \([^)]*\)).*/\1/p')
+  echo "jitd revision: ${rev:-unknown} (\`jitd --version\`: ${version:-no output})"
+  top=$(git -C "$root" rev-parse --show-toplevel 2>/dev/null)
+  if [ -z "$top" ] || [ "$(cd "$top" && pwd -P)" != "$(cd "$root" && pwd -P)" ]; then
+    if [ -n "$top" ]; then
+      echo "checkout: not a git repository of its own (it lies inside $top, whose commit does not name this tree)"
+    else
+      echo "checkout: not a git repository of its own"
+    fi
+    return
+  fi
+  head=$(git -C "$root" rev-parse --verify -q HEAD)
+  echo "checkout HEAD: ${head:-none (no commit yet)} $(git -C "$root" log -1 --format=%s 2>/dev/null)"
+  dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
+  untracked=$(git -C "$root" status --porcelain 2>/dev/null | grep -c '^??')
+  if [ "$dirty" -gt 0 ]; then
+    echo "checkout: dirty: $dirty tracked files changed, $untracked untracked (first 20 below)"
+    git -C "$root" status --short --untracked-files=no 2>/dev/null | head -n 20
+  else
+    echo "checkout: clean (no tracked file changed; $untracked untracked)"
+  fi
+  commit=$(git -C "$root" rev-parse --verify -q "${rev%-dirty}^{commit}" 2>/dev/null)
+  if [ -z "$rev" ] || [ "$rev" = unknown ]; then
+    echo "jitd revision vs checkout HEAD: cannot tell (the binary names no revision)"
+  elif [ -n "$head" ] && [ "$commit" = "$head" ]; then
+    if [ "$rev" != "${rev%-dirty}" ] || [ "$dirty" -gt 0 ]; then
+      echo "jitd revision vs checkout HEAD: the same commit, but the binary's tree or the checkout is dirty:" \
+        "their sources may differ"
+    else
+      echo "jitd revision vs checkout HEAD: the same commit"
+    fi
+  else
+    built="$rev (not a commit of this checkout)"
+    [ -z "$commit" ] || built="$rev ($commit)"
+    echo "jitd revision vs checkout HEAD: DIFFER: the binary was built from $built;" \
+      "the checkout is at ${head:-no commit}"
+  fi
+}
+
 {
+  echo "## the tree that ran"
+  tree_revision
   echo "## nvidia-smi -L"
   nvidia-smi -L 2>&1
   echo "## nvidia-smi --query-gpu"
@@ -163,9 +215,6 @@ trap 'record_status "run.sh" "interrupted by a signal" 0 -; exit 130' INT TERM
   /usr/local/cuda/bin/nvcc --version 2>&1 | tail -n 2
   echo "## python3 (torch, CuPy)"
   python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "(CUDA", str(torch.version.cuda) + ")", "CuPy", cupy.__version__)' 2>&1
-  echo "## checkout"
-  git -C "$root" log -1 --format='%H %s' 2>&1 || true
-  git -C "$root" status --short 2>/dev/null | head -n 20
 } >"$out/host.txt"
 
 # --- 1. The daemon -------------------------------------------------------------
@@ -213,8 +262,8 @@ step "crosscheck.py (CuPy, eager PyTorch)" 180 "$out/crosscheck.txt" \
   python3 tests/gpu/crosscheck.py --jitctl "$bin/jitctl" --endpoint "$endpoint" --work "$work/cubins" \
   --dump "$work/dump"
 
-# --- 4. All seven kernels against PyTorch --------------------------------------------
-step "crosscheck_torch.py (seven kernels vs PyTorch)" 150 "$out/crosscheck_torch.txt" \
+# --- 4. All seven kernels: eager ops, formulas in torch, the MoE semantics ----------
+step "crosscheck_torch.py (seven kernels: eager ops, formulas in torch, MoE semantics)" 150 "$out/crosscheck_torch.txt" \
   python3 tests/gpu/crosscheck_torch.py --jitctl "$bin/jitctl" --endpoint "$endpoint" --work "$work/cubins" \
   --report "$out/crosscheck_torch.md" --json "$out/crosscheck_torch.json"
 
