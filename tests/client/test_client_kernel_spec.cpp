@@ -114,9 +114,9 @@ TEST(RmsnormThreads, KeepsAboutFourPacksPerThreadFrom128To1024) {
 static_assert(AlignBlockSizeGrid(0) == 1 && AlignBlockSizeGrid(1024) == 1 && AlignBlockSizeGrid(2048) == 1 &&
               AlignBlockSizeGrid(2049) == 3);
 
-TEST(AlignBlockSizeGrid, GivesABlockPer1024EntriesFrom1To32) {
+TEST(AlignBlockSizeGrid, GivesOneBlockUpTo2048EntriesThenABlockPer1024UpTo32) {
   for (int64_t numel : {-1, 0, 1, 1024}) EXPECT_EQ(AlignBlockSizeGrid(numel), 1) << numel;
-  EXPECT_EQ(AlignBlockSizeGrid(2048), 2);
+  EXPECT_EQ(AlignBlockSizeGrid(2048), 1);
   EXPECT_EQ(AlignBlockSizeGrid(2049), 3);
   EXPECT_EQ(AlignBlockSizeGrid(32768), 32);
   EXPECT_EQ(AlignBlockSizeGrid((int64_t{1} << 24) - 1), 32);
