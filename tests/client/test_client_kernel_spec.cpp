@@ -100,13 +100,13 @@ TEST(KernelBinary, FindsASymbolByItsNameExpression) {
 }
 
 // The same rule as the Python client's jitd.rmsnorm_threads.
-static_assert(RmsnormThreads(1) == 128 && RmsnormThreads(4096) == 128);
-static_assert(RmsnormThreads(4097) == 256 && RmsnormThreads(8192) == 256);
+static_assert(RmsnormThreads(1) == 128 && RmsnormThreads(2048) == 128);
+static_assert(RmsnormThreads(2049) == 256 && RmsnormThreads(4096) == 256 && RmsnormThreads(8192) == 256);
 static_assert(RmsnormThreads(16384) == 512 && RmsnormThreads(16385) == 1024);
 
-TEST(RmsnormThreads, KeepsAboutFourPacksPerThreadFrom128To1024) {
-  for (int64_t dim : {1, 2048, 3072, 4096}) EXPECT_EQ(RmsnormThreads(dim), 128) << dim;
-  for (int64_t dim : {4097, 5120, 8192}) EXPECT_EQ(RmsnormThreads(dim), 256) << dim;
+TEST(RmsnormThreads, FollowsTheMeasuredBandsFrom128To1024) {
+  for (int64_t dim : {1, 1024, 2048}) EXPECT_EQ(RmsnormThreads(dim), 128) << dim;
+  for (int64_t dim : {2049, 4096, 5120, 8192}) EXPECT_EQ(RmsnormThreads(dim), 256) << dim;
   EXPECT_EQ(RmsnormThreads(int64_t{1} << 40), 1024);
 }
 

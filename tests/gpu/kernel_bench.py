@@ -753,7 +753,8 @@ def self_test_cases(expect, cases):
                                                                        "rmsnorm") for r, d in DECODE}
     want |= {("modulate_scale_shift", s) for s in ((1, 1, 4096), (1, 16, 4096), (2, 1024, 3072))}
     expect(served == want, f"serving shapes: {sorted(served ^ want)}")
-    expect(all(c["params"].get("threads", "128") == "128" for c in cases if c["serving"]), "rmsnorm at the rule")
+    rule = str(gc.LAUNCH_RULES.rmsnorm_threads(4096))
+    expect(all(c["params"].get("threads", rule) == rule for c in cases if c["serving"]), "rmsnorm at the rule")
     order = [c["kernel"] for c in cases]
     expect(order[0] == kr.FLOOR and order.index("moe.align_single_token") > order.index("norm.rmsnorm")
            and order[-1] == "moe.align_block_size", "the floor first, the MoE alignment kernels last")

@@ -277,7 +277,7 @@ def rmsnorm_rule_lines(rows):
         table.append([f"{n}x{dim}"] + [gc.fmt(by.get(t), 2) for t in counts] + [
             str(fastest), str(rule), gc.fmt(by[rule] / by[fastest], 2) if rule in by else "-"])
     return ["### rmsnorm thread rule", "",
-            "jitd.rmsnorm_threads(dim): 128 threads up to dim 4096, 256 up to 8192, 512 up to 16384, then 1024 "
+            "jitd.rmsnorm_threads(dim): 128 threads up to dim 2048, 256 up to 8192, 512 up to 16384, then 1024 "
             "(fitted at dims 2048/4096/8192; 16384 and 32768 check the 512 and 1024 bands). µs back-to-back; "
             "rule / fastest = the rule's time over the fastest time (1.00: the rule picked the fastest).", "",
             gc.md_table(["rows x dim"] + [f"{t} µs" for t in counts] + ["fastest", "rule", "rule / fastest"], table,

@@ -12,9 +12,9 @@ import jitd
 from conftest import SHIPPED_KERNELS
 
 
-def test_rmsnorm_threads_keeps_about_four_packs_per_thread_from_128_to_1024():
-    assert [jitd.rmsnorm_threads(d) for d in (1, 2048, 3072, 4096)] == [128] * 4
-    assert [jitd.rmsnorm_threads(d) for d in (4097, 5120, 8192)] == [256] * 3
+def test_rmsnorm_threads_follows_the_measured_bands_from_128_to_1024():
+    assert [jitd.rmsnorm_threads(d) for d in (1, 1024, 2048)] == [128] * 3
+    assert [jitd.rmsnorm_threads(d) for d in (2049, 4096, 5120, 8192)] == [256] * 4
     assert [jitd.rmsnorm_threads(d) for d in (8193, 16384)] == [512] * 2
     assert [jitd.rmsnorm_threads(d) for d in (16385, 65536, 1 << 20)] == [1024] * 3
 

@@ -26,14 +26,15 @@ ALIGN_ONE_BLOCK_UP_TO = 2048  # entries the kernel's one-block path takes faster
 
 def rmsnorm_threads(dim: int) -> int:
     """The ``threads`` value to request ``norm.rmsnorm`` with for rows of
-    ``dim`` elements (any dtype): 128 up to dim 4096, 256 up to 8192, 512 up
-    to 16384, then 1024. ValueError for a dim below 1."""
+    ``dim`` elements (any dtype): 128 up to dim 2048, 256 up to 8192, 512 up
+    to 16384, then 1024 (measured on an H100 and an H200: docs/KERNELS.md).
+    ValueError for a dim below 1."""
     if int(dim) != dim or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
-    threads = 128
-    while threads < 1024 and threads * 32 < dim:
-        threads *= 2
-    return threads
+    for most, threads in ((2048, 128), (8192, 256), (16384, 512)):
+        if dim <= most:
+            return threads
+    return 1024
 
 
 def align_block_size_grid(numel: int) -> int:
