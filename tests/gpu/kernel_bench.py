@@ -20,7 +20,7 @@ rmsnorm at dims 2048 to 32768 with every `threads` value):
   - % of copy: the cubin's GB/s over that of torch `dst.copy_(src)` moving the
     same bytes (bytes/2 read + bytes/2 written), timed the same way in the
     same run; % of peak: over the run's peak copy GB/s (a 256 MiB copy, or
-    any faster copy of the run);
+    any faster copy of at least 256 MB: smaller ones may come from L2);
   - eager PyTorch's time for the same operation, timed the same way, and the
     speedup eager µs / jitd µs;
   - a check that the cubin computed the right thing on these inputs (the
@@ -509,8 +509,8 @@ def method(peak_mib=PEAK_COPY_MIB):
                  "align_block_size: ids read, then sorted ids and expert ids up to num_tokens_post_pad, and the count",
         "copy": "torch dst.copy_(src), uint8, src of bytes/2: bytes/2 read + bytes/2 written; same timing; "
                 "% of copy = kernel GB/s / copy GB/s = copy µs / kernel µs",
-        "peak copy": f"the larger of a {peak_mib} MiB copy (same method) and every copy above; "
-                     "% of peak = kernel GB/s / peak copy GB/s",
+        "peak copy": f"a {peak_mib} MiB copy (same method), or a row's copy of at least 256 MB that was faster "
+                     "(smaller copies may come from L2 and do not count); % of peak = kernel GB/s / peak copy GB/s",
         "eager": "eager PyTorch, same timing, outputs allocated by torch's caching allocator (align kernels: a torch "
                  "reimplementation of the semantics in tests/gpu/torch_refs.py, not a peer kernel)",
         "speedup": "eager µs / jitd µs (above 1: the cubin is faster)",
@@ -825,7 +825,8 @@ def self_test_report(a, expect, cases):
            and floor["check_ok"] and "1 of 4" not in floor["check"] and "end: CUDARuntimeError" in floor["check"],
            f"the floor row is the minimum of the samples: {floor}")
     expect(back["floor"]["below"] == [] and "no kernel row is below the floor" in md, "floor self-check: none below")
-    peak = max([2**29 / 160e3] + [r["copy_gbps"] for r in back["rows"] if r["copy_gbps"]])
+    peak = max([2**29 / 160e3] + [r["copy_gbps"] for r in back["rows"]
+                                  if r["copy_gbps"] and r["copy_bytes"] >= kr.DRAM_COPY_BYTES])
     expect(back["peak_copy_gbps"] == peak and all(
         r["pct_of_peak_copy"] is None or abs(r["pct_of_peak_copy"] - 100 * r["gbps"] / peak) < 1e-9
         for r in back["rows"]), "peak copy and % of peak")
