@@ -109,7 +109,10 @@ summary() {
   {
     echo "# Python client on the GPU host"
     echo
-    echo "\`tests/gpu/python_run.sh\`, $(date -u '+%Y-%m-%d %H:%M UTC'), checkout $(git -C "$root" log -1 --format=%h 2>/dev/null)"
+    # The tree that ran is the bundled jitd's (its own --version); a copied
+    # checkout's .git may be stale or belong to an enclosing repository.
+    echo "\`tests/gpu/python_run.sh\`, $(date -u '+%Y-%m-%d %H:%M UTC'), jitd revision" \
+      "$(timeout 20 "$work/jitd" --version 2>/dev/null | sed -n 's/.*(git \([0-9a-f]*\)).*/\1/p' | head -n 1)"
     echo
     echo "| step | status | seconds | log |"
     echo "|---|---|---:|---|"
