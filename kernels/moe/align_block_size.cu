@@ -224,6 +224,22 @@ __device__ __forceinline__ void write_expert_ids(const int32_t* offset, int32_t 
   }
 }
 
+// o_e for the calling thread e holding c_e padded to `padded`: the block's
+// exclusive prefix sum of `padded` over its `threads` working threads, and
+// the padded total in `*total`. warp_total holds 32 zeros on entry (the
+// warps that do not work add nothing).
+__device__ __forceinline__ int32_t padded_start(int32_t padded, int threads, int32_t* warp_total, int32_t* total) {
+  const int lane = lane_id();
+  const int warp = warp_id();
+  const int32_t inclusive = warp_inclusive_sum(padded);
+  if (lane == kWarpSize - 1) warp_total[warp] = inclusive;
+  sync_working(threads);
+  if (warp == 0) warp_total[lane] = warp_inclusive_sum(warp_total[lane]);
+  sync_working(threads);
+  *total = warp_total[kAlignWarps - 1];
+  return inclusive - padded + (warp > 0 ? warp_total[warp - 1] : 0);
+}
+
 // Counts into hist[e] every valid id at begin + first, begin + first +
 // stride, ... below end, kAlignCountLoads ids in flight per thread.
 __device__ __forceinline__ void count_ids(const int32_t* __restrict__ topk_ids, int32_t begin, int32_t end,
@@ -306,14 +322,8 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
       c += here;
     }
   }
-  const int32_t padded = padded_count(c, block_size);
-  const int32_t inclusive = warp_inclusive_sum(padded);
-  if (lane == kWarpSize - 1) warp_total[warp] = inclusive;
-  sync_working(threads);
-  if (warp == 0) warp_total[lane] = warp_inclusive_sum(warp_total[lane]);
-  sync_working(threads);
-  const int32_t start = inclusive - padded + (warp > 0 ? warp_total[warp - 1] : 0);
-  const int32_t total = warp_total[kAlignWarps - 1];
+  int32_t total;
+  const int32_t start = padded_start(padded_count(c, block_size), threads, warp_total, &total);
   offset[tid] = start;
   fill[tid] = start + c;
   sync_working(threads);
@@ -321,12 +331,8 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
   // 3. Every position below the padded total gets the sentinel, in one
   // coalesced sweep; then, after the barrier (which orders this block's
   // writes), the token indices from registers overwrite theirs.
-#ifdef SGLANG_ALIGN_PAD_BY_GROUP
-  pad_experts(offset, fill, num_experts, total, warp, warps, n, sorted_token_ids);
-#else
   for (int32_t pos = tid; pos < total; pos += threads) sorted_token_ids[pos] = n;
   sync_working(threads);
-#endif
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) {
     const int32_t e = ids[k];
@@ -417,14 +423,8 @@ __global__ void __launch_bounds__(kAlignThreads)
     column[s] = s < segments && tid < num_experts ? cursor[(s << row_shift) + tid] : 0;
     c += column[s];
   }
-  const int32_t padded = padded_count(c, block_size);
-  const int32_t inclusive = warp_inclusive_sum(padded);
-  if (lane == kWarpSize - 1) warp_total[warp] = inclusive;
-  sync_working(threads);
-  if (warp == 0) warp_total[lane] = warp_inclusive_sum(warp_total[lane]);
-  sync_working(threads);
-  const int32_t start = inclusive - padded + (warp > 0 ? warp_total[warp - 1] : 0);
-  const int32_t total = warp_total[kAlignWarps - 1];
+  int32_t total;
+  const int32_t start = padded_start(padded_count(c, block_size), threads, warp_total, &total);
   // Thread e alone read offset[e] and fill[e], so it may overwrite them.
   offset[tid] = start;
   fill[tid] = start + c;

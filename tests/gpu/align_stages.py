@@ -42,7 +42,6 @@ SKIPS = {
 }
 # Builds of the whole kernel with other compile-time settings: name -> options.
 SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}",) for k in (2, 8)}
-SETTINGS["padding by group of experts"] = ("-DSGLANG_ALIGN_PAD_BY_GROUP",)
 
 
 def reference(ids, experts, block_size):
