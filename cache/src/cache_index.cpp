@@ -160,15 +160,6 @@ void BindFilter(Statement& s, const std::vector<std::string>& text_args, const s
   if (int_arg) s.Bind(i++, *int_arg);
 }
 
-// Steps `st` to its end, calling `each` on every row.
-absl::Status StepAll(Statement& st, const std::function<void()>& each) {
-  while (true) {
-    JITD_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) return absl::OkStatus();
-    each();
-  }
-}
-
 }  // namespace
 
 struct CacheIndex::Reader {
@@ -558,28 +549,19 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> CacheIndex::Key
     } else {
       st->Bind(1, std::string_view(prefix));
       st->Bind(2, std::string_view(prefix + "\x7f"));
-      status = StepAll(*st, [&] { out.emplace_back(st->Text(0), st->Text(1)); });
+      while (true) {
+        absl::StatusOr<bool> row = st->Step();
+        if (!row.ok() || !*row) {
+          status = row.status();
+          break;
+        }
+        out.emplace_back(st->Text(0), st->Text(1));
+      }
     }
   }
   ReleaseReader(std::move(reader));
   JITD_RETURN_IF_ERROR(status);
   return out;
-}
-
-absl::Status CacheIndex::VisitKeys(
-    const std::function<void(const std::string& key, const std::string& checksum)>& visit) {
-  JITD_ASSIGN_OR_RETURN(auto reader, AcquireReader());
-  absl::Status status;
-  {
-    auto st = reader->db.Prepare("SELECT key, checksum FROM entries ORDER BY key");
-    if (!st.ok()) {
-      status = st.status();
-    } else {
-      status = StepAll(*st, [&] { visit(st->Text(0), st->Text(1)); });
-    }
-  }
-  ReleaseReader(std::move(reader));
-  return status;
 }
 
 absl::Status CacheIndex::Checkpoint() {

@@ -123,9 +123,6 @@ class CacheIndex {
   // The (key, checksum) pairs of the keys that start with `prefix`, for
   // reconciling one shard of blob files.
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> KeysWithPrefix(const std::string& prefix);
-  // Every (key, checksum) pair handed to `visit`, one at a time in key
-  // order; it runs on a pooled reader and must not call back into the index.
-  absl::Status VisitKeys(const std::function<void(const std::string& key, const std::string& checksum)>& visit);
 
   // PASSIVE checkpoint, or TRUNCATE when the WAL has grown large.
   absl::Status Checkpoint();

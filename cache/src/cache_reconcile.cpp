@@ -119,15 +119,22 @@ absl::Status Cache::Impl::Reconcile(VerifyReport* report, bool repair, bool drop
     }
   }
   if (drop_missing_rows) {
-    // Rows of keys whose shard directory does not exist at all.
-    walk.rows.clear();
-    walk.seen.clear();
+    // Rows of keys whose shard directory does not exist at all: keys are
+    // lowercase hex (IsValidKey), so their shards are the 256 two-digit
+    // prefixes, each looked up by its range of the primary key.
     const std::unordered_set<std::string> present(shards.begin(), shards.end());
-    JITD_RETURN_IF_ERROR(index_->VisitKeys([&](const std::string& key, const std::string& checksum) {
-      if (present.count(key.substr(0, 2)) == 0) walk.rows.emplace(key, checksum);
-    }));
-    JITD_ASSIGN_OR_RETURN(size_t gone, DropRowsWithoutBlobs(walk));
-    dropped += gone;
+    constexpr char kHex[] = "0123456789abcdef";
+    for (int i = 0; i < 256; ++i) {
+      const std::string prefix = {kHex[i / 16], kHex[i % 16]};
+      if (present.count(prefix) != 0) continue;
+      walk.rows.clear();
+      walk.seen.clear();
+      JITD_ASSIGN_OR_RETURN(auto keys, index_->KeysWithPrefix(prefix));
+      if (keys.empty()) continue;
+      walk.rows.insert(keys.begin(), keys.end());
+      JITD_ASSIGN_OR_RETURN(size_t gone, DropRowsWithoutBlobs(walk));
+      dropped += gone;
+    }
   }
   if (walk.adopted + walk.removed + dropped > 0) {
     spdlog::info(
