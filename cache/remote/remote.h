@@ -197,8 +197,11 @@ class RemoteTier {
     uint64_t corrupt = 0;          // values that failed verification (never served; damaged ones deleted)
     uint64_t unsigned_values = 0;  // ... of which had no valid signature
     uint64_t oversized = 0;        // values larger than RemoteOptions::max_reply_bytes: refused unread
-    uint64_t not_reread = 0;       // Fetches not sent: the key's value was refused (oversized, unsigned) recently
-    uint64_t stores = 0;           // values written
+    // Module shared objects refused by a daemon without a signing key: a
+    // module is code, and a checksum cannot say who wrote it.
+    uint64_t unsigned_modules = 0;
+    uint64_t not_reread = 0;  // Fetches not sent: the key's value was refused (oversized, unsigned) recently
+    uint64_t stores = 0;      // values written
     uint64_t leases_acquired = 0;
     uint64_t leases_busy = 0;  // AcquireLease found another holder
     uint64_t leases_lost = 0;  // a renewal found the lease gone

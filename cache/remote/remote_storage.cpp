@@ -4,15 +4,9 @@ namespace jitd::cache {
 
 std::shared_ptr<const Entry> RemoteStorage::Find(const std::string& key,
                                                  std::chrono::steady_clock::time_point deadline) {
+  // Fetch refuses a module without a fleet key to verify it (RemoteTier).
   RemoteFetch fetched = remote_->Fetch(key, deadline);
   if (fetched.kind != RemoteFetch::Kind::kHit) return nullptr;
-  if (remote_->options().signing_key.empty() && IsHostSharedObject(fetched.cubin)) {
-    // A module is code the client runs: without a fleet key, whoever can
-    // write the store could make every server run theirs (a checksum only
-    // stops damage). Compiled here instead.
-    CountUnsignedModule();
-    return nullptr;
-  }
   auto entry = std::make_shared<Entry>();
   entry->meta = std::move(fetched.meta);
   entry->cubin = std::move(fetched.cubin);
@@ -29,7 +23,5 @@ std::shared_ptr<const Entry> RemoteStorage::Fill(std::shared_ptr<const Entry> en
   CountFill(true);
   return entry;
 }
-
-void RemoteStorage::CountUnsignedModule() { unsigned_modules_.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace jitd::cache

@@ -1,8 +1,6 @@
 // RemoteStorage: the fleet's shared tier as a storage level (jitd/storage.h).
 #pragma once
 
-#include <atomic>
-
 #include "jitd/storage.h"
 #include "remote/remote.h"
 
@@ -22,17 +20,12 @@ class RemoteStorage final : public Storage {
   void RecordUse(const std::string&) override {}
   void Forget(const std::vector<std::string>&) override {}
   RemoteTier* remote() const { return remote_; }
-  // Module shared objects the store had but this daemon refused, having
-  // no signing key (--remote-signing-key-file) to verify them with.
-  uint64_t unsigned_modules() const { return unsigned_modules_.load(std::memory_order_relaxed); }
 
  protected:
   std::shared_ptr<const Entry> Find(const std::string& key, std::chrono::steady_clock::time_point deadline) override;
 
  private:
-  void CountUnsignedModule();
   RemoteTier* const remote_;
-  std::atomic<uint64_t> unsigned_modules_{0};
 };
 
 }  // namespace jitd::cache

@@ -6,6 +6,7 @@
 
 #include "jitd/base/digest.h"
 #include "jitd/base/text.h"
+#include "jitd/blob.h"
 #include "remote/remote.h"
 
 namespace jitd::cache {
@@ -217,6 +218,27 @@ RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline
                                         : absl::PermissionDeniedError("it has no valid signature for this fleet's key");
     if (decoded.ok() && out.meta.key != key) {
       decoded = absl::DataLossError(Cat("it holds the entry of key ", Short(out.meta.key)));
+    }
+    if (decoded.ok() && options_.signing_key.empty() && IsHostSharedObject(out.cubin)) {
+      // A module is code its client runs: without a fleet key, whoever can
+      // write the store could make every server run theirs (a checksum only
+      // stops damage). Refused here, where every read passes, and built by
+      // this daemon instead; left in the store and not read again a while.
+      spdlog::warn(
+          "remote tier {}: the value of {} is a module kernel's shared object and this daemon has no "
+          "--remote-signing-key-file to verify it with; not served, built here",
+          backend_->Describe(), Short(key));
+      out.meta = {};
+      out.cubin.clear();
+      std::lock_guard lock(mu_);
+      ++stats_.unsigned_modules;
+      RefuseLocked(key);
+      if (counted) {
+        ++stats_.fetches;
+        ++stats_.misses;
+      }
+      out.kind = RemoteFetch::Kind::kMiss;
+      return out;
     }
     if (decoded.ok()) {
       std::lock_guard lock(mu_);

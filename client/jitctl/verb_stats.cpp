@@ -82,11 +82,11 @@ std::string Workers(const v1::StatsResponse& stats) {
 std::string Remote(const v1::StatsResponse& stats) {
   return absl::StrFormat(
       "%s%s: %d hits, %d misses, %d stored, %d waited for another daemon (%d took over), %d corrupt, %d oversized "
-      "(%d lookups spared), %d errors, %d skipped, %d outage%s",
+      "(%d lookups spared), %d unsigned modules refused, %d errors, %d skipped, %d outage%s",
       stats.remote(), stats.remote_circuit_open() ? " (UNAVAILABLE: serving locally)" : "", stats.remote_hits(),
       stats.remote_misses(), stats.remote_stores(), stats.remote_waits(), stats.remote_takeovers(),
-      stats.remote_corrupt(), stats.remote_oversized(), stats.remote_not_reread(), stats.remote_errors(),
-      stats.remote_skipped(), stats.remote_outages(), stats.remote_outages() == 1 ? "" : "s");
+      stats.remote_corrupt(), stats.remote_oversized(), stats.remote_not_reread(), stats.remote_unsigned_modules(),
+      stats.remote_errors(), stats.remote_skipped(), stats.remote_outages(), stats.remote_outages() == 1 ? "" : "s");
 }
 
 // "none", or each mounted bundle and what it answered.

@@ -219,6 +219,7 @@ void DaemonMetrics::Collect(Sources s) {
     remote("get", "oversized", r.oversized);
     remote("get", "not_reread", r.not_reread);
     remote("get", "failure_shared", r.failures_seen);
+    remote("get", "unsigned_module", r.unsigned_modules);
     remote("put", "ok", r.stores);
     remote("lease", "acquired", r.leases_acquired);
     remote("lease", "busy", r.leases_busy);

@@ -111,6 +111,7 @@ void AddServingStats(const ServingStatsSources& sources, v1::StatsResponse* resp
     response->set_remote_corrupt(r.corrupt);
     response->set_remote_oversized(r.oversized);
     response->set_remote_not_reread(r.not_reread);
+    response->set_remote_unsigned_modules(r.unsigned_modules);
     response->set_remote_stores(r.stores);
     response->set_remote_errors(r.errors);
     response->set_remote_skipped(r.skipped);

@@ -491,6 +491,15 @@ TEST_F(FleetTest, AModuleIsSharedOnlySignedAndThenBuiltOnceForTwoDaemons) {
               static_cast<unsigned long long>(fleet.Compiles()), remote);
   EXPECT_EQ(fleet.Compiles(), 1u);
   EXPECT_EQ(remote, 1);
+
+  // A daemon without the key finds the signed module in Redis, refuses it
+  // (it cannot verify code) and builds its own, and Stats says so.
+  Fleet keyless(1, JITD_MODULE_TREE_DIR, redis_->url(), sm90a);
+  auto own = keyless.daemons[0]->Connect("", 300s)->GetKernel(request);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->source(), v1::GetKernelResponse::COMPILED);
+  EXPECT_EQ(keyless.daemons[0]->Stats().remote_unsigned_modules(), 1u);
+  EXPECT_EQ(fleet.daemons[0]->Stats().remote_unsigned_modules(), 0u);
 }
 #endif
 

@@ -252,6 +252,35 @@ TEST_F(RemoteTierTest, ADaemonWithoutAKeyReadsSignedValuesByTheirChecksum) {
   EXPECT_EQ(plain->stats().corrupt, 0u);
 }
 
+TEST_F(RemoteTierTest, WithoutAKeyAModuleIsNeverServedWhoeverWroteIt) {
+  // A module kernel's shared object (an x86-64 ELF) is code: a reader with
+  // no key cannot tell who wrote it, so it is refused on every read path
+  // (this is the one every read goes through), signed or not.
+  std::string module(64, '\0');
+  module.replace(0, 4,
+                 "\x7f"
+                 "ELF");
+  module[18] = 62;
+  RemoteTierOptions keyed;
+  keyed.signing_key = "fleet secret of 32 bytes, really";
+  Tier(keyed)->Store(Meta(kKey), module);
+  Tier()->Store(Meta(kOther), module);
+  auto plain = Tier();
+  EXPECT_EQ(plain->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(plain->Fetch(kOther).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(plain->stats().unsigned_modules, 2u);
+  EXPECT_EQ(plain->stats().hits, 0u);
+  // Left in the store, and not read again a while.
+  EXPECT_EQ(redis_->Command({"EXISTS", "jitd:v1:blob:" + kKey})->integer, 1);
+  EXPECT_EQ(plain->Fetch(kKey).kind, RemoteFetch::Kind::kMiss);
+  EXPECT_EQ(plain->stats().unsigned_modules, 2u);
+  EXPECT_EQ(plain->stats().not_reread, 1u);
+  // With the key, the signed one is served.
+  RemoteFetch signed_module = Tier(keyed)->Fetch(kKey);
+  ASSERT_EQ(signed_module.kind, RemoteFetch::Kind::kHit);
+  EXPECT_EQ(signed_module.cubin, module);
+}
+
 TEST_F(RemoteTierTest, ALeaseThisOwnerAlreadyHoldsIsAcquired) {
   // What a SET NX repeated after a lost reply finds: the lease it took.
   RemoteTierOptions options;

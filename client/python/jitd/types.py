@@ -785,6 +785,9 @@ class Stats:
     #: refused, each as KernelTreeInfo's fields (name, dir, serving, error,
     #: kernels, fingerprint, kernel_namespace, lock, ...).
     trees: tuple[dict[str, Any], ...]
+    #: Modules the remote tier held that this daemon refused: it has no
+    #: signing key to verify code with, so it built them itself.
+    remote_unsigned_modules: int
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
