@@ -20,8 +20,13 @@ void PrintEntryTable(std::ostream& out, const google::protobuf::RepeatedPtrField
   // request's options must not read as identical rows, and most have none.
   const bool any_options =
       std::any_of(entries.begin(), entries.end(), [](const v1::EntryInfo& e) { return e.options_size() > 0; });
+  // KIND only when an entry is not a cubin (a PTX or a module kernel's
+  // shared object), so that a cache of cubins reads as it always did.
+  const bool any_kind =
+      std::any_of(entries.begin(), entries.end(), [](const v1::EntryInfo& e) { return e.kind() != "cubin"; });
   std::vector<Table::Column> columns = {{"KEY"}, {"KERNEL"}, {"PARAMS"}};
   if (any_options) columns.push_back({"OPTIONS"});
+  if (any_kind) columns.push_back({"KIND"});
   // BLOB: the blob file (cubin plus metadata), what the budget counts; `get`
   // reports the cubin alone.
   for (Table::Column column : std::vector<Table::Column>{
@@ -33,6 +38,7 @@ void PrintEntryTable(std::ostream& out, const google::protobuf::RepeatedPtrField
   for (const v1::EntryInfo& entry : entries) {
     std::vector<std::string> row = {entry.key().substr(0, kShortKeyDigits), entry.kernel(), entry.params()};
     if (any_options) row.push_back(absl::StrJoin(entry.options(), " "));
+    if (any_kind) row.push_back(entry.kind());
     for (std::string cell : {entry.arch(), FormatBytes(entry.size_bytes()), std::to_string(entry.hits()),
                              FormatAge(entry.last_used_unix_ms(), now), FormatAge(entry.created_unix_ms(), now),
                              std::string(entry.pinned() ? "yes" : "")}) {

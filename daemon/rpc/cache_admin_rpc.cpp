@@ -7,6 +7,7 @@
 
 #include "jitd/base/text.h"
 #include "manifest/manifest.h"
+#include "manifest/module_kernel.h"
 #include "rpc/grpc_status.h"
 
 namespace jitd::daemon {
@@ -25,6 +26,13 @@ void ToProto(const cache::EntryInfo& from, v1::EntryInfo* to) {
   to->set_nvrtc_version(from.nvrtc_version);
   to->set_compile_ms(from.compile_ms);
   for (const std::string& option : from.options) to->add_options(option);
+  // A module's entry names its builder (manifest::ModuleBuilder) where a
+  // cubin's names NVRTC: the kind follows from it without reading the blob.
+  if (manifest::ServeOnlyToolchain(from.nvrtc_version).has_value()) {
+    to->set_kind("module");
+  } else {
+    to->set_kind(from.arch.rfind("compute_", 0) == 0 ? "ptx" : "cubin");
+  }
 }
 
 cache::EvictFilter FromProto(const v1::EvictRequest& request) {

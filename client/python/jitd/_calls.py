@@ -392,4 +392,5 @@ def verify_result(r: Any) -> VerifyResult:
 def _entry(e: Any) -> Entry:
     return Entry(key=e.key, kernel=e.kernel, params=e.params, arch=e.arch, size_bytes=e.size_bytes,
                  created_unix_ms=e.created_unix_ms, last_used_unix_ms=e.last_used_unix_ms, hits=e.hits,
-                 pinned=e.pinned, nvrtc_version=e.nvrtc_version, compile_ms=e.compile_ms, options=tuple(e.options))
+                 pinned=e.pinned, nvrtc_version=e.nvrtc_version, compile_ms=e.compile_ms, options=tuple(e.options),
+                 kind=e.kind)

@@ -656,6 +656,9 @@ class Entry:
     #: The extra NVRTC options its request added (canonical); empty for
     #: none, and for entries indexed before jitd recorded them.
     options: tuple[str, ...] = ()
+    #: "cubin", "ptx" (a ``compute_N`` arch) or "module" (a module kernel's
+    #: shared object; its builder is in :attr:`nvrtc_version`).
+    kind: str = "cubin"
 
 
 @dataclass(frozen=True)

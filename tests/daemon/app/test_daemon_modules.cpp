@@ -86,6 +86,13 @@ TEST_F(ModulesTest, AModuleIsBuiltOnceThenServedFromMemoryAndAfterARestartFromDi
   std::stringstream written;
   written << file.rdbuf();
   EXPECT_EQ(written.str(), built->cubin());
+  ProcessResult listed = daemon_->Jitctl({"ls"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_THAT(listed.output, HasSubstr("KIND")) << "a module in the cache shows the kind column";
+  EXPECT_THAT(listed.output, HasSubstr("module"));
+  ProcessResult listed_json = daemon_->Jitctl({"--json", "ls"});
+  ASSERT_EQ(listed_json.exit_code, 0) << listed_json.output;
+  EXPECT_THAT(listed_json.output, ::testing::ContainsRegex(R"("kind": *"module")"));
 
   // The C++ client's verified file: private directory, mode 0500, the
   // bytes served, the exports; never from a directory others can write.

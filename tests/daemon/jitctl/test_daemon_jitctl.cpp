@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ProcessResult;
 using testing::TempDir;
 using testing::TestDaemon;
@@ -79,7 +80,9 @@ TEST_F(JitctlTest, WarmAllThenLsStatsEvictDryRunAndEvictMaxBytesOnTheShippedKern
   for (const v1::EntryInfo& entry : listed.entries()) {
     EXPECT_EQ(entry.arch(), "sm_90");
     EXPECT_EQ(entry.nvrtc_version(), "13.0");
+    EXPECT_EQ(entry.kind(), "cubin");
   }
+  EXPECT_THAT(ls.output, Not(HasSubstr("KIND"))) << "a cache of cubins has no kind column";
 
   const ProcessResult stats = Jitctl({"stats"});
   ASSERT_EQ(stats.exit_code, 0) << stats.output;
