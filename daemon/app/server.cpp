@@ -112,6 +112,19 @@ absl::Status Server::Impl::CheckModuleBuild(const compiler::CompileJob& job) {
   return absl::UnavailableError("the module toolchain (nvcc, the host compiler or tvm-ffi) changed on disk");
 }
 
+void Server::Impl::CheckModuleToolchain() {
+  const std::shared_ptr<const manifest::ModuleToolchainSource> source = CurrentToolchain().modules;
+  const std::shared_ptr<const manifest::ModuleToolchain> built_with =
+      source != nullptr ? source->DetectedBuilder() : nullptr;
+  if (built_with == nullptr) return;  // not detected yet: the first module request detects what is there
+  absl::StatusOr<std::string> now = source->FingerprintNow();
+  if (!now.ok()) {
+    spdlog::warn("SIGHUP: the module toolchain cannot be checked: {}", now.status().ToString());
+    return;
+  }
+  if (*now != built_with->fingerprint) OnModuleToolchainChanged(*now);
+}
+
 void Server::Impl::OnModuleToolchainChanged(const std::string& now) {
   {
     std::lock_guard lock(toolchain_mu);
@@ -170,6 +183,10 @@ absl::Status Server::ReloadKernels() {
   if (absl::StatusOr<compiler::ToolkitWatch::Observation> checked = impl_->toolkit->Check(); !checked.ok()) {
     spdlog::warn("SIGHUP: the toolkit cannot be checked: {}", checked.status().ToString());
   }
+  // So is a change of nvcc, the host compiler or tvm-ffi, which the toolkit
+  // watch does not cover: without it, cached modules of the old toolchain
+  // would be served until the next module build noticed.
+  impl_->CheckModuleToolchain();
   // Read, built and swapped as one update (KernelService::UpdateResolver):
   // a toolkit change seen meanwhile either set its toolchain before this
   // reads it, or rebuilds what this swaps in once it is done.

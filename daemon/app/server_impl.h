@@ -145,6 +145,9 @@ class Server::Impl {
   // toolkit and module toolchain), unless it has one already.
   absl::Status AdoptLatestToolchain();
   void OnModuleToolchainChanged(const std::string& now);
+  // On SIGHUP: the module toolchain on disk against the one detected, and
+  // OnModuleToolchainChanged when they differ.
+  void CheckModuleToolchain();
 
   // Locks the cache directory (one daemon per cache) and opens the cache.
   absl::Status OpenCache();

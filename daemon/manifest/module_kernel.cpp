@@ -390,6 +390,12 @@ absl::StatusOr<std::shared_ptr<const ModuleToolchain>> ModuleToolchainSource::Ge
   return *detected_;
 }
 
+std::shared_ptr<const ModuleToolchain> ModuleToolchainSource::DetectedBuilder() const {
+  std::lock_guard lock(mu_);
+  if (given_ || !detected_.has_value() || !detected_->ok() || !(**detected_)->unavailable.empty()) return nullptr;
+  return **detected_;
+}
+
 absl::StatusOr<std::string> ModuleToolchainSource::FingerprintNow() const {
   if (given_) return (*Get())->fingerprint;
   JITD_ASSIGN_OR_RETURN(const ModuleToolchain now, DetectModuleToolchain(options_, cuda_include_, memo_dir_));

@@ -145,6 +145,10 @@ class ModuleToolchainSource {
   // ignoring what Get() remembers: whether a build just made still
   // matches its key.
   absl::StatusOr<std::string> FingerprintNow() const;
+  // The toolchain Get() detected, when it has and can build (not
+  // serve-only); null before the first module request, or when detection
+  // failed: then there is nothing on disk a change could differ from.
+  std::shared_ptr<const ModuleToolchain> DetectedBuilder() const;
   const ModuleToolOptions& options() const { return options_; }
 
  private:

@@ -5,6 +5,7 @@
 // two modules in all; tests/compiler covers the build's rules on small units.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <fstream>
 #include <future>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "kernel_fixtures.h"
+#include "poll_until.h"
 #include "test_daemon.h"
 
 namespace jitd {
@@ -223,6 +225,27 @@ TEST_F(ModulesTest, AHostCompilerChangedDuringABuildDiscardsItAndTheRetryBuildsU
   EXPECT_EQ(retry->source(), v1::GetKernelResponse::COMPILED);
   EXPECT_TRUE(IsHostSharedObject(retry->cubin()));
   EXPECT_THAT(daemon_->process().Output(), HasSubstr("the module toolchain changed on disk"));
+
+  // Changed again with no build running: the cached module would be served
+  // as it is until the next build. SIGHUP checks the toolchain, and the
+  // request after it builds under a new key.
+  { std::ofstream(wrapper, std::ios::app) << "# upgraded in place\n"; }
+  absl::StatusOr<v1::GetKernelResponse> cached = client_->GetKernel(KernelRequest("tiny.add", {{"n", "1"}}));
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(cached->key(), retry->key());
+  daemon_->process().Signal(SIGHUP);
+  const auto changes_logged = [&] {
+    const std::string output = daemon_->process().Output(), line = "the module toolchain changed on disk";
+    size_t n = 0;
+    for (size_t at = output.find(line); at != std::string::npos; at = output.find(line, at + 1)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(testing::PollUntil([&] { return changes_logged() >= 2; }, testing::kProcessTimeout))
+      << daemon_->process().Output();
+  absl::StatusOr<v1::GetKernelResponse> rebuilt = client_->GetKernel(KernelRequest("tiny.add", {{"n", "1"}}));
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status() << daemon_->process().Output();
+  EXPECT_NE(rebuilt->key(), retry->key()) << "the new host compiler makes a new key";
+  EXPECT_TRUE(IsHostSharedObject(rebuilt->cubin()));
 }
 
 }  // namespace
