@@ -207,21 +207,17 @@ __device__ __forceinline__ void pad_experts(const int32_t* offset, const int32_t
   }
 }
 
-// The length of expert_ids, ceil(max_pad / block_size) = num_experts +
-// ceil((numel - num_experts) / block_size), in int32 and without an int64
-// division; for a negative numerator the truncating division is the ceiling.
-__device__ __forceinline__ int32_t expert_id_slots(int32_t n, int32_t num_experts, int32_t block_size) {
-  const int32_t surplus = n - num_experts;
-  return num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
-}
-
 // expert_ids[k] for k = first, first + step, ...: the expert whose padded
 // range holds k * block_size below the padded total, -1 past it, for the
 // ceil(max_pad / block_size) entries.
 __device__ __forceinline__ void write_expert_ids(const int32_t* offset, int32_t n, int32_t num_experts,
                                                  int32_t block_size, int32_t total, int first, int step,
                                                  int32_t* __restrict__ expert_ids) {
-  const int32_t slots = expert_id_slots(n, num_experts, block_size);
+  // ceil(max_pad / block_size) = num_experts + ceil((numel - num_experts) /
+  // block_size), in int32 and without an int64 division; for a negative
+  // numerator the truncating division is the ceiling.
+  const int32_t surplus = n - num_experts;
+  const int32_t slots = num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
   const int32_t used_slots = total / block_size;
   for (int32_t k = first; k < slots; k += step) {
     expert_ids[k] = k < used_slots ? expert_at(offset, num_experts, static_cast<int64_t>(k) * block_size) : -1;
@@ -242,71 +238,6 @@ __device__ __forceinline__ int32_t padded_start(int32_t padded, int threads, int
   sync_working(threads);
   *total = warp_total[kAlignWarps - 1];
   return inclusive - padded + (warp > 0 ? warp_total[warp - 1] : 0);
-}
-
-// The same for two values at once, sharing the barriers: o_e from
-// `padded`, as padded_start gives it, in .x, and the start of e's entries in
-// the compact order (the exclusive sum of `count`) in .y. warp_total holds
-// 2 x 32 zeros on entry.
-__device__ __forceinline__ int2 padded_and_compact_start(int32_t padded, int32_t count, int threads,
-                                                         int32_t* warp_total, int32_t* total) {
-  const int lane = lane_id();
-  const int warp = warp_id();
-  const int32_t inclusive = warp_inclusive_sum(padded);
-  const int32_t inclusive_count = warp_inclusive_sum(count);
-  if (lane == kWarpSize - 1) {
-    warp_total[warp] = inclusive;
-    warp_total[kAlignWarps + warp] = inclusive_count;
-  }
-  sync_working(threads);
-  if (warp == 0) {
-    warp_total[lane] = warp_inclusive_sum(warp_total[lane]);
-    warp_total[kAlignWarps + lane] = warp_inclusive_sum(warp_total[kAlignWarps + lane]);
-  }
-  sync_working(threads);
-  *total = warp_total[kAlignWarps - 1];
-  return make_int2(inclusive - padded + (warp > 0 ? warp_total[warp - 1] : 0),
-                   inclusive_count - count + (warp > 0 ? warp_total[kAlignWarps + warp - 1] : 0));
-}
-
-// Each expert's whole padded range [offset[e], the next expert's offset),
-// by the `stride` warps of the block, this one being warp `first`: its
-// fill[e] - offset[e] token indices, read from `staged` at compact[e] on,
-// then the sentinel, 32 positions per store so that the stores coalesce;
-// and e in the range's expert_ids, which needs no search. Experts are taken
-// a group at a time as in pad_experts.
-__device__ __forceinline__ void write_ranges(const int32_t* offset, const int32_t* fill, const int32_t* compact,
-                                             const int32_t* staged, int32_t num_experts, int32_t block_size,
-                                             int32_t total, int first, int stride, int32_t sentinel,
-                                             int32_t* __restrict__ sorted_token_ids, int32_t* __restrict__ expert_ids) {
-  const int lane = lane_id();
-  const int group = min(kWarpSize, max(1, (num_experts + stride - 1) / stride));
-  for (int base = first * group; base < num_experts; base += stride * group) {
-    const int e = base + lane;
-    const bool mine = lane < group && e < num_experts;
-    const int32_t begin = mine ? offset[e] : 0;
-    const int32_t end = !mine ? 0 : e + 1 < num_experts ? offset[e + 1] : total;
-    const int32_t count = mine ? fill[e] - begin : 0;
-    const int32_t source = mine ? compact[e] : 0;
-    // Padded ranges are whole blocks, so these divisions are exact.
-    const int32_t first_slot = begin < end ? begin / block_size : 0;
-    const int32_t slot_count = begin < end ? (end - begin) / block_size : 0;
-    unsigned pending = __ballot_sync(kFullWarpMask, begin < end);
-    while (pending != 0) {
-      const int j = __ffs(pending) - 1;
-      pending &= pending - 1;
-      const int32_t from = __shfl_sync(kFullWarpMask, begin, j);
-      const int32_t to = __shfl_sync(kFullWarpMask, end, j);
-      const int32_t tokens = __shfl_sync(kFullWarpMask, count, j);
-      const int32_t at = __shfl_sync(kFullWarpMask, source, j);
-      const int32_t slot = __shfl_sync(kFullWarpMask, first_slot, j);
-      const int32_t slot_end = __shfl_sync(kFullWarpMask, slot_count, j);
-      for (int32_t k = lane; k < to - from; k += kWarpSize) {
-        sorted_token_ids[from + k] = k < tokens ? staged[at + k] : sentinel;
-      }
-      for (int32_t k = lane; k < slot_end; k += kWarpSize) expert_ids[slot + k] = base + j;
-    }
-  }
 }
 
 // Counts into hist[e] every valid id at begin + first, begin + first +
@@ -335,16 +266,12 @@ inline constexpr int kAlignSmallSteps = 8;
 // warp then ranks its entries in index order (per expert, how many of the
 // segment's entries of that expert come before), counting into its own row,
 // so no atomics and no second pass over the input. Thread e turns column e
-// into the entries of e in earlier segments, and the block's scans give o_e
-// and where e's entries start in the compact order (all entries sorted by
-// expert, no padding). Each entry is staged in shared memory at that start +
-// its segment's earlier entries + its rank, and then every expert's padded
-// range is written whole, tokens and sentinel, by coalesced stores: the
-// scattered 4-byte stores of one SM were the largest cost at decode sizes.
+// into the entries of e in earlier segments, the block's scan gives o_e,
+// and each entry lands at o_e + its segment's earlier entries + its rank.
 template <int kIdBits>
 __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk_ids, int32_t n, int32_t num_experts,
                                                 int32_t block_size, int threads, int row_shift, int32_t* cursor,
-                                                int32_t* offset, int32_t* fill, int32_t* compact, int32_t* warp_total,
+                                                int32_t* offset, int32_t* fill, int32_t* warp_total,
                                                 int32_t* __restrict__ sorted_token_ids,
                                                 int32_t* __restrict__ expert_ids,
                                                 int32_t* __restrict__ num_tokens_post_pad) {
@@ -359,7 +286,7 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) ids[k] = id_at(topk_ids, begin + k * kWarpSize + lane, end);
   for (int k = tid; k < (warps << row_shift); k += threads) cursor[k] = 0;
-  for (int k = tid; k < 2 * kAlignWarps; k += threads) warp_total[k] = 0;
+  if (tid < kAlignWarps) warp_total[tid] = 0;
   sync_working(threads);
 
   // 1. Ranks in index order, the warp's row counting as it goes. The group
@@ -396,35 +323,22 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
     }
   }
   int32_t total;
-  const int2 start = padded_and_compact_start(padded_count(c, block_size), c, threads, warp_total, &total);
-  offset[tid] = start.x;
-  fill[tid] = start.x + c;
-  compact[tid] = start.y;
+  const int32_t start = padded_start(padded_count(c, block_size), threads, warp_total, &total);
+  offset[tid] = start;
+  fill[tid] = start + c;
   sync_working(threads);
 
-  // 3. Each entry's place in the compact order, read while the table still
-  // holds each segment's earlier entries; after the barrier it holds the
-  // staged token indices instead (n <= warps x 32 x 8 <= its 8192 cells).
-  int32_t at[kAlignSmallSteps];
+  // 3. Every position below the padded total gets the sentinel, in one
+  // coalesced sweep; then, after the barrier (which orders this block's
+  // writes), the token indices from registers overwrite theirs.
+  for (int32_t pos = tid; pos < total; pos += threads) sorted_token_ids[pos] = n;
+  sync_working(threads);
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) {
     const int32_t e = ids[k];
-    at[k] = is_expert(e, num_experts) ? compact[e] + row[e] + rank[k] : -1;
+    if (is_expert(e, num_experts)) sorted_token_ids[offset[e] + row[e] + rank[k]] = begin + k * kWarpSize + lane;
   }
-  sync_working(threads);
-  int32_t* staged = cursor;
-#pragma unroll
-  for (int k = 0; k < kAlignSmallSteps; ++k) {
-    if (at[k] >= 0) staged[at[k]] = begin + k * kWarpSize + lane;
-  }
-  sync_working(threads);
-
-  // 4. Every expert's padded range, whole and coalesced, with its
-  // expert_ids; then -1 in the expert_ids past the padded total.
-  write_ranges(offset, fill, compact, staged, num_experts, block_size, total, warp, warps, n, sorted_token_ids,
-               expert_ids);
-  const int32_t slots = expert_id_slots(n, num_experts, block_size);
-  for (int32_t k = total / block_size + tid; k < slots; k += threads) expert_ids[k] = -1;
+  write_expert_ids(offset, n, num_experts, block_size, total, tid, threads, expert_ids);
   if (tid == 0) num_tokens_post_pad[0] = total;
 }
 
@@ -437,13 +351,12 @@ __global__ void __launch_bounds__(kAlignThreads)
       numel < 0 || numel >= kAlignMaxNumel) {
     __trap();
   }
-  // 44 KiB of static shared memory, under the 48 KiB a block gets without
+  // 40 KiB of static shared memory, under the 48 KiB a block gets without
   // opting in to more.
   __shared__ int32_t cursor[kAlignCursorCells];  // [segment][expert], row stride E2: counts, then cursors
   __shared__ int32_t offset[kAlignMaxExperts];   // counts before the chunk, then o_e
   __shared__ int32_t fill[kAlignMaxExperts];     // counts after the chunk, then o_e + c_e (e's padding)
-  __shared__ int32_t compact[kAlignMaxExperts];  // one-block path: where e's entries start, unpadded
-  __shared__ int32_t warp_total[2 * kAlignWarps];
+  __shared__ int32_t warp_total[kAlignWarps];
 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = lane_id();
@@ -464,11 +377,11 @@ __global__ void __launch_bounds__(kAlignThreads)
   const int row_shift = num_experts <= 1 ? 0 : 32 - __clz(num_experts - 1);  // log2(E2)
   if (blocks == 1 && (warps << row_shift) <= kAlignCursorCells && n <= warps * kWarpSize * kAlignSmallSteps) {
     if (row_shift <= 8) {
-      align_one_block<8>(topk_ids, n, num_experts, block_size, threads, row_shift, cursor, offset, fill, compact,
-                         warp_total, sorted_token_ids, expert_ids, num_tokens_post_pad);
+      align_one_block<8>(topk_ids, n, num_experts, block_size, threads, row_shift, cursor, offset, fill, warp_total,
+                         sorted_token_ids, expert_ids, num_tokens_post_pad);
     } else {
-      align_one_block<10>(topk_ids, n, num_experts, block_size, threads, row_shift, cursor, offset, fill, compact,
-                          warp_total, sorted_token_ids, expert_ids, num_tokens_post_pad);
+      align_one_block<10>(topk_ids, n, num_experts, block_size, threads, row_shift, cursor, offset, fill, warp_total,
+                          sorted_token_ids, expert_ids, num_tokens_post_pad);
     }
     return;
   }

@@ -34,8 +34,8 @@ STAGES = {
     # The one-block path (align_one_block), grids of one block at small sizes.
     "1-block: stop before ranks": [("  // 1. Ranks in index order", "  if (true) return;\n")],
     "1-block: stop before o_e": [("  // 2. Column e:", "  if (true) return;\n")],
-    "1-block: stop before staging": [("  // 3. Each entry's place in the compact order", "  if (true) return;\n")],
-    "1-block: stop before the range writes": [("  // 4. Every expert's padded range, whole", "  if (true) return;\n")],
+    "1-block: stop before writes": [("  // 3. Every position below the padded total", "  if (true) return;\n")],
+    "1-block: stop before the token writes": [("#pragma unroll\n  for (int k = 0; k < kAlignSmallSteps; ++k) {\n    const int32_t e = ids[k];\n    if (is_expert(e, num_experts)) sorted_token_ids", "  if (true) return;\n")],
 }
 SKIPS = {
     "no expert_ids": ("  for (int32_t k = first; k < slots; k += step) {", "  if (false)\n"),
