@@ -225,6 +225,48 @@ def test_without_xdg_runtime_dir_the_directory_is_per_user_under_tmp(tmp_path, m
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
 
 
+def test_a_file_an_earlier_process_left_is_loaded_as_it_is_only_when_it_holds_the_bytes(
+        silu, no_loaded_modules, tmp_path, monkeypatch):
+    _, result = silu
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    modules.load(result)
+    path = module_path(tmp_path, result)
+    written = path.stat()
+    renamed = []
+    replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda source, target: (renamed.append(target), replace(source, target)))
+
+    # A fresh process (nothing loaded) finds the file holding the bytes: no write.
+    monkeypatch.setattr(modules, "_loaded", {})
+    modules.load(result)
+    assert renamed == [] and path.stat().st_ino == written.st_ino
+
+    # Not the bytes received (damaged, or an older build under the key): written again.
+    path.chmod(0o700)
+    with open(path, "r+b") as file:
+        file.seek(64)
+        file.write(b"\xff")
+    path.chmod(0o500)
+    monkeypatch.setattr(modules, "_loaded", {})
+    modules.load(result)
+    assert renamed == [str(path)] and path.read_bytes() == result.cubin
+
+    # Writable by others, or a link to a file holding the bytes: not trusted, written again.
+    for make in ("group-writable", "link"):
+        renamed.clear()
+        if make == "group-writable":
+            path.chmod(0o520)
+        else:
+            target = tmp_path / "elsewhere.so"
+            target.write_bytes(result.cubin)
+            path.unlink()
+            path.symlink_to(target)
+        monkeypatch.setattr(modules, "_loaded", {})
+        modules.load(result)
+        assert renamed == [str(path)], make
+        assert not path.is_symlink() and stat.S_IMODE(path.stat().st_mode) == 0o500
+
+
 def test_a_file_that_does_not_read_back_as_received_is_data_loss(silu, no_loaded_modules, tmp_path, monkeypatch):
     _, result = silu
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
