@@ -259,6 +259,10 @@ class RemoteTier {
 
   // Remembers that `key`'s value was refused. Requires mu_.
   void RefuseLocked(const std::string& key);
+  // A value refused before it is served (too large; a module with no key
+  // to verify it): counted in `why`, not read again a while (RefuseLocked),
+  // and answered as a miss. Requires mu_.
+  RemoteFetch RefusedMissLocked(const std::string& key, bool counted, uint64_t Stats::*why);
   // Whether `key`'s value was refused within refuse_for. Requires mu_.
   bool RefusedLocked(const std::string& key);
 

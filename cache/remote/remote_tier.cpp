@@ -156,6 +156,18 @@ std::optional<std::string_view> RemoteTier::Verified(const std::string& store_ke
   return bytes;
 }
 
+RemoteFetch RemoteTier::RefusedMissLocked(const std::string& key, bool counted, uint64_t Stats::*why) {
+  ++(stats_.*why);
+  RefuseLocked(key);
+  if (counted) {
+    ++stats_.fetches;
+    ++stats_.misses;
+  }
+  RemoteFetch out;
+  out.kind = RemoteFetch::Kind::kMiss;
+  return out;
+}
+
 void RemoteTier::RefuseLocked(const std::string& key) {
   const auto now = Clock::now();
   if (refused_.size() >= options_.refused_keys) {
@@ -199,14 +211,7 @@ RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline
         backend_->Describe(), Short(key), std::string(got.status().message()),
         std::chrono::duration_cast<std::chrono::seconds>(options_.refuse_for).count());
     std::lock_guard lock(mu_);
-    ++stats_.oversized;
-    RefuseLocked(key);
-    if (counted) {
-      ++stats_.fetches;
-      ++stats_.misses;
-    }
-    out.kind = RemoteFetch::Kind::kMiss;
-    return out;
+    return RefusedMissLocked(key, counted, &Stats::oversized);
   }
   Record(got.status(), "GET", gate);
   if (!got.ok()) return out;
@@ -228,17 +233,8 @@ RemoteFetch RemoteTier::Fetch(const std::string& key, Clock::time_point deadline
           "remote tier {}: the value of {} is a module kernel's shared object and this daemon has no "
           "--remote-signing-key-file to verify it with; not served, built here",
           backend_->Describe(), Short(key));
-      out.meta = {};
-      out.cubin.clear();
       std::lock_guard lock(mu_);
-      ++stats_.unsigned_modules;
-      RefuseLocked(key);
-      if (counted) {
-        ++stats_.fetches;
-        ++stats_.misses;
-      }
-      out.kind = RemoteFetch::Kind::kMiss;
-      return out;
+      return RefusedMissLocked(key, counted, &Stats::unsigned_modules);
     }
     if (decoded.ok()) {
       std::lock_guard lock(mu_);
