@@ -238,6 +238,9 @@ absl::StatusOr<uint64_t> Cache::Impl::LargestInstantiation() { return index_->La
 
 absl::StatusOr<CacheStats> Cache::Impl::Stats() {
   JITD_ASSIGN_OR_RETURN(auto totals, index_->GetTotals());
+  // The index's counters and this process's unflushed deltas are read
+  // under counters_mu_, so a flush in flight is seen whole or not at all.
+  std::lock_guard counters_lock(counters_mu_);
   JITD_ASSIGN_OR_RETURN(auto counters, index_->Counters());
   auto get = [&](const char* name) {
     auto it = counters.find(name);

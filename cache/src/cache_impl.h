@@ -129,6 +129,10 @@ class Cache::Impl {
   std::unordered_map<std::string, detail::RecencyUpdate> recency_;
   // This process's counter deltas not yet written to the index.
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, corrupt_{0}, publishes_{0}, publish_failures_{0};
+  // Held by a flush from taking the deltas until the index has them (or
+  // they are put back), and by Stats() while it reads both: a counted
+  // event is always in one of the two when Stats() looks, never in neither.
+  std::mutex counters_mu_;
 
   std::mutex maintain_mu_;  // one flush/eviction/reconcile at a time in this process
   std::mutex listener_mu_;

@@ -169,6 +169,7 @@ absl::Status Cache::Impl::FlushRecency() {
   std::vector<detail::RecencyUpdate> updates;
   updates.reserve(pending.size());
   for (auto& [key, u] : pending) updates.push_back({key, u.last_used_ms, u.hits});
+  std::lock_guard counters_lock(counters_mu_);
   std::map<std::string, uint64_t> counters = {
       {kHits, hits_.exchange(0)},           {kMisses, misses_.exchange(0)},
       {kEvictions, evictions_.exchange(0)}, {kCorrupt, corrupt_.exchange(0)},

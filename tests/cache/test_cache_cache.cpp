@@ -2,9 +2,11 @@
 // hit path, stats, verify, read-only access.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "testing.h"
 
@@ -137,6 +139,34 @@ TEST(Cache, HitsDoNotWriteTheIndexUntilFlush) {
   auto before = cache->List({});
   ASSERT_TRUE(before.ok());  // List flushes first
   for (const auto& info : *before) EXPECT_EQ(info.hits, 50u) << info.key;
+}
+
+// A flush moves this process's counter deltas into the index. Stats() read
+// while one is in flight must still see every counted hit: the counters
+// only ever grow, whoever flushes.
+TEST(Cache, StatsNeverLosesACountWhileAFlushIsInFlight) {
+  TempDir dir;
+  auto cache = OpenCache(Options(dir.path()));
+  ASSERT_TRUE(cache->Publish(MetaFor(1), CubinFor(1)).ok());
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int round = 0; round < 300; ++round) {
+      for (int i = 0; i < 5; ++i) (void)cache->Lookup(KeyFor(1));
+      (void)cache->Flush();
+    }
+    done = true;
+  });
+  uint64_t last = 0, reads = 0, dips = 0;
+  while (!done) {
+    auto s = cache->Stats();
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (s->hits < last) ++dips;
+    last = std::max(last, s->hits);
+    ++reads;
+  }
+  writer.join();
+  EXPECT_EQ(dips, 0u) << "Stats() saw fewer hits than before in " << dips << " of " << reads << " reads";
+  EXPECT_EQ(cache->Stats()->hits, 1500u);
 }
 
 TEST(Cache, RecencyOrdersListingMostRecentFirst) {
