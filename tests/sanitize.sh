@@ -28,7 +28,14 @@ targets=(jitd jitctl
   test_remote_redis_backend test_remote_remote_tier test_remote_fleet
   test_system_crash test_system_corruption test_system_full_disk test_system_soak)
 
+# -O1 with line tables only (-g1): what the ASan manual recommends, and
+# reports keep file:line for every frame, inlined ones included. Against
+# RelWithDebInfo's -O2 -g it halves the compile (measured on 2 cores, one
+# file under -fsanitize=address,undefined: daemon/rpc/cache_admin_rpc.cpp
+# 16.4 s to 8.7 s, tests/remote/test_remote_fleet.cpp 36.6 s to 19.3 s),
+# and this build is most of CI's time.
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJITD_WERROR=OFF -DJITD_SANITIZE=address,undefined \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
   -DJITD_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
