@@ -522,13 +522,13 @@ std::vector<std::int32_t> MakeRouting(std::int32_t tokens, std::int32_t topk, st
 
 // align_block_size on the GPU, every output entry.
 absl::StatusOr<reference::MoeAlignment> RunAlignBlockSize(const Function& f, const std::vector<std::int32_t>& ids,
-                                                          std::int32_t experts, std::int32_t block_size,
-                                                          unsigned grid) {
+                                                          std::int32_t experts, std::int32_t block_size, unsigned grid,
+                                                          std::size_t sorted_offset = 0) {
   const auto numel = static_cast<std::int64_t>(ids.size());
   const auto sorted_size = static_cast<std::size_t>(reference::align_max_padded(numel, experts, block_size));
   const auto blocks = static_cast<std::size_t>(reference::align_expert_blocks(numel, experts, block_size));
   GPU_ASSIGN(auto topk_ids, DeviceArray<std::int32_t>::Upload(ids));
-  GPU_ASSIGN(auto sorted, DeviceArray<std::int32_t>::Output(sorted_size));
+  GPU_ASSIGN(auto sorted, DeviceArray<std::int32_t>::Output(sorted_size, sorted_offset));
   GPU_ASSIGN(auto expert_ids, DeviceArray<std::int32_t>::Output(blocks));
   GPU_ASSIGN(auto post_pad, DeviceArray<std::int32_t>::Output(1));
   GPU_TRY(LaunchAlignBlockSize(f, grid, topk_ids.ptr(), numel, experts, block_size, sorted.ptr(), expert_ids.ptr(),
@@ -659,6 +659,35 @@ TEST_F(MoeAlignBlockSizeEdges, MostExpertsTheKernelAllows) {
   Rng rng(CaseSeed({5}));
   const std::vector<std::int32_t> ids = MakeRouting(4096, 8, kExperts, rng);
   ExpectAlignmentAtEveryGrid(*f, ids, kExperts, 64);
+}
+
+// The one-block path writes sorted_token_ids 16 bytes at a time from its
+// first 16-byte boundary, each position's slot found by a division by
+// block_size: block sizes that are not multiples of 4 (1 and 3 put several
+// slots in one 16-byte store), arrays 0 to 3 elements off alignment, and a
+// padded total of more than 1024 slots (block 1 at 2056 entries), where it
+// writes the sentinel and then each index instead.
+TEST_F(MoeAlignBlockSizeEdges, OddBlockSizesAndUnalignedOutputs) {
+  absl::StatusOr<Function> f = AlignBlockSize(session());
+  ASSERT_TRUE(f.ok()) << f.status();
+  for (const std::int32_t block : {1, 3, 5, 16}) {
+    for (const std::int32_t tokens : {1, 7, 257}) {
+      for (const std::int32_t experts : {8, 256}) {
+        Rng rng(CaseSeed({6, block, tokens, experts}));
+        const std::vector<std::int32_t> ids = MakeRouting(tokens, 8, experts, rng);
+        const reference::MoeAlignment want = reference::align_block_size(ids, experts, block);
+        for (const std::size_t offset : {0u, 1u, 2u, 3u}) {
+          for (const unsigned grid : {1u, 3u}) {
+            SCOPED_TRACE(text::Cat("block ", block, ", ", tokens, " tokens, ", experts, " experts, grid ", grid,
+                                   ", sorted_token_ids ", offset, " element(s) off 16-byte alignment"));
+            absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(*f, ids, experts, block, grid, offset);
+            ASSERT_TRUE(got.ok()) << got.status();
+            ExpectSameAlignment(*got, want);
+          }
+        }
+      }
+    }
+  }
 }
 
 struct SingleTokenCase {
