@@ -661,12 +661,12 @@ TEST_F(MoeAlignBlockSizeEdges, MostExpertsTheKernelAllows) {
   ExpectAlignmentAtEveryGrid(*f, ids, kExperts, 64);
 }
 
-// The one-block path writes sorted_token_ids 16 bytes at a time from its
-// first 16-byte boundary, each position's slot found by a division by
-// block_size: block sizes that are not multiples of 4 (1 and 3 put several
-// slots in one 16-byte store), arrays 0 to 3 elements off alignment, and a
-// padded total of more than 1024 slots (block 1 at 2056 entries), where it
-// writes the sentinel and then each index instead.
+// Block sizes that are not multiples of 4 and sorted_token_ids 0 to 3
+// elements off 16-byte alignment, at grids of 1 and 3: what a kernel that
+// writes sorted_token_ids 16 bytes at a time (as the candidate in
+// tests/gpu/candidates does) must get right, held for the served one too.
+// Block 1 at 257 tokens (2056 entries) gives a padded total of more than
+// 1024 slots, where the candidate keeps the sentinel sweep.
 TEST_F(MoeAlignBlockSizeEdges, OddBlockSizesAndUnalignedOutputs) {
   absl::StatusOr<Function> f = AlignBlockSize(session());
   ASSERT_TRUE(f.ok()) << f.status();
