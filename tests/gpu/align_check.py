@@ -7,7 +7,7 @@ experts, ids outside the expert range, sorted_token_ids 0 to 3 elements off
 total and every expert_ids entry is compared, and the positions of
 sorted_token_ids at and past the padded total must be left as they were.
 
-    python3 tests/gpu/align_check.py [--source FILE]
+    python3 tests/gpu/align_check.py [--source FILE.cu|FILE.patch]
 
 Compiles with CuPy (NVRTC), as align_stages.py does; prints one line per
 failing case and the count; exits 1 when any case fails.
@@ -32,7 +32,7 @@ def main():
     import torch
     arch = "sm_%d%d" % torch.cuda.get_device_capability()
     include = os.path.join(align_stages.ROOT, "kernels")
-    module = cp.RawModule(code=open(a.source).read(),
+    module = cp.RawModule(code=align_stages.load_source(a.source),
                           options=("-std=c++17", f"-I{include}", f"--gpu-architecture={arch}"),
                           name_expressions=["sglang::moe::align_block_size_kernel"])
     kernel = module.get_function("sglang::moe::align_block_size_kernel")

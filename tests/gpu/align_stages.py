@@ -8,11 +8,12 @@ then times each in a CUDA graph (median of 15 replays of 20 launches) at
 grid jitd's rule picks. Differences between variants say what a stage costs;
 the outputs of the variants are not checked (they are incomplete on purpose).
 
-    python3 tests/gpu/align_stages.py [--out FILE.json] [--source FILE]
+    python3 tests/gpu/align_stages.py [--out FILE.json] [--source FILE.cu|FILE.patch]
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -38,7 +39,7 @@ STAGES = {
     "1-block: stop before writes": [("  // 3. Every position below the padded total", "  if (true) return;\n")],
     "1-block: stop before the token writes": [("#pragma unroll\n  for (int k = 0; k < kAlignSmallSteps; ++k) {\n    const int32_t e = ids[k];\n    if (is_expert(e, num_experts)) sorted_token_ids", "  if (true) return;\n")],
 }
-# Stops of tests/gpu/candidates/align_block_size_staged.cu, whose one-block
+# Stops of tests/gpu/candidates/align_block_size_staged.patch, whose one-block
 # path stages the token indices and writes each position once.
 CANDIDATE_STAGES = {
     "1-block: stop before staging": [("    // 3. Each entry's place in the staged order", "    if (true) return;\n")],
@@ -79,15 +80,57 @@ def grid_for(numel):
     return max(1, min(32, (numel + 1023) // 1024))
 
 
+HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+
+
+def apply_patch(text, patch, name):
+    """`text` with the one-file unified diff `patch` applied; exits naming the
+    hunk whose context or removed lines no longer match `text`."""
+    old = text.splitlines(keepends=True)
+    out, at = [], 0
+    lines = patch.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        m = HUNK.match(lines[i])
+        i += 1
+        if not m:
+            continue  # the description and the file names before the hunks
+        start = int(m.group(1)) - (0 if m.group(2) == "0" else 1)
+        if start < at:
+            raise SystemExit(f"{name}: hunks out of order at line {start + 1}")
+        out += old[at:start]
+        at = start
+        while i < len(lines) and not lines[i].startswith("@@"):
+            tag, body = lines[i][:1], lines[i][1:]
+            i += 1
+            if tag in " -":
+                if at >= len(old) or old[at] != body:
+                    raise SystemExit(f"{name}: the hunk at line {start + 1} no longer matches the kernel "
+                                     f"(line {at + 1}): remake the candidate against it")
+                at += 1
+            if tag in " +":
+                out.append(body)
+    return "".join(out + old[at:])
+
+
+def load_source(path):
+    """The kernel source at `path`: a .cu file as it is, or a .patch applied
+    to the committed kernel."""
+    text = open(path).read()
+    if path.endswith(".patch"):
+        return apply_patch(open(DEFAULT_SOURCE).read(), text, path)
+    return text
+
+
 def variants(source, strict):
     """name -> (source text, extra compile options). With `strict` (the
     committed kernel) every stop must be in the source; otherwise (another
     --source) the stops it lacks are left out, and said so."""
     out = {}
-    for name, patches in {**STAGES, **CANDIDATE_STAGES}.items():
+    for name, patches in (STAGES if strict else {**STAGES, **CANDIDATE_STAGES}).items():
         text = source
         if any(anchor not in text for anchor, _ in patches):
-            if strict and name in STAGES:
+            if strict:
                 raise SystemExit(f"align_stages: '{patches[0][0]}' is not in the source: update STAGES")
             print(f"align_stages: '{name}' has no stop point in this source; left out", flush=True)
             continue
@@ -133,7 +176,7 @@ def main():
     a = ap.parse_args()
     import cupy as cp
     import torch
-    source = open(a.source).read()
+    source = load_source(a.source)
     include = os.path.join(ROOT, "kernels")
     arch = "sm_%d%d" % torch.cuda.get_device_capability()
     stream = torch.cuda.Stream()

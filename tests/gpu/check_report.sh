@@ -91,14 +91,22 @@ check "kernel_bench.py --self-test" python3 "$gpu/kernel_bench.py" --self-test -
 check "crosscheck_torch.py --self-test" python3 "$gpu/crosscheck_torch.py" --self-test --self-test-out "$tmp/fake"
 check "first_use.py --self-test" python3 "$gpu/first_use.py" --self-test
 check "kernel_bench.py --list" python3 "$gpu/kernel_bench.py" --list
-# align_stages.py's stop points are in the kernel and in each candidate, and
-# its reference skips ids outside the expert range (align_check.py uses it).
-check "align_stages.py stop points and reference" python3 -c "
-import sys; sys.path.insert(0, '$gpu'); import align_stages as a
-a.variants(open(a.DEFAULT_SOURCE).read(), strict=True)
-import glob
-for c in glob.glob('$gpu/candidates/*.cu'):
-    assert 'full' in a.variants(open(c).read(), strict=False), c
+# align_stages.py's stop points are in the kernel; each candidate patch
+# still applies to it and has its own stop points; a patch whose context the
+# kernel no longer has is refused; the reference skips ids outside the
+# expert range (align_check.py uses it).
+check "align_stages.py stop points, candidates and reference" python3 -c "
+import glob, sys; sys.path.insert(0, '$gpu'); import align_stages as a
+kernel = open(a.DEFAULT_SOURCE).read()
+a.variants(kernel, strict=True)
+for c in glob.glob('$gpu/candidates/*.patch'):
+    v = a.variants(a.load_source(c), strict=False)
+    assert all(name in v for name in a.CANDIDATE_STAGES), c
+    try:
+        a.apply_patch(kernel.replace('kAlignSmallSteps', 'kAlignSteps'), open(c).read(), c)
+        raise AssertionError(c + ' applied to a changed kernel')
+    except SystemExit:
+        pass
 assert a.reference([0, -1, 2, 1, 5, 0], 3, 2) == ([0, 5, 3, 6, 2, 6], [0, 1, 2, -1, -1], 6)
 "
 expect_rc "kernel_bench.py without --jitctl is a usage error" 2 python3 "$gpu/kernel_bench.py"
