@@ -9,6 +9,7 @@ grid jitd's rule picks. Differences between variants say what a stage costs;
 the outputs of the variants are not checked (they are incomplete on purpose).
 
     python3 tests/gpu/align_stages.py [--out FILE.json] [--source FILE.cu|FILE.patch]
+        [--compare OLD.cu] [--tokens 1,256] [--grids 2,4] [--variants full,before]
 """
 import argparse
 import json
@@ -171,7 +172,12 @@ def main():
     ap.add_argument("--out", help="write the figures here as JSON")
     ap.add_argument("--source", default=DEFAULT_SOURCE)
     ap.add_argument("--compare", help="an earlier align_block_size.cu, timed whole as the variant 'before'")
+    ap.add_argument("--tokens", help="comma-separated token counts (default: %s)" % ",".join(map(str, TOKENS)))
+    ap.add_argument("--grids", help="comma-separated grids to time at every size, beside 1 and the rule's")
+    ap.add_argument("--variants", help="comma-separated variant names to time (default: all)")
     a = ap.parse_args()
+    tokens_list = [int(t) for t in a.tokens.split(",")] if a.tokens else list(TOKENS)
+    extra_grids = {int(g) for g in a.grids.split(",")} if a.grids else set()
     import cupy as cp
     import torch
     source = load_source(a.source)
@@ -184,11 +190,17 @@ def main():
     todo = variants(source, strict=os.path.samefile(a.source, DEFAULT_SOURCE))
     if a.compare:
         todo = {"before": (open(a.compare).read(), ()), **todo}
+    if a.variants:
+        wanted = a.variants.split(",")
+        unknown = [v for v in wanted if v not in todo]
+        if unknown:
+            raise SystemExit(f"align_stages: no variant {unknown}; there are: {', '.join(todo)}")
+        todo = {k: v for k, v in todo.items() if k in wanted}
     for name, (text, extra) in todo.items():
         module = cp.RawModule(code=text, options=("-std=c++17", f"-I{include}", f"--gpu-architecture={arch}", *extra),
                               name_expressions=["sglang::moe::align_block_size_kernel"])
         kernel = module.get_function("sglang::moe::align_block_size_kernel")
-        for tokens, grid in [(t, g) for t in TOKENS for g in sorted({grid_for(t * TOPK), 1})]:
+        for tokens, grid in [(t, g) for t in tokens_list for g in sorted({grid_for(t * TOPK), 1} | extra_grids)]:
             numel = tokens * TOPK
             ids = torch.randint(0, EXPERTS, (numel,), dtype=torch.int32, device="cuda", generator=gen)
             max_pad = numel + EXPERTS * (BLOCK_SIZE - 1)
