@@ -14,12 +14,15 @@
 // Entries outside [0, num_experts) are skipped.
 //
 // Launch: 1 to 64 blocks of 1024 threads (grid.x; every grid gives the same
-// outputs), no dynamic shared memory; num_experts <= 1024, numel < 2^24. A
-// grid of one block works with fewer threads at small sizes (working_threads)
-// and, up to 8 x 32 entries per working warp, takes align_one_block.
+// outputs), no dynamic shared memory; num_experts <= 1024, numel < 2^24.
+// Up to 8 x 32 entries per working warp of one block (working_threads: fewer
+// threads at small sizes), every block of the grid takes align_one_block:
+// each computes the whole alignment from the ids in its registers and writes
+// its own share of [0, padded total) and of expert_ids, so a grid shares out
+// the writes, which bound one block, and no block waits on another.
 // Other launches trap.
 //
-// Algorithm: block b of G owns chunk b of [0, numel), cut into G contiguous
+// Algorithm, beyond that: block b of G owns chunk b of [0, numel), cut into G contiguous
 // chunks in index order, and cuts its chunk into S segments,
 // S = min(32, 8192 / E2) with E2 = num_experts rounded up to a power of two,
 // so the S x E2 per-segment counts fit in 32 KiB of shared memory. Every
@@ -270,8 +273,8 @@ inline constexpr int kAlignSmallSteps = 8;
 // and each entry lands at o_e + its segment's earlier entries + its rank.
 template <int kIdBits>
 __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk_ids, int32_t n, int32_t num_experts,
-                                                int32_t block_size, int threads, int row_shift, int32_t* cursor,
-                                                int32_t* offset, int32_t* fill, int32_t* warp_total,
+                                                int32_t block_size, int threads, int block, int blocks, int row_shift,
+                                                int32_t* cursor, int32_t* offset, int32_t* fill, int32_t* warp_total,
                                                 int32_t* __restrict__ sorted_token_ids,
                                                 int32_t* __restrict__ expert_ids,
                                                 int32_t* __restrict__ num_tokens_post_pad) {
@@ -328,18 +331,26 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
   fill[tid] = start + c;
   sync_working(threads);
 
-  // 3. Every position below the padded total gets the sentinel, in one
-  // coalesced sweep; then, after the barrier (which orders this block's
-  // writes), the token indices from registers overwrite theirs.
-  for (int32_t pos = tid; pos < total; pos += threads) sorted_token_ids[pos] = n;
+  // 3. Block b of the grid writes positions [lo, hi) of [0, total), its
+  // share in whole 128-byte lines: the sentinel in one coalesced sweep; then,
+  // after the barrier (which orders this block's writes), the token indices
+  // from registers that land in the share overwrite theirs. No other block
+  // writes there, so no block waits on another.
+  const int32_t share = ((total + blocks - 1) / blocks + kWarpSize - 1) / kWarpSize * kWarpSize;
+  const int32_t lo = min(block * share, total);
+  const int32_t hi = min(lo + share, total);
+  for (int32_t pos = lo + tid; pos < hi; pos += threads) sorted_token_ids[pos] = n;
   sync_working(threads);
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) {
     const int32_t e = ids[k];
-    if (is_expert(e, num_experts)) sorted_token_ids[offset[e] + row[e] + rank[k]] = begin + k * kWarpSize + lane;
+    if (is_expert(e, num_experts)) {
+      const int32_t pos = offset[e] + row[e] + rank[k];
+      if (pos >= lo && pos < hi) sorted_token_ids[pos] = begin + k * kWarpSize + lane;
+    }
   }
-  write_expert_ids(offset, n, num_experts, block_size, total, tid, threads, expert_ids);
-  if (tid == 0) num_tokens_post_pad[0] = total;
+  write_expert_ids(offset, n, num_experts, block_size, total, block * threads + tid, blocks * threads, expert_ids);
+  if (block == 0 && tid == 0) num_tokens_post_pad[0] = total;
 }
 
 __global__ void __launch_bounds__(kAlignThreads)
@@ -367,6 +378,22 @@ __global__ void __launch_bounds__(kAlignThreads)
   const int32_t n = static_cast<int32_t>(numel);
   const int32_t sentinel = n;
 
+  const int row_shift = num_experts <= 1 ? 0 : 32 - __clz(num_experts - 1);  // log2(E2)
+  // Where one block holds the whole input in registers, every block of the
+  // grid runs the one-block path and writes its share of the outputs.
+  const int small_threads = working_threads(num_experts, numel, 1);
+  const int small_warps = small_threads / kWarpSize;
+  if ((small_warps << row_shift) <= kAlignCursorCells && n <= small_warps * kWarpSize * kAlignSmallSteps) {
+    if (tid >= small_threads) return;
+    if (row_shift <= 8) {
+      align_one_block<8>(topk_ids, n, num_experts, block_size, small_threads, block, blocks, row_shift, cursor, offset,
+                         fill, warp_total, sorted_token_ids, expert_ids, num_tokens_post_pad);
+    } else {
+      align_one_block<10>(topk_ids, n, num_experts, block_size, small_threads, block, blocks, row_shift, cursor, offset,
+                          fill, warp_total, sorted_token_ids, expert_ids, num_tokens_post_pad);
+    }
+    return;
+  }
   const int threads = working_threads(num_experts, numel, blocks);
   if (tid >= threads) return;
   const int warps = threads / kWarpSize;
@@ -374,17 +401,6 @@ __global__ void __launch_bounds__(kAlignThreads)
   const int32_t chunk_len = (n + blocks - 1) / blocks;
   const int32_t chunk_begin = min(block * chunk_len, n);
   const int32_t chunk_end = min(chunk_begin + chunk_len, n);
-  const int row_shift = num_experts <= 1 ? 0 : 32 - __clz(num_experts - 1);  // log2(E2)
-  if (blocks == 1 && (warps << row_shift) <= kAlignCursorCells && n <= warps * kWarpSize * kAlignSmallSteps) {
-    if (row_shift <= 8) {
-      align_one_block<8>(topk_ids, n, num_experts, block_size, threads, row_shift, cursor, offset, fill, warp_total,
-                         sorted_token_ids, expert_ids, num_tokens_post_pad);
-    } else {
-      align_one_block<10>(topk_ids, n, num_experts, block_size, threads, row_shift, cursor, offset, fill, warp_total,
-                          sorted_token_ids, expert_ids, num_tokens_post_pad);
-    }
-    return;
-  }
   // As many segments as the chunk fills with 32 entries each, up to one per
   // warp: a chunk of 8 entries is one segment, whose counts alone are zeroed,
   // summed and turned into cursors.

@@ -111,13 +111,14 @@ TEST(RmsnormThreads, FollowsTheMeasuredBandsFrom128To1024) {
 }
 
 // The same rule as the Python client's jitd.align_block_size_grid.
-static_assert(AlignBlockSizeGrid(0) == 1 && AlignBlockSizeGrid(1024) == 1 && AlignBlockSizeGrid(2048) == 1 &&
-              AlignBlockSizeGrid(2049) == 3);
+static_assert(AlignBlockSizeGrid(0) == 1 && AlignBlockSizeGrid(128) == 1 && AlignBlockSizeGrid(129) == 8 &&
+              AlignBlockSizeGrid(8192) == 8 && AlignBlockSizeGrid(8193) == 9);
 
-TEST(AlignBlockSizeGrid, GivesOneBlockUpTo2048EntriesThenABlockPer1024UpTo32) {
-  for (int64_t numel : {-1, 0, 1, 1024}) EXPECT_EQ(AlignBlockSizeGrid(numel), 1) << numel;
-  EXPECT_EQ(AlignBlockSizeGrid(2048), 1);
-  EXPECT_EQ(AlignBlockSizeGrid(2049), 3);
+TEST(AlignBlockSizeGrid, GivesOneBlockThen8ThenABlockPer1024UpTo32) {
+  for (int64_t numel : {-1, 0, 1, 128}) EXPECT_EQ(AlignBlockSizeGrid(numel), 1) << numel;
+  for (int64_t numel : {129, 2048, 8192}) EXPECT_EQ(AlignBlockSizeGrid(numel), 8) << numel;
+  EXPECT_EQ(AlignBlockSizeGrid(8193), 9);
+  EXPECT_EQ(AlignBlockSizeGrid(9217), 10);
   EXPECT_EQ(AlignBlockSizeGrid(32768), 32);
   EXPECT_EQ(AlignBlockSizeGrid((int64_t{1} << 24) - 1), 32);
 }

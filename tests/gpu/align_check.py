@@ -3,7 +3,7 @@
 for a source that has not been served yet (a candidate) as much as for the
 committed one: block sizes that are and are not multiples of 4, 8 to 1024
 experts, ids outside the expert range, sorted_token_ids 0 to 3 elements off
-16-byte alignment, grids of 1 and 3 blocks. Every position below the padded
+16-byte alignment, grids of 1, 3 and 8 blocks. Every position below the padded
 total and every expert_ids entry is compared, and the positions of
 sorted_token_ids at and past the padded total must be left as they were.
 
@@ -49,7 +49,7 @@ def main():
                 dev_ids = torch.tensor(ids, dtype=torch.int32, device="cuda")
                 max_pad = numel + experts * (block_size - 1)
                 for offset in range(4):
-                    for grid in (1, 3):
+                    for grid in (1, 3, 8):
                         buffer = torch.full((max_pad + 8,), UNTOUCHED, dtype=torch.int32, device="cuda")
                         expert_ids = torch.full(((max_pad + block_size - 1) // block_size,), UNTOUCHED,
                                                 dtype=torch.int32, device="cuda")

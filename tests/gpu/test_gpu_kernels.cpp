@@ -662,11 +662,12 @@ TEST_F(MoeAlignBlockSizeEdges, MostExpertsTheKernelAllows) {
 }
 
 // Block sizes that are not multiples of 4 and sorted_token_ids 0 to 3
-// elements off 16-byte alignment, at grids of 1 and 3: what a kernel that
-// writes sorted_token_ids 16 bytes at a time (as the candidate in
-// tests/gpu/candidates does) must get right, held for the served one too.
-// Block 1 at 257 tokens (2056 entries) gives a padded total of more than
-// 1024 slots, where the candidate keeps the sentinel sweep.
+// elements off 16-byte alignment, at grids of 1, 3 and 8. Up to 8 x 32
+// entries per working warp every block of a grid runs the one-block path and
+// writes its own share of the positions below the padded total: shares end
+// inside an expert's range, in its padding or past the total (8 blocks at
+// 1 token x top-8), and none may be written twice or skipped. Block 1 at 257
+// tokens (2056 entries) gives a padded total of more than 1024 slots.
 TEST_F(MoeAlignBlockSizeEdges, OddBlockSizesAndUnalignedOutputs) {
   absl::StatusOr<Function> f = AlignBlockSize(session());
   ASSERT_TRUE(f.ok()) << f.status();
@@ -677,7 +678,7 @@ TEST_F(MoeAlignBlockSizeEdges, OddBlockSizesAndUnalignedOutputs) {
         const std::vector<std::int32_t> ids = MakeRouting(tokens, 8, experts, rng);
         const reference::MoeAlignment want = reference::align_block_size(ids, experts, block);
         for (const std::size_t offset : {0u, 1u, 2u, 3u}) {
-          for (const unsigned grid : {1u, 3u}) {
+          for (const unsigned grid : {1u, 3u, 8u}) {
             SCOPED_TRACE(text::Cat("block ", block, ", ", tokens, " tokens, ", experts, " experts, grid ", grid,
                                    ", sorted_token_ids ", offset, " element(s) off 16-byte alignment"));
             absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(*f, ids, experts, block, grid, offset);

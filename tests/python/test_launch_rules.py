@@ -33,9 +33,10 @@ def test_a_dim_that_is_not_a_positive_integer_is_refused(dim):
         jitd.rmsnorm_threads(dim)
 
 
-def test_align_block_size_grid_gives_a_block_per_1024_entries_from_1_to_32():
-    assert [jitd.align_block_size_grid(n) for n in (0, 1, 1024)] == [1, 1, 1]
-    assert [jitd.align_block_size_grid(n) for n in (1025, 2048, 2049)] == [1, 1, 3]
+def test_align_block_size_grid_gives_one_block_then_8_then_a_block_per_1024_up_to_32():
+    assert [jitd.align_block_size_grid(n) for n in (0, 1, 128)] == [1, 1, 1]
+    assert [jitd.align_block_size_grid(n) for n in (129, 2048, 8192)] == [8, 8, 8]
+    assert [jitd.align_block_size_grid(n) for n in (8193, 9216, 9217)] == [9, 9, 10]
     assert jitd.align_block_size_grid(32768) == 32
     assert [jitd.align_block_size_grid(n) for n in (32769, (1 << 24) - 1)] == [32, 32]
 

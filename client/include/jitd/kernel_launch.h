@@ -22,18 +22,23 @@ constexpr int RmsnormThreads(int64_t dim) {
 }
 
 // The grid (gridDim.x; block 1024) to launch moe.align_block_size with for
-// `numel` routing entries: one block up to 2048 entries (the kernel's
-// one-block path, which keeps the ids in registers: 7.4 us at 2048 entries
-// on an H100 against 9.9 with two blocks), then a block per 1024 entries,
-// up to 32. Every grid from 1 to 64 gives the same outputs; more blocks
-// share out the scatter, which bounds one block, while each block still
-// counts the whole input (docs/KERNELS.md, moe.align_block_size). The
-// Python client's jitd.align_block_size_grid is the same rule.
+// `numel` routing entries: one block up to 128 entries (16 tokens x top-8),
+// 8 blocks up to 8192, then a block per 1024 entries, up to 32. Up to 8192
+// entries (256 experts or fewer) every block runs the kernel's one-block
+// path, which keeps the ids in registers, and writes its eighth of the
+// outputs: one block alone spends most of its time on those writes.
+// Beyond, each block scatters its own chunk and counts the whole input.
+// Every grid from 1 to 64 gives the same outputs (docs/KERNELS.md,
+// moe.align_block_size, says what each grid measured). The Python client's
+// jitd.align_block_size_grid is the same rule.
 constexpr int AlignBlockSizeGrid(int64_t numel) {
-  constexpr int64_t kOneBlockUpTo = 2048;
+  constexpr int64_t kOneBlockUpTo = 128;
+  constexpr int64_t kSharedUpTo = 8192;
+  constexpr int kSharedBlocks = 8;
   constexpr int64_t kEntriesPerBlock = 1024;
   constexpr int64_t kMostBlocks = 32;
   if (numel <= kOneBlockUpTo) return 1;
+  if (numel <= kSharedUpTo) return kSharedBlocks;
   const int64_t blocks = (numel - 1) / kEntriesPerBlock + 1;
   return static_cast<int>(blocks < kMostBlocks ? blocks : kMostBlocks);
 }

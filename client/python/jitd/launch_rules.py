@@ -9,10 +9,11 @@ and 4096 with 128 threads (96% and 87% of a device copy of the same bytes),
 8192 with 256 (88%); 1024 threads ran those dims at 31-59%.
 
 ``align_block_size_grid(numel)`` is the grid (``gridDim.x``) to launch
-``moe.align_block_size`` with for ``numel`` routing entries: one block per
-ALIGN_ENTRIES_PER_BLOCK entries, from 1 to ALIGN_MAX_BLOCKS. Every grid from 1
-to 64 gives the same outputs; more blocks share out the scatter, which bounds
-one block, while each block still counts the whole input.
+``moe.align_block_size`` with for ``numel`` routing entries: one block up to
+ALIGN_ONE_BLOCK_UP_TO entries, ALIGN_SHARED_BLOCKS up to ALIGN_SHARED_UP_TO
+(every block runs the kernel's one-block path and writes its share of the
+outputs), then one block per ALIGN_ENTRIES_PER_BLOCK entries, up to
+ALIGN_MAX_BLOCKS. Every grid from 1 to 64 gives the same outputs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ __all__ = ["rmsnorm_threads", "align_block_size_grid"]
 
 ALIGN_ENTRIES_PER_BLOCK = 1024
 ALIGN_MAX_BLOCKS = 32  # the kernel allows 64
-ALIGN_ONE_BLOCK_UP_TO = 2048  # entries the kernel's one-block path takes faster than a grid
+ALIGN_ONE_BLOCK_UP_TO = 128  # entries (16 tokens x top-8) one block takes as fast as a grid
+ALIGN_SHARED_UP_TO = 8192  # entries up to which every block holds the whole input
+ALIGN_SHARED_BLOCKS = 8
 
 
 def rmsnorm_threads(dim: int) -> int:
@@ -39,12 +42,14 @@ def rmsnorm_threads(dim: int) -> int:
 
 def align_block_size_grid(numel: int) -> int:
     """The ``gridDim.x`` to launch ``moe.align_block_size`` with (block 1024)
-    for ``numel`` routing entries: 1 up to 2048 entries (the kernel's
-    one-block path), then ceil(numel / 1024), up to 32.
+    for ``numel`` routing entries: 1 up to 128 entries, 8 up to 8192, then
+    ceil(numel / 1024), up to 32 (jitd::AlignBlockSizeGrid is the same rule).
     ValueError for a negative numel."""
     if int(numel) != numel or numel < 0:
         raise ValueError(f"numel must be a non-negative integer, got {numel!r}")
     if numel <= ALIGN_ONE_BLOCK_UP_TO:
         return 1
+    if numel <= ALIGN_SHARED_UP_TO:
+        return ALIGN_SHARED_BLOCKS
     blocks = -(-int(numel) // ALIGN_ENTRIES_PER_BLOCK)
     return max(1, min(ALIGN_MAX_BLOCKS, blocks))
