@@ -26,7 +26,8 @@ rmsnorm at dims 2048 to 32768 with every `threads` value):
   - a check that the cubin computed the right thing on these inputs (the
     promise of KERNELS.md: bit-exact, or within its ulps), so that no row
     times a launch that did nothing.
-The launch floor (modulate_scale_shift at seq=0 returns at once) is timed as
+The launch floor (silu_and_mul at rows=0 returns at once; of the kernels it has
+the fewest arguments, so the least for the host to pack) is timed as
 the kernels are at several points of the run (the start, after the
 element-wise kernels, before the MoE kernels, the end); its row is the
 minimum of the samples, and the report lists any kernel row below it.
@@ -88,8 +89,9 @@ def C(kernel, shape, params=None, anchor=False, note="", serving=False):
 def bench_cases():
     """Every case, in the order they run (the MoE alignment kernels last)."""
     bf16 = {"dtype": "bf16"}
-    cases = [C(kr.FLOOR, {"batch": 1, "seq": 0, "dim": 3072}, bf16,
-               note="modulate_scale_shift with seq=0 returns without writing: the cost of one CuPy launch, the "
+    cases = [C(kr.FLOOR, {"rows": 0, "dim": 3072}, bf16,
+               note="silu_and_mul with rows=0 returns without writing: the cost of one CuPy launch of the "
+                    "kernel with the fewest arguments (4), the "
                     "minimum of its samples through the run; eager: a 1-element add_; copy: 2 bytes")]
     mod = "diffusion.modulate_scale_shift"
     cases += [C(mod, {"batch": 1, "seq": 4096, "dim": 3072}, bf16, anchor=True),
@@ -258,12 +260,12 @@ def build_floor(case, backend, t, tr):
     s = case["shape"]
     x, out, one = t.full((8,), 0.0), t.full((8,), 7.0), t.full((1,), 0.0)
     grid, block = (1, 1, 1), (gc.ELEMENTWISE_BLOCK, 1, 1)
-    values = {"out": out, "x": x, "scale": x, "shift": x, "batch": s["batch"], "seq": s["seq"], "dim": s["dim"]}
-    launch = backend.launcher("diffusion.modulate_scale_shift", case["params"], grid, block, values)
+    values = {"out": out, "in": x, "rows": s["rows"], "dim": s["dim"]}
+    launch = backend.launcher("activation.silu_and_mul", case["params"], grid, block, values)
 
     def check():
         ok = bool((out == 7.0).all().item())
-        return ok, "untouched" if ok else "the kernel wrote at seq=0"
+        return ok, "untouched" if ok else "the kernel wrote at rows=0"
     return launch, lambda: one.add_(1), check, "-", grid, block
 
 
@@ -502,7 +504,7 @@ def method(peak_mib=PEAK_COPY_MIB):
                   f"elapsed / {INNER}; one batch of {INNER} launches before as warm-up; torch and CuPy on one stream",
         "graph": f"the cubin's {INNER} launches captured once in a CUDA graph; median of {REPS} replays between CUDA "
                  f"events, elapsed / {INNER}: the GPU's time per launch, free of the host's launch rate",
-        "floor": "the empty launch (modulate_scale_shift, seq=0) timed as above, back-to-back and in a graph, at "
+        "floor": "the empty launch (silu_and_mul, rows=0) timed as above, back-to-back and in a graph, at "
                  "the start, after the element-wise kernels, before the MoE kernels and at the end; the floor row "
                  "is the minimum of each figure over the samples",
         "bytes": "every tensor the semantics read, once, plus every tensor they write, once (bf16 2 B, int32 4 B); "

@@ -45,7 +45,7 @@ ALIGN_RULE = ("sorted_token_ids below num_tokens_post_pad, expert_ids below num_
               "and the count, each equal to the semantics (pure-Python reference); past the count nothing is "
               "compared (the kernel need not write there)")
 CHECKS = {
-    FLOOR: "output untouched at every sample (the kernel returns at seq=0)",
+    FLOOR: "output untouched at every sample (the kernel returns at rows=0)",
     "diffusion.modulate_scale_shift": "bit-exact with eager",
     "diffusion.residual_gate_add": "bit-exact with eager",
     "activation.silu_and_mul": "<= 1 ulp and >= 99.9% bit-exact vs the fp64 formula",
@@ -97,7 +97,7 @@ def floor_row(doc):
     checked = [s for s in timed if s.get("check_ok") is not None]
     written = [s["at"] for s in checked if not s["check_ok"]]
     failed = [f"{s['at']}: {s['error']}" for s in samples if s.get("error")]
-    check = f"written at seq=0 ({', '.join(written)})" if written else \
+    check = f"written at rows=0 ({', '.join(written)})" if written else \
         f"untouched at {len(checked)} of {len(samples)} samples"
     row.update(status="measured", error="", us=best["us"], us_runs=best["us_runs"], floor_at=best["at"],
                graph_us=gbest.get("graph_us"), graph_runs=gbest.get("graph_runs", []),
@@ -224,7 +224,7 @@ def floor_lines(doc):
     lines = [f"**Launch floor.** {gc.fmt(floor['us'], 2)} µs back-to-back (lowest sample: "
              f"{floor['us_at'] or '-'}), {gc.fmt(floor['graph_us'], 2)} µs per launch in a CUDA graph (lowest "
              f"sample: {floor['graph_us_at'] or '-'}): "
-             "the empty launch (modulate_scale_shift with seq=0, which returns at once) timed exactly as the "
+             "the empty launch (silu_and_mul with rows=0, which returns at once: of the kernels, the fewest arguments) timed exactly as the "
              "kernels are (after warm-up, the same events, repetitions and launches; its cubin fetched and "
              "launched once before the first sample), at several points of the run, and the minimum of each "
              f"figure kept as the floor row. Samples ({len(samples)}): {taken}.", ""]
