@@ -210,34 +210,21 @@ __device__ __forceinline__ void pad_experts(const int32_t* offset, const int32_t
   }
 }
 
-// The length of expert_ids, ceil(max_pad / block_size) = num_experts +
-// ceil((numel - num_experts) / block_size), in int32 and without an int64
-// division; for a negative numerator the truncating division is the ceiling.
-__device__ __forceinline__ int32_t expert_slots(int32_t n, int32_t num_experts, int32_t block_size) {
-  const int32_t surplus = n - num_experts;
-  return num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
-}
-
 // expert_ids[k] for k = first, first + step, ...: the expert whose padded
 // range holds k * block_size below the padded total, -1 past it, for the
 // ceil(max_pad / block_size) entries.
 __device__ __forceinline__ void write_expert_ids(const int32_t* offset, int32_t n, int32_t num_experts,
                                                  int32_t block_size, int32_t total, int first, int step,
                                                  int32_t* __restrict__ expert_ids) {
-  const int32_t slots = expert_slots(n, num_experts, block_size);
+  // ceil(max_pad / block_size) = num_experts + ceil((numel - num_experts) /
+  // block_size), in int32 and without an int64 division; for a negative
+  // numerator the truncating division is the ceiling.
+  const int32_t surplus = n - num_experts;
+  const int32_t slots = num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
   const int32_t used_slots = total / block_size;
   for (int32_t k = first; k < slots; k += step) {
     expert_ids[k] = k < used_slots ? expert_at(offset, num_experts, static_cast<int64_t>(k) * block_size) : -1;
   }
-}
-
-// expert_ids[k] = -1 for k = first, first + step, ... from the padded total's
-// slot to the end of the ceil(max_pad / block_size) entries.
-__device__ __forceinline__ void write_unused_expert_ids(int32_t n, int32_t num_experts, int32_t block_size,
-                                                        int32_t total, int first, int step,
-                                                        int32_t* __restrict__ expert_ids) {
-  const int32_t slots = expert_slots(n, num_experts, block_size);
-  for (int32_t k = total / block_size + first; k < slots; k += step) expert_ids[k] = -1;
 }
 
 // o_e for the calling thread e holding c_e padded to `padded`: the block's
@@ -301,15 +288,13 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
   int32_t ids[kAlignSmallSteps];
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) ids[k] = id_at(topk_ids, begin + k * kWarpSize + lane, end);
-  // Each warp zeroes its own row, so no block barrier is needed before the
-  // ranks; warp_total is first read after the barrier that ends them.
-  int32_t* row = cursor + (warp << row_shift);
-  for (int k = lane; k < (1 << row_shift); k += kWarpSize) row[k] = 0;
+  for (int k = tid; k < (warps << row_shift); k += threads) cursor[k] = 0;
   if (tid < kAlignWarps) warp_total[tid] = 0;
-  __syncwarp();
+  sync_working(threads);
 
   // 1. Ranks in index order, the warp's row counting as it goes. The group
   // leader of each expert alone reads and advances the count.
+  int32_t* row = cursor + (warp << row_shift);
   int32_t rank[kAlignSmallSteps];
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) {
@@ -346,27 +331,25 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
   fill[tid] = start + c;
   sync_working(threads);
 
-  // 3. Block b of the grid writes the outputs of its own experts [e_lo,
-  // e_hi): their token indices, from registers, their padding and their
-  // expert_ids; and its share of the -1 past the padded total. No other block
-  // writes there and no position is written twice, so no block waits on
-  // another and no barrier orders the writes.
-  const int32_t per_block = (num_experts + blocks - 1) / blocks;
-  const int32_t e_lo = min(block * per_block, num_experts);
-  const int32_t e_hi = min(e_lo + per_block, num_experts);
+  // 3. Block b of the grid writes positions [lo, hi) of [0, total), its
+  // share in whole 128-byte lines: the sentinel in one coalesced sweep; then,
+  // after the barrier (which orders this block's writes), the token indices
+  // from registers that land in the share overwrite theirs. No other block
+  // writes there, so no block waits on another.
+  const int32_t share = ((total + blocks - 1) / blocks + kWarpSize - 1) / kWarpSize * kWarpSize;
+  const int32_t lo = min(block * share, total);
+  const int32_t hi = min(lo + share, total);
+  for (int32_t pos = lo + tid; pos < hi; pos += threads) sorted_token_ids[pos] = n;
+  sync_working(threads);
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) {
     const int32_t e = ids[k];
-    if (e >= e_lo && e < e_hi) sorted_token_ids[offset[e] + row[e] + rank[k]] = begin + k * kWarpSize + lane;
-  }
-  if (e_lo < e_hi) {
-    const int32_t end = e_hi < num_experts ? offset[e_hi] : total;
-    pad_experts(offset + e_lo, fill + e_lo, e_hi - e_lo, end, warp, warps, n, sorted_token_ids);
-    for (int32_t k = offset[e_lo] / block_size + tid; k < end / block_size; k += threads) {
-      expert_ids[k] = e_lo + expert_at(offset + e_lo, e_hi - e_lo, static_cast<int64_t>(k) * block_size);
+    if (is_expert(e, num_experts)) {
+      const int32_t pos = offset[e] + row[e] + rank[k];
+      if (pos >= lo && pos < hi) sorted_token_ids[pos] = begin + k * kWarpSize + lane;
     }
   }
-  write_unused_expert_ids(n, num_experts, block_size, total, block * threads + tid, blocks * threads, expert_ids);
+  write_expert_ids(offset, n, num_experts, block_size, total, block * threads + tid, blocks * threads, expert_ids);
   if (block == 0 && tid == 0) num_tokens_post_pad[0] = total;
 }
 

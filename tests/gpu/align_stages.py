@@ -38,12 +38,16 @@ STAGES = {
     "1-block: stop before ranks": [("  // 1. Ranks in index order", "  if (true) return;\n")],
     "1-block: stop before o_e": [("  // 2. Column e:", "  if (true) return;\n")],
     "1-block: stop before writes": [("  // 3. Block b of the grid writes", "  if (true) return;\n")],
+    "1-block: stop before the token writes": [("#pragma unroll\n  for (int k = 0; k < kAlignSmallSteps; ++k) {\n    const int32_t e = ids[k];\n    if (is_expert(e, num_experts)) {\n      const int32_t pos", "  if (true) return;\n")],
+}
+# Stops of the patches in tests/gpu/candidates/ that the served kernel
+# lacks, name -> [(text in the patched source, text put before it)]. (The
+# staged-writes candidate, measured and not taken, is kept in
+# docs/gpu-runs/2026-12-06-align-candidate-h100.)
+CANDIDATE_STAGES = {
+    # align_block_size_by_expert.patch: its token writes come first in step 3.
     "1-block: stop before the padding": [("  if (e_lo < e_hi) {\n    const int32_t end", "  if (true) return;\n")],
 }
-# Stops of the patches in tests/gpu/candidates/ (none now: the last one,
-# measured and not taken, is kept in docs/gpu-runs/2026-12-06-align-candidate-h100),
-# name -> [(text in the patched source, text put before it)].
-CANDIDATE_STAGES = {}
 SKIPS = {
     "no expert_ids": ("  for (int32_t k = first; k < slots; k += step) {", "  if (false)\n"),
 }
