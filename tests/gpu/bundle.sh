@@ -23,6 +23,14 @@ rm -rf "$bundle"
 "$tool" "$bundle" "$build/daemon/jitd" "$build/client/jitctl" "$build/tests/gpu/test_gpu_kernels" \
   "$build/tests/gpu/first_use"
 
+# What the binaries were built from, for run.sh's report: the daemon there
+# compiles the kernels of the checkout it runs in, so their digest is kept
+# beside the revision.
+{
+  echo "revision $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "kernels $(bash "$root/tests/gpu/kernels_digest.sh" "$root/kernels")"
+} >"$bundle/SOURCE"
+
 # The device runner carries ignored paths of at most 64 MiB in all.
 kib=$(du -sk "$bundle" | cut -f1)
 if [ "$kib" -gt $((60 * 1024)) ]; then

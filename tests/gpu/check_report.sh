@@ -288,6 +288,7 @@ if [ -s "$tmp/run1/kernel_bench.json" ] && [ -s "$tmp/run1/crosscheck_torch.json
 else
   bad "run.sh (all skipped): kernel_bench.json or crosscheck_torch.json missing"
 fi
+printf 'revision fedcba987654\nkernels %s\n' "$(bash "$gpu/kernels_digest.sh" "$root/kernels")" >"$bundle/SOURCE"
 expect_rc "run.sh, fake bundle, tests ran (others fail here: no CuPy)" 1 run_fake "$tmp/one_passed.xml" "$tmp/run2" \
   "$head12"
 has "run.sh (tests ran): 'GPU tests ran' passed" "$tmp/run2/steps.tsv" \
@@ -301,6 +302,13 @@ if [ "$own_repo" = 1 ]; then
   has "run.sh: host.txt, the binary built from the checkout's HEAD: the same commit" "$tmp/run2/host.txt" \
     "^jitd revision: $head12 " '^jitd revision vs checkout HEAD: the same commit'
 fi
+# The kernels that ran, by digest, against the bundle's SOURCE (bundle.sh):
+# none in the first run's bundle, this tree's in the second's.
+has "run.sh: host.txt, a bundle without SOURCE: the kernels' digest, and cannot tell" "$tmp/run1/host.txt" \
+  '^kernels/ that ran: digest [0-9a-f]{16}$' '^kernels/ vs the bundle.s build tree: cannot tell'
+has "run.sh: host.txt, a bundle built from these kernels: the same kernels" "$tmp/run2/host.txt" \
+  '^kernels/ vs the bundle.s build tree \(fedcba987654\): the same kernels$'
+printf 'revision fedcba987654\nkernels 0000000000000000\n' >"$bundle/SOURCE"
 # An archive of the tree unpacked inside another repository: that
 # repository's commit is not this tree's, and host.txt must not name it.
 mkdir -p "$tmp/outer/tree/tests"
@@ -309,6 +317,8 @@ cp -r "$gpu" "$tmp/outer/tree/tests/gpu"
 run_fake "$tmp/one_passed.xml" "$tmp/run3" 0123456789ab "$tmp/outer/tree/tests/gpu/run.sh" >"$tmp/run3.log" 2>&1
 has "run.sh inside another repository: host.txt says the checkout is no repository of its own" "$tmp/run3/host.txt" \
   '^jitd revision: 0123456789ab ' "^checkout: not a git repository of its own \\(it lies inside .*/outer, "
+has "run.sh: host.txt, other kernels than the bundle's build tree: DIFFER" "$tmp/run3/host.txt" \
+  '^kernels/ vs the bundle.s build tree \(fedcba987654\): DIFFER \(built with 0000000000000000\)$'
 if grep -q '^checkout HEAD' "$tmp/run3/host.txt"; then
   bad "run.sh inside another repository: host.txt names the enclosing repository's HEAD" "$tmp/run3/host.txt"
 else

@@ -202,9 +202,28 @@ tree_revision() {
   fi
 }
 
+# The kernels the daemon compiled (this checkout's kernels/), by digest,
+# against those of the tree the bundle was built from (bundle.sh's SOURCE):
+# a stale .git or an unpacked archive cannot make this line wrong.
+kernels_that_ran() {
+  local ran built
+  ran=$(bash "$root/tests/gpu/kernels_digest.sh" "$root/kernels" 2>/dev/null) || ran="none (no kernels/ here)"
+  echo "kernels/ that ran: digest $ran"
+  built=$(sed -n 's/^kernels //p' "$bundle/SOURCE" 2>/dev/null)
+  if [ -z "$built" ]; then
+    echo "kernels/ vs the bundle's build tree: cannot tell (the bundle has no SOURCE file)"
+  elif [ "$built" = "$ran" ]; then
+    echo "kernels/ vs the bundle's build tree ($(sed -n 's/^revision //p' "$bundle/SOURCE")): the same kernels"
+  else
+    echo "kernels/ vs the bundle's build tree ($(sed -n 's/^revision //p' "$bundle/SOURCE")): DIFFER" \
+      "(built with $built)"
+  fi
+}
+
 {
   echo "## the tree that ran"
   tree_revision
+  kernels_that_ran
   echo "## nvidia-smi -L"
   nvidia-smi -L 2>&1
   echo "## nvidia-smi --query-gpu"
