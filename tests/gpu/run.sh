@@ -206,17 +206,17 @@ tree_revision() {
 # against those of the tree the bundle was built from (bundle.sh's SOURCE):
 # a stale .git or an unpacked archive cannot make this line wrong.
 kernels_that_ran() {
-  local ran built
+  local ran built revision
   ran=$(bash "$root/tests/gpu/kernels_digest.sh" "$root/kernels" 2>/dev/null) || ran="none (no kernels/ here)"
   echo "kernels/ that ran: digest $ran"
   built=$(sed -n 's/^kernels //p' "$bundle/SOURCE" 2>/dev/null)
+  revision=$(sed -n 's/^revision //p' "$bundle/SOURCE" 2>/dev/null)
   if [ -z "$built" ]; then
     echo "kernels/ vs the bundle's build tree: cannot tell (the bundle has no SOURCE file)"
   elif [ "$built" = "$ran" ]; then
-    echo "kernels/ vs the bundle's build tree ($(sed -n 's/^revision //p' "$bundle/SOURCE")): the same kernels"
+    echo "kernels/ vs the bundle's build tree ($revision): the same kernels"
   else
-    echo "kernels/ vs the bundle's build tree ($(sed -n 's/^revision //p' "$bundle/SOURCE")): DIFFER" \
-      "(built with $built)"
+    echo "kernels/ vs the bundle's build tree ($revision): DIFFER (built with $built)"
   fi
 }
 
