@@ -42,12 +42,9 @@ STAGES = {
 }
 # Stops of the patches in tests/gpu/candidates/ that the served kernel
 # lacks, name -> [(text in the patched source, text put before it)]. (The
-# staged-writes candidate, measured and not taken, is kept in
-# docs/gpu-runs/2026-12-06-align-candidate-h100.)
-CANDIDATE_STAGES = {
-    # align_block_size_by_expert.patch: its token writes come first in step 3.
-    "1-block: stop before the padding": [("  if (e_lo < e_hi) {\n    const int32_t end", "  if (true) return;\n")],
-}
+# candidates measured and not taken are kept with their runs in
+# docs/gpu-runs: 2026-12-06-align-candidate-h100, 2026-12-06-align-by-expert-h100.)
+CANDIDATE_STAGES = {}
 SKIPS = {
     "no expert_ids": ("  for (int32_t k = first; k < slots; k += step) {", "  if (false)\n"),
 }

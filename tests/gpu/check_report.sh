@@ -103,7 +103,7 @@ for c in glob.glob('$gpu/candidates/*.patch'):
     v = a.variants(a.load_source(c), strict=False)
     assert all(name in v for name in a.CANDIDATE_STAGES), c
     try:
-        a.apply_patch(kernel.replace('kAlignSmallSteps', 'kAlignSteps'), open(c).read(), c)
+        a.apply_patch(kernel.replace('num_experts', 'num_expertz'), open(c).read(), c)
         raise AssertionError(c + ' applied to a changed kernel')
     except SystemExit:
         pass
