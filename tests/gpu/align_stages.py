@@ -30,12 +30,21 @@ DEFAULT_SOURCE = os.path.join(ROOT, "kernels", "moe", "align_block_size.cu")
 STAGES = {
     "full": [],
     "empty (returns at once)": [("  if (blockDim.x != kAlignThreads", "  if (true) return;\n")],
+    # After the launch checks (the shared arrays are never used, so unallocated).
+    "stop after the launch checks": [("  const int tid = static_cast<int>(threadIdx.x);\n  const int lane = lane_id();\n"
+                                      "  const int warp = warp_id();\n  const int block = static_cast<int>(blockIdx.x);",
+                                      "  if (true) return;\n")],
     "stop before counts": [("  // 1. Counts:", "  if (true) return;\n")],
     "stop before o_e": [("  // 2. o_e:", "  if (true) return;\n")],
     "stop before padding": [("  // 3. Everything that is not", "  if (true) return;\n")],
     "stop before scatter": [("  // 4. The chunk's token indices", "  if (true) return;\n")],
     # The one-block path (align_one_block), grids of one block at small sizes.
+    "1-block: stop at entry": [("  int32_t ids[kAlignSmallSteps];\n#pragma unroll\n  for (int k = 0; k < kAlignSmallSteps; ++k) ids[k]",
+                                "  if (true) return;\n")],
+    "1-block: stop before the first barrier": [("  sync_working(threads);\n\n  // 1. Ranks in index order",
+                                                "  if (true) return;\n")],
     "1-block: stop before ranks": [("  // 1. Ranks in index order", "  if (true) return;\n")],
+    "1-block: stop before the ranks' barrier": [("  sync_working(threads);\n\n  // 2. Column e:", "  if (true) return;\n")],
     "1-block: stop before o_e": [("  // 2. Column e:", "  if (true) return;\n")],
     "1-block: stop before writes": [("  // 3. Block b of the grid writes", "  if (true) return;\n")],
     "1-block: stop before the token writes": [("#pragma unroll\n  for (int k = 0; k < kAlignSmallSteps; ++k) {\n    const int32_t e = ids[k];\n    if (is_expert(e, num_experts)) {\n      const int32_t pos", "  if (true) return;\n")],
