@@ -131,14 +131,18 @@ absl::StatusOr<Entry> Cache::Impl::Lookup(std::string_view key_view, LookupCount
     return Miss(key, counted);
   }
   Entry entry;
-  if (auto s = DecodeBlob(*bytes, &entry.meta, &entry.cubin); !s.ok()) {
+  const std::string stored_checksum = StoredBlobChecksum(*bytes);
+  // The cubin is made from the buffer just read: a second one as large
+  // would be fresh pages to fault in and fill on every disk hit.
+  if (auto s = DecodeBlobInPlace(*bytes, &entry.meta); !s.ok()) {
     DropCorrupt(key, checksum, path, std::string(s.message()));
     return Miss(key, counted);
   }
-  if (StoredBlobChecksum(*bytes) != checksum || entry.meta.key != key) {
+  if (stored_checksum != checksum || entry.meta.key != key) {
     DropCorrupt(key, checksum, path, "blob does not match its index row");
     return Miss(key, counted);
   }
+  entry.cubin = *std::move(bytes);
   entry.blob_path = std::move(path);
   entry.checksum = checksum;
   if (counted) RecordUse(key);

@@ -51,6 +51,41 @@ TEST(BlobFormat, CorruptionIsReportedAsDataLoss) {
   EXPECT_NE(s.message().find("corrupt blob"), std::string_view::npos) << s;
 }
 
+// The serving path decodes in place (one buffer per disk hit): it must
+// accept and reject exactly what DecodeBlob does, and give the same entry.
+TEST(BlobFormat, InPlaceDecodeGivesWhatDecodeBlobGives) {
+  for (const size_t log_bytes : {size_t{0}, size_t{100}, size_t{64 << 10}}) {
+    EntryMeta meta = MetaFor(5);
+    meta.log = std::string(log_bytes, 'w');
+    const std::string cubin = CubinFor(5, 20000);
+    std::string blob = EncodeBlob(meta, cubin);
+    EntryMeta got;
+    ASSERT_TRUE(DecodeBlobInPlace(blob, &got).ok()) << "log of " << log_bytes;
+    EXPECT_EQ(got, meta);
+    EXPECT_EQ(blob, cubin);
+    // A long log cut off the blob is not kept as the cubin's spare capacity.
+    if (log_bytes > cubin.size() / 8) {
+      EXPECT_LT(blob.capacity(), cubin.size() + cubin.size() / 8);
+    }
+  }
+}
+
+TEST(BlobFormat, InPlaceDecodeLeavesARejectedBlobAsItWas) {
+  const std::string blob = EncodeBlob(MetaFor(6), CubinFor(6, 64));
+  for (size_t i = 0; i < blob.size(); ++i) {
+    std::string damaged = blob;
+    damaged[i] = static_cast<char>(damaged[i] ^ 0x01);
+    const std::string before = damaged;
+    const absl::Status s = DecodeBlobInPlace(damaged, nullptr);
+    EXPECT_TRUE(absl::IsDataLoss(s)) << "byte " << i << ": " << s;
+    EXPECT_EQ(s, DecodeBlob(before, nullptr, nullptr)) << "byte " << i;
+    EXPECT_EQ(damaged, before) << "byte " << i;
+  }
+  std::string truncated = blob.substr(0, blob.size() - 1);
+  EXPECT_FALSE(DecodeBlobInPlace(truncated, nullptr).ok());
+  EXPECT_EQ(truncated, blob.substr(0, blob.size() - 1));
+}
+
 TEST(BlobFormat, ChecksumIsXxh3_128OfTheInput) {
   // Reference value of XXH3-128 for the empty input.
   EXPECT_EQ(Checksum128(""), "99aa06d3014798d86001c324468d497f");

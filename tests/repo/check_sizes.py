@@ -32,7 +32,7 @@ ALLOWED = {
     "daemon/rpc/local_server.cpp:Run": "the local path's epoll loop and its one dispatch",
     "daemon/serving/kernel_service.cpp:AskFleet": "the fleet single flight: lease, wait, take or compile",
     "daemon/compiler/nvrtc_program.cpp:CompileInProcess": "NVRTC's calls in the order its API requires",
-    "cache/blob/src/blob_format.cpp:DecodeBlob": "the blob format's fields in file order, each checked",
+    "cache/blob/src/blob_format.cpp:DecodeBlobView": "the blob format's fields in file order, each checked",
     "daemon/config/settings.cpp": "the settings table: one row per setting, in the order jitd --help lists them",
 }
 

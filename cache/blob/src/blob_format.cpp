@@ -10,6 +10,7 @@
 
 #include "jitd/base/coding.h"
 #include "jitd/base/hex.h"
+#include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "jitd/blob.h"
 
@@ -26,6 +27,9 @@ constexpr size_t kChecksumBytes = 16;
 constexpr size_t kEndFieldBytes = 2 + 4 + kChecksumBytes;
 // Far above any real cubin or log; a length past it means a damaged file.
 constexpr uint32_t kMaxFieldBytes = 1u << 30;
+// DecodeBlobInPlace keeps what it cuts off a blob as the cubin's spare
+// capacity up to this much, or an eighth of the cubin.
+constexpr size_t kMaxKeptSlackBytes = 4096;
 
 enum Tag : uint16_t {
   kKey = 1,
@@ -119,7 +123,10 @@ std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin) {
   return out;
 }
 
-absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cubin) {
+namespace {
+
+// DecodeBlob, with the cubin as a view into `bytes`: nothing is copied.
+absl::Status DecodeBlobView(std::string_view bytes, EntryMeta* meta, std::string_view* cubin) {
   constexpr size_t kHeader = 8 + 4;
   constexpr size_t kFieldHeader = 2 + 4;
   if (bytes.size() < kHeader + kFieldHeader + kChecksumBytes) return Corrupt("shorter than a header");
@@ -128,7 +135,7 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
     return Corrupt(Cat("unknown format version ", version));
   }
   EntryMeta out;
-  std::string out_cubin;
+  std::string_view out_cubin;
   bool have_key = false, have_cubin = false, have_end = false;
   size_t pos = kHeader;
   while (pos < bytes.size()) {
@@ -199,7 +206,29 @@ absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cu
   if (!have_key || !IsValidKey(out.key)) return Corrupt("missing or malformed key");
   if (!have_cubin) return Corrupt("no cubin field");
   if (meta) *meta = std::move(out);
-  if (cubin) *cubin = std::move(out_cubin);
+  *cubin = out_cubin;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cubin) {
+  std::string_view view;
+  JITD_RETURN_IF_ERROR(DecodeBlobView(bytes, meta, &view));
+  if (cubin) cubin->assign(view);
+  return absl::OkStatus();
+}
+
+absl::Status DecodeBlobInPlace(std::string& blob, EntryMeta* meta) {
+  std::string_view cubin;
+  JITD_RETURN_IF_ERROR(DecodeBlobView(blob, meta, &cubin));
+  const size_t at = static_cast<size_t>(cubin.data() - blob.data());
+  const size_t size = cubin.size();
+  const size_t cut = blob.size() - size;
+  blob.resize(at + size);
+  blob.erase(0, at);
+  // A large remainder (a long log) is not kept as spare capacity.
+  if (cut > kMaxKeptSlackBytes && cut > size / 8) blob.shrink_to_fit();
   return absl::OkStatus();
 }
 

@@ -268,11 +268,12 @@ absl::StatusOr<Entry> Bundle::Find(std::string_view key) const {
                               "verified under the bundle's seal"));
   }
   Entry entry;
-  if (absl::Status decoded = DecodeBlob(blob, &entry.meta, &entry.cubin); !decoded.ok()) {
+  entry.checksum = StoredBlobChecksum(blob);
+  if (absl::Status decoded = DecodeBlobInPlace(blob, &entry.meta); !decoded.ok()) {
     return Corrupt(path_, Cat("entry ", key, ": ", decoded.message()));
   }
   if (entry.meta.key != key) return Corrupt(path_, Cat("entry ", key, " now holds ", entry.meta.key));
-  entry.checksum = StoredBlobChecksum(blob);
+  entry.cubin = std::move(blob);
   return entry;
 }
 

@@ -72,6 +72,11 @@ std::string Checksum128(std::string_view data);
 // (DATA_LOSS, "corrupt blob: ...") before any field is trusted.
 std::string EncodeBlob(const EntryMeta& meta, std::string_view cubin);
 absl::Status DecodeBlob(std::string_view bytes, EntryMeta* meta, std::string* cubin);
+// DecodeBlob for a blob that was read into `blob` to be served: verified
+// the same, and on success `blob` becomes the cubin in its own buffer (the
+// cubin moved to its front, the rest cut off), so no second buffer the size
+// of the cubin is allocated and filled. Unchanged on an error.
+absl::Status DecodeBlobInPlace(std::string& blob, EntryMeta* meta);
 
 // The checksum of an encoded blob: XXH3-128 (hex) of the bytes before its
 // END field. Equal to what the END field holds when the blob is intact.
