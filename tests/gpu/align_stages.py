@@ -52,7 +52,8 @@ STAGES = {
 # Stops of the patches in tests/gpu/candidates/ that the served kernel
 # lacks, name -> [(text in the patched source, text put before it)]. (The
 # candidates measured and not taken are kept with their runs in
-# docs/gpu-runs: 2026-12-06-align-candidate-h100, 2026-12-06-align-by-expert-h100.)
+# docs/gpu-runs: 2026-12-06-align-candidate-h100, 2026-12-06-align-by-expert-h100,
+# 2026-12-07-align-match-any-h100.)
 CANDIDATE_STAGES = {}
 SKIPS = {
     "no expert_ids": ("  for (int32_t k = first; k < slots; k += step) {", "  if (false)\n"),
