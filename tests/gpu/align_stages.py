@@ -60,6 +60,10 @@ SKIPS = {
 }
 # Builds of the whole kernel with other compile-time settings: name -> options.
 SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}",) for k in (2, 8)}
+# Variants built for, and launched with, fewer threads per block than the
+# contract's 1024 (what launching the idle warps costs): name -> (variant, threads).
+THREADS_ANCHOR = "inline constexpr int kAlignThreads = 1024;"
+NARROW = {f"{base}, {t} threads": (base, t) for base in ("full", "empty (returns at once)") for t in (512,)}
 
 
 def reference(ids, experts, block_size):
@@ -148,14 +152,18 @@ def variants(source, strict):
             continue
         for anchor, before in patches:
             text = text.replace(anchor, before + anchor, 1)
-        out[name] = (text, ())
+        out[name] = (text, (), 1024)
     for name, (anchor, before) in SKIPS.items():
         if anchor not in source:
             raise SystemExit(f"align_stages: '{anchor}' is not in the source: update SKIPS")
-        out[name] = (source.replace(anchor, before + anchor, 1), ())
+        out[name] = (source.replace(anchor, before + anchor, 1), (), 1024)
     for name, options in SETTINGS.items():
         if "SGLANG_ALIGN_ENTRIES_PER_THREAD" in source:
-            out[name] = (source, options)
+            out[name] = (source, options, 1024)
+    for name, (base, threads) in NARROW.items():
+        if base in out and THREADS_ANCHOR in out[base][0]:
+            text = out[base][0].replace(THREADS_ANCHOR, f"inline constexpr int kAlignThreads = {threads};")
+            out[name] = (text, (), threads)
     return out
 
 
@@ -202,14 +210,14 @@ def main():
     rows = []
     todo = variants(source, strict=os.path.samefile(a.source, DEFAULT_SOURCE))
     if a.compare:
-        todo = {"before": (open(a.compare).read(), ()), **todo}
+        todo = {"before": (open(a.compare).read(), (), 1024), **todo}
     if a.variants:
         wanted = a.variants.split(",")
         unknown = [v for v in wanted if v not in todo]
         if unknown:
             raise SystemExit(f"align_stages: no variant {unknown}; there are: {', '.join(todo)}")
         todo = {k: v for k, v in todo.items() if k in wanted}
-    for name, (text, extra) in todo.items():
+    for name, (text, extra, threads) in todo.items():
         module = cp.RawModule(code=text, options=("-std=c++17", f"-I{include}", f"--gpu-architecture={arch}", *extra),
                               name_expressions=["sglang::moe::align_block_size_kernel"])
         kernel = module.get_function("sglang::moe::align_block_size_kernel")
@@ -226,11 +234,12 @@ def main():
 
             def launch():
                 with cp_stream:
-                    kernel((grid,), (1024,), args)
+                    kernel((grid,), (threads,), args)
 
             med, low = graph_us(torch, stream, launch)
             check = "-"
-            if name == "before" or name == "full" or name in SETTINGS:  # complete kernels: outputs checked
+            if name in ("before", "full") or name in SETTINGS or NARROW.get(name, ("",))[0] == "full":
+                # complete kernels: outputs checked
                 sorted_ids.fill_(-7)
                 expert_ids.fill_(-7)
                 launch()

@@ -98,7 +98,8 @@ check "kernel_bench.py --list" python3 "$gpu/kernel_bench.py" --list
 check "align_stages.py stop points, candidates and reference" python3 -c "
 import glob, sys; sys.path.insert(0, '$gpu'); import align_stages as a
 kernel = open(a.DEFAULT_SOURCE).read()
-a.variants(kernel, strict=True)
+v = a.variants(kernel, strict=True)
+assert v['full, 512 threads'][2] == 512 and 'kAlignThreads = 512;' in v['full, 512 threads'][0]
 for c in glob.glob('$gpu/candidates/*.patch'):
     v = a.variants(a.load_source(c), strict=False)
     assert all(name in v for name in a.CANDIDATE_STAGES), c
