@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "jitd/base/files.h"
 #include "jitd/base/status.h"
@@ -68,9 +69,11 @@ absl::StatusOr<KernelBinary> ReadDeliveredBlob(const v1::GetKernelResponse& resp
   cache::EntryMeta meta;
   KernelBinary binary = Describe(response);
   const std::string what = Cat("blob ", response.blob_path(), " (key ", response.key(), ")");
-  if (absl::Status decoded = cache::DecodeBlob(bytes, &meta, &binary.cubin); !decoded.ok()) {
+  // Decoded in the buffer it was read into: no second copy of the cubin.
+  if (absl::Status decoded = cache::DecodeBlobInPlace(bytes, &meta); !decoded.ok()) {
     return absl::DataLossError(Cat(what, " failed verification: ", decoded.message(), "; not served"));
   }
+  binary.cubin = std::move(bytes);
   if (meta.key != response.key()) {
     return absl::DataLossError(Cat(what, " holds key ", meta.key, "; not served"));
   }
