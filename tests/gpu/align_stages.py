@@ -63,7 +63,7 @@ SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}"
 # Variants built for, and launched with, fewer threads per block than the
 # contract's 1024 (what launching the idle warps costs): name -> (variant, threads).
 THREADS_ANCHOR = "inline constexpr int kAlignThreads = 1024;"
-NARROW = {f"{base}, {t} threads": (base, t) for base in ("full", "empty (returns at once)") for t in (512,)}
+NARROW = {f"{base} at {t} threads": (base, t) for base in ("full", "empty (returns at once)") for t in (512,)}
 
 
 def reference(ids, experts, block_size):
