@@ -77,7 +77,7 @@ inline constexpr int kAlignLoadsAhead = 8;
 // instruction of the count, the prefix sums and the writes is issued by
 // every working warp on one SM, so at decode sizes fewer warps finish sooner.
 #ifndef SGLANG_ALIGN_ENTRIES_PER_THREAD
-#define SGLANG_ALIGN_ENTRIES_PER_THREAD 4
+#define SGLANG_ALIGN_ENTRIES_PER_THREAD 8
 #endif
 inline constexpr int kAlignEntriesPerThread = SGLANG_ALIGN_ENTRIES_PER_THREAD;
 
@@ -258,6 +258,36 @@ __device__ __forceinline__ void count_ids(const int32_t* __restrict__ topk_ids, 
   }
 }
 
+// o_e for the calling thread e holding c_e padded to `padded`, over the
+// `warps` working warps of one block, and the padded total in `*total`, with
+// one barrier: each warp's last lane publishes the warp's sum, and every
+// warp then scans the sums itself rather than waiting for one warp to.
+__device__ __forceinline__ int32_t padded_start_one_barrier(int32_t padded, int warps, int32_t* warp_total,
+                                                            int32_t* total) {
+  const int lane = lane_id();
+  const int warp = warp_id();
+  const int32_t inclusive = warp_inclusive_sum(padded);
+  if (lane == kWarpSize - 1) warp_total[warp] = inclusive;
+  sync_working(warps * kWarpSize);
+  const int32_t sums = warp_inclusive_sum(lane < warps ? warp_total[lane] : 0);
+  *total = __shfl_sync(kFullWarpMask, sums, kWarpSize - 1);
+  const int32_t earlier = __shfl_sync(kFullWarpMask, sums, (warp + kWarpSize - 1) % kWarpSize);
+  return inclusive - padded + (warp > 0 ? earlier : 0);
+}
+
+// expert_ids[k] = -1 for the slots past the padded total, k = first, first +
+// step, ... of the ceil(max_pad / block_size) entries.
+__device__ __forceinline__ void write_unused_expert_ids(int32_t n, int32_t num_experts, int32_t block_size,
+                                                        int32_t total, int first, int step,
+                                                        int32_t* __restrict__ expert_ids) {
+  const int32_t surplus = n - num_experts;
+  const int32_t slots = num_experts + (surplus > 0 ? (surplus - 1) / block_size + 1 : surplus / block_size);
+  for (int32_t k = total / block_size + first; k < slots; k += step) expert_ids[k] = -1;
+}
+
+// Cells of its column thread e reads before writing any, in the one-block path.
+inline constexpr int kAlignColumnLoads = 8;
+
 // Steps of 32 entries each warp of the one-block path takes: its ids and
 // their ranks stay in registers from the one load to the scatter.
 inline constexpr int kAlignSmallSteps = 8;
@@ -274,7 +304,7 @@ inline constexpr int kAlignSmallSteps = 8;
 template <int kIdBits>
 __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk_ids, int32_t n, int32_t num_experts,
                                                 int32_t block_size, int threads, int block, int blocks, int row_shift,
-                                                int32_t* cursor, int32_t* offset, int32_t* fill, int32_t* warp_total,
+                                                int32_t* cursor, int32_t* offset, int32_t* warp_total,
                                                 int32_t* __restrict__ sorted_token_ids,
                                                 int32_t* __restrict__ expert_ids,
                                                 int32_t* __restrict__ num_tokens_post_pad) {
@@ -288,13 +318,14 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
   int32_t ids[kAlignSmallSteps];
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) ids[k] = id_at(topk_ids, begin + k * kWarpSize + lane, end);
-  for (int k = tid; k < (warps << row_shift); k += threads) cursor[k] = 0;
-  if (tid < kAlignWarps) warp_total[tid] = 0;
-  sync_working(threads);
+  // Each warp zeroes its own row, the only row it reads or writes until the
+  // ranks' barrier: __syncwarp orders that, and no block barrier is needed.
+  int32_t* row = cursor + (warp << row_shift);
+  for (int k = lane; k < (1 << row_shift); k += kWarpSize) row[k] = 0;
+  __syncwarp();
 
   // 1. Ranks in index order, the warp's row counting as it goes. The group
   // leader of each expert alone reads and advances the count.
-  int32_t* row = cursor + (warp << row_shift);
   int32_t rank[kAlignSmallSteps];
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) {
@@ -303,43 +334,61 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
       const int32_t e = ids[k];
       const bool valid = is_expert(e, num_experts);
       const unsigned peers = same_expert_lanes<kIdBits>(e, valid);
-      const int leader = valid ? __ffs(peers) - 1 : lane;
-      int32_t before = 0;
-      if (lane == leader && valid) {
-        before = row[e];
-        row[e] = before + __popc(peers);
-      }
-      rank[k] = __shfl_sync(kFullWarpMask, before, leader) + __popc(peers & lanes_below_mask());
+      const unsigned peers_below = peers & lanes_below_mask();
+      // Every lane of a group reads the count (one address: a broadcast);
+      // after the warp has read, the group's lowest lane alone advances it.
+      const int32_t before = valid ? row[e] : 0;
+      rank[k] = before + __popc(peers_below);
+      __syncwarp();
+      if (valid && peers_below == 0) row[e] = before + __popc(peers);
       __syncwarp();
     }
   }
   sync_working(threads);
 
   // 2. Column e: the entries of e in earlier segments, in place; c_e; o_e.
+  // The cells are read a group at a time before any is written, so their
+  // loads issue back to back rather than each waiting on the last store.
   int32_t c = 0;
   if (tid < num_experts) {
-    for (int w = 0; w < warps; ++w) {
-      int32_t* cell = cursor + (w << row_shift) + tid;
-      const int32_t here = *cell;
-      *cell = c;
-      c += here;
+    int32_t* cell = cursor + tid;
+#pragma unroll
+    for (int w0 = 0; w0 < kAlignWarps; w0 += kAlignColumnLoads) {
+      if (w0 < warps) {
+        int32_t here[kAlignColumnLoads];
+#pragma unroll
+        for (int d = 0; d < kAlignColumnLoads; ++d) here[d] = w0 + d < warps ? cell[(w0 + d) << row_shift] : 0;
+#pragma unroll
+        for (int d = 0; d < kAlignColumnLoads; ++d) {
+          if (w0 + d < warps) cell[(w0 + d) << row_shift] = c;
+          c += here[d];
+        }
+      }
     }
   }
+  const int32_t padded = padded_count(c, block_size);
   int32_t total;
-  const int32_t start = padded_start(padded_count(c, block_size), threads, warp_total, &total);
+  const int32_t start = padded_start_one_barrier(padded, warps, warp_total, &total);
   offset[tid] = start;
-  fill[tid] = start + c;
-  sync_working(threads);
 
   // 3. Block b of the grid writes positions [lo, hi) of [0, total), its
   // share in whole 128-byte lines: the sentinel in one coalesced sweep; then,
-  // after the barrier (which orders this block's writes), the token indices
-  // from registers that land in the share overwrite theirs. No other block
-  // writes there, so no block waits on another.
+  // after the barrier (which orders this block's writes and publishes
+  // offset), the token indices from registers that land in the share
+  // overwrite theirs. No other block writes there, so no block waits on
+  // another. expert_ids comes from the registers of thread e before the
+  // barrier: its slots [o_e, o_e + p_e) / block_size, striped over the grid.
   const int32_t share = ((total + blocks - 1) / blocks + kWarpSize - 1) / kWarpSize * kWarpSize;
   const int32_t lo = min(block * share, total);
   const int32_t hi = min(lo + share, total);
   for (int32_t pos = lo + tid; pos < hi; pos += threads) sorted_token_ids[pos] = n;
+  if (padded > 0) {
+    const int32_t first = start / block_size;
+    const int32_t last = first + padded / block_size;
+    int32_t k = first + (block - first % blocks + blocks) % blocks;
+    for (; k < last; k += blocks) expert_ids[k] = tid;
+  }
+  write_unused_expert_ids(n, num_experts, block_size, total, block * threads + tid, blocks * threads, expert_ids);
   sync_working(threads);
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) {
@@ -349,7 +398,6 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
       if (pos >= lo && pos < hi) sorted_token_ids[pos] = begin + k * kWarpSize + lane;
     }
   }
-  write_expert_ids(offset, n, num_experts, block_size, total, block * threads + tid, blocks * threads, expert_ids);
   if (block == 0 && tid == 0) num_tokens_post_pad[0] = total;
 }
 
@@ -387,10 +435,10 @@ __global__ void __launch_bounds__(kAlignThreads)
     if (tid >= small_threads) return;
     if (row_shift <= 8) {
       align_one_block<8>(topk_ids, n, num_experts, block_size, small_threads, block, blocks, row_shift, cursor, offset,
-                         fill, warp_total, sorted_token_ids, expert_ids, num_tokens_post_pad);
+                         warp_total, sorted_token_ids, expert_ids, num_tokens_post_pad);
     } else {
       align_one_block<10>(topk_ids, n, num_experts, block_size, small_threads, block, blocks, row_shift, cursor, offset,
-                          fill, warp_total, sorted_token_ids, expert_ids, num_tokens_post_pad);
+                          warp_total, sorted_token_ids, expert_ids, num_tokens_post_pad);
     }
     return;
   }
