@@ -41,6 +41,8 @@ STAGES = {
     # The one-block path (align_one_block), grids of one block at small sizes.
     "1-block: stop at entry": [("  int32_t ids[kAlignSmallSteps];\n#pragma unroll\n  for (int k = 0; k < kAlignSmallSteps; ++k) ids[k]",
                                 "  if (true) return;\n")],
+    "1-block: stop before the first barrier": [("  sync_working(threads);\n\n  // 1. Ranks in index order",
+                                                "  if (true) return;\n")],
     "1-block: stop before ranks": [("  // 1. Ranks in index order", "  if (true) return;\n")],
     "1-block: stop before the ranks' barrier": [("  sync_working(threads);\n\n  // 2. Column e:", "  if (true) return;\n")],
     "1-block: stop before o_e": [("  // 2. Column e:", "  if (true) return;\n")],
@@ -57,7 +59,7 @@ SKIPS = {
     "no expert_ids": ("  for (int32_t k = first; k < slots; k += step) {", "  if (false)\n"),
 }
 # Builds of the whole kernel with other compile-time settings: name -> options.
-SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}",) for k in (2, 4)}
+SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}",) for k in (2, 8)}
 # Variants built for, and launched with, fewer threads per block than the
 # contract's 1024 (what launching the idle warps costs): name -> (variant, threads).
 THREADS_ANCHOR = "inline constexpr int kAlignThreads = 1024;"
