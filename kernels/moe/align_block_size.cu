@@ -321,8 +321,9 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
   for (int k = tid; k < (warps << row_shift); k += threads) cursor[k] = 0;
   sync_working(threads);
 
-  // 1. Ranks in index order, the warp's row counting as it goes. The group
-  // leader of each expert alone reads and advances the count.
+  // 1. Ranks in index order, the warp's row counting as it goes. Every lane
+  // of an expert's group reads the count; the group's lowest lane alone
+  // advances it.
   int32_t* row = cursor + (warp << row_shift);
   int32_t rank[kAlignSmallSteps];
 #pragma unroll
