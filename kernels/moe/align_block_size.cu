@@ -77,7 +77,7 @@ inline constexpr int kAlignLoadsAhead = 8;
 // instruction of the count, the prefix sums and the writes is issued by
 // every working warp on one SM, so at decode sizes fewer warps finish sooner.
 #ifndef SGLANG_ALIGN_ENTRIES_PER_THREAD
-#define SGLANG_ALIGN_ENTRIES_PER_THREAD 4
+#define SGLANG_ALIGN_ENTRIES_PER_THREAD 8
 #endif
 inline constexpr int kAlignEntriesPerThread = SGLANG_ALIGN_ENTRIES_PER_THREAD;
 
@@ -318,13 +318,15 @@ __device__ __forceinline__ void align_one_block(const int32_t* __restrict__ topk
   int32_t ids[kAlignSmallSteps];
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) ids[k] = id_at(topk_ids, begin + k * kWarpSize + lane, end);
-  for (int k = tid; k < (warps << row_shift); k += threads) cursor[k] = 0;
-  sync_working(threads);
+  // Each warp zeroes its own row, the only row it reads or writes until the
+  // ranks' barrier: __syncwarp orders that, and no block barrier is needed.
+  int32_t* row = cursor + (warp << row_shift);
+  for (int k = lane; k < (1 << row_shift); k += kWarpSize) row[k] = 0;
+  __syncwarp();
 
   // 1. Ranks in index order, the warp's row counting as it goes. Every lane
   // of an expert's group reads the count; the group's lowest lane alone
   // advances it.
-  int32_t* row = cursor + (warp << row_shift);
   int32_t rank[kAlignSmallSteps];
 #pragma unroll
   for (int k = 0; k < kAlignSmallSteps; ++k) {

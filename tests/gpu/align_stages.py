@@ -41,8 +41,7 @@ STAGES = {
     # The one-block path (align_one_block), grids of one block at small sizes.
     "1-block: stop at entry": [("  int32_t ids[kAlignSmallSteps];\n#pragma unroll\n  for (int k = 0; k < kAlignSmallSteps; ++k) ids[k]",
                                 "  if (true) return;\n")],
-    "1-block: stop before the first barrier": [("  sync_working(threads);\n\n  // 1. Ranks in index order",
-                                                "  if (true) return;\n")],
+    "1-block: stop after zeroing its row": [("  __syncwarp();\n\n  // 1. Ranks in index order", "  if (true) return;\n")],
     "1-block: stop before ranks": [("  // 1. Ranks in index order", "  if (true) return;\n")],
     "1-block: stop before the ranks' barrier": [("  sync_working(threads);\n\n  // 2. Column e:", "  if (true) return;\n")],
     "1-block: stop before o_e": [("  // 2. Column e:", "  if (true) return;\n")],
@@ -53,7 +52,7 @@ STAGES = {
 # lacks, name -> [(text in the patched source, text put before it)]. (The
 # candidates measured and not taken are kept with their runs in
 # docs/gpu-runs: 2026-12-06-align-candidate-h100, 2026-12-06-align-by-expert-h100,
-# 2026-12-07-align-match-any-h100.)
+# 2026-12-07-align-match-any-h100, 2026-12-07-align-row-zeroing-h100.)
 CANDIDATE_STAGES = {}
 SKIPS = {
     "no expert_ids": ("  for (int32_t k = first; k < slots; k += step) {", "  if (false)\n"),
