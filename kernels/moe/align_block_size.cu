@@ -13,8 +13,12 @@
 //     ceil(max_pad / block_size) entries
 // Entries outside [0, num_experts) are skipped.
 //
-// Launch: 1 to 64 blocks of 1024 threads (grid.x; every grid gives the same
-// outputs), no dynamic shared memory; num_experts <= 1024, numel < 2^24.
+// Launch: 1 to 64 blocks (grid.x; every grid gives the same outputs) of a
+// power of two from 32 to 1024 threads that is at least num_experts
+// (block.x; every block size gives the same outputs too), no dynamic shared
+// memory; num_experts <= 1024, numel < 2^24. The clients' rule launches 512
+// threads up to 512 experts: warps a block does not need cost time even
+// when they return at once.
 // Up to 8 x 32 entries per working warp of one block (working_threads: fewer
 // threads at small sizes), every block of the grid takes align_one_block:
 // each computes the whole alignment from the ids in its registers and writes
@@ -59,6 +63,8 @@
 
 namespace sglang::moe {
 
+// The most threads a block has (the arrays are sized for it); a block may
+// have fewer (block_threads).
 inline constexpr int kAlignThreads = 1024;
 inline constexpr int kAlignWarps = kAlignThreads / kWarpSize;
 inline constexpr int kAlignMaxBlocks = 64;
@@ -81,13 +87,13 @@ inline constexpr int kAlignLoadsAhead = 8;
 #endif
 inline constexpr int kAlignEntriesPerThread = SGLANG_ALIGN_ENTRIES_PER_THREAD;
 
-// The threads that work in each block: all of them when several blocks
-// share the input; for one block, a power of two from 32 to 1024 that is at
-// least num_experts and numel / kAlignEntriesPerThread.
-__device__ __forceinline__ int working_threads(int32_t num_experts, int64_t numel, int blocks) {
-  if (blocks > 1) return kAlignThreads;
+// The threads that work in each block of `block_threads`: all of them when
+// several blocks share the input; for one block, a power of two from 32 to
+// block_threads that is at least num_experts and numel / kAlignEntriesPerThread.
+__device__ __forceinline__ int working_threads(int32_t num_experts, int64_t numel, int blocks, int block_threads) {
+  if (blocks > 1) return block_threads;
   int threads = kWarpSize;
-  while (threads < kAlignThreads &&
+  while (threads < block_threads &&
          (threads < num_experts || static_cast<int64_t>(threads) * kAlignEntriesPerThread < numel)) {
     threads *= 2;
   }
@@ -406,9 +412,13 @@ __global__ void __launch_bounds__(kAlignThreads)
     align_block_size_kernel(const int32_t* __restrict__ topk_ids, int64_t numel, int32_t num_experts,
                             int32_t block_size, int32_t* __restrict__ sorted_token_ids,
                             int32_t* __restrict__ expert_ids, int32_t* __restrict__ num_tokens_post_pad) {
-  if (blockDim.x != kAlignThreads || blockDim.y != 1 || blockDim.z != 1 || gridDim.x > kAlignMaxBlocks ||
-      gridDim.y != 1 || gridDim.z != 1 || num_experts < 0 || num_experts > kAlignMaxExperts || block_size <= 0 ||
-      numel < 0 || numel >= kAlignMaxNumel) {
+  // A power of two from 32 to 1024 threads, at least one per expert.
+  const int block_threads = static_cast<int>(blockDim.x);
+  const bool block_ok = block_threads >= kWarpSize && block_threads <= kAlignThreads &&
+                        (block_threads & (block_threads - 1)) == 0 && num_experts <= block_threads;
+  if (!block_ok || blockDim.y != 1 || blockDim.z != 1 || gridDim.x > kAlignMaxBlocks || gridDim.y != 1 ||
+      gridDim.z != 1 || num_experts < 0 || num_experts > kAlignMaxExperts || block_size <= 0 || numel < 0 ||
+      numel >= kAlignMaxNumel) {
     __trap();
   }
   // 40 KiB of static shared memory, under the 48 KiB a block gets without
@@ -430,7 +440,7 @@ __global__ void __launch_bounds__(kAlignThreads)
   const int row_shift = num_experts <= 1 ? 0 : 32 - __clz(num_experts - 1);  // log2(E2)
   // Where one block holds the whole input in registers, every block of the
   // grid runs the one-block path and writes its share of the outputs.
-  const int small_threads = working_threads(num_experts, numel, 1);
+  const int small_threads = working_threads(num_experts, numel, 1, block_threads);
   const int small_warps = small_threads / kWarpSize;
   if ((small_warps << row_shift) <= kAlignCursorCells && n <= small_warps * kWarpSize * kAlignSmallSteps) {
     if (tid >= small_threads) return;
@@ -443,7 +453,7 @@ __global__ void __launch_bounds__(kAlignThreads)
     }
     return;
   }
-  const int threads = working_threads(num_experts, numel, blocks);
+  const int threads = working_threads(num_experts, numel, blocks, block_threads);
   if (tid >= threads) return;
   const int warps = threads / kWarpSize;
 
@@ -477,7 +487,7 @@ __global__ void __launch_bounds__(kAlignThreads)
   count_ids(topk_ids, chunk_end, n, tid, threads, num_experts, fill);
   sync_working(threads);
 
-  // 2. o_e: exclusive prefix sum of p_e over the 1024 threads, thread e
+  // 2. o_e: exclusive prefix sum of p_e over the block's threads, thread e
   // holding expert e (0 past num_experts). Its column of counts is read once
   // into registers: a fixed trip count lets the loads issue back to back.
   int32_t column[kAlignMaxSegments];

@@ -123,5 +123,14 @@ TEST(AlignBlockSizeGrid, GivesOneBlockThen8ThenABlockPer1024UpTo32) {
   EXPECT_EQ(AlignBlockSizeGrid((int64_t{1} << 24) - 1), 32);
 }
 
+// The same rule as the Python client's jitd.align_block_size_threads.
+static_assert(AlignBlockSizeThreads(0) == 512 && AlignBlockSizeThreads(512) == 512 &&
+              AlignBlockSizeThreads(513) == 1024 && AlignBlockSizeThreads(1024) == 1024);
+
+TEST(AlignBlockSizeThreads, Gives512UpTo512ExpertsThen1024) {
+  for (int64_t experts : {0, 1, 8, 256, 512}) EXPECT_EQ(AlignBlockSizeThreads(experts), 512) << experts;
+  for (int64_t experts : {513, 1000, 1024}) EXPECT_EQ(AlignBlockSizeThreads(experts), 1024) << experts;
+}
+
 }  // namespace
 }  // namespace jitd

@@ -5,7 +5,7 @@ Compiles kernels/moe/align_block_size.cu with CuPy (NVRTC, the same source
 jitd serves), and variants of it that stop after a stage or leave one out,
 then times each in a CUDA graph (median of 15 replays of 20 launches) at
 1, 16, 256, 4096 and 16384 tokens x top-8, 256 experts, block 64, with the
-grid jitd's rule picks. Differences between variants say what a stage costs;
+grid and block jitd's rules pick. Differences between variants say what a stage costs;
 the outputs of the variants are not checked (they are incomplete on purpose).
 
     python3 tests/gpu/align_stages.py [--out FILE.json] [--source FILE.cu|FILE.patch]
@@ -24,12 +24,16 @@ TOKENS = (1, 16, 256, 512, 1024, 4096, 16384)
 TOPK, EXPERTS, BLOCK_SIZE = 8, 256, 64
 REPS, INNER = 15, 20
 DEFAULT_SOURCE = os.path.join(ROOT, "kernels", "moe", "align_block_size.cu")
+sys.path.insert(0, HERE)
+from gpu_common import LAUNCH_RULES  # noqa: E402
+
+RULE_THREADS = LAUNCH_RULES.align_block_size_threads(EXPERTS)  # the block jitd.align_block_size_threads picks
 
 # name -> [(text in the source, text put before it)]: a return before a
 # stage stops there; "skip" variants guard one loop with `if (false)`.
 STAGES = {
     "full": [],
-    "empty (returns at once)": [("  if (blockDim.x != kAlignThreads", "  if (true) return;\n")],
+    "empty (returns at once)": [("  const int block_threads = static_cast<int>(blockDim.x);", "  if (true) return;\n")],
     # After the launch checks (the shared arrays are never used, so unallocated).
     "stop after the launch checks": [("  const int tid = static_cast<int>(threadIdx.x);\n  const int lane = lane_id();\n"
                                       "  const int warp = warp_id();\n  const int block = static_cast<int>(blockIdx.x);",
@@ -59,10 +63,13 @@ SKIPS = {
 }
 # Builds of the whole kernel with other compile-time settings: name -> options.
 SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}",) for k in (2, 8)}
-# Variants built for, and launched with, fewer threads per block than the
-# contract's 1024 (what launching the idle warps costs): name -> (variant, threads).
+# Variants launched with another block than the rule's (every block that
+# holds the experts gives the same outputs): name -> (variant, threads); and
+# built for at most 512 threads (the array sizes and loop bounds a block of
+# 512 needs), launched with 512: name -> (variant, threads).
+NARROW = {f"{base} at {t} threads": (base, t) for base in ("full", "empty (returns at once)") for t in (1024, 256)}
 THREADS_ANCHOR = "inline constexpr int kAlignThreads = 1024;"
-NARROW = {f"{base} at {t} threads": (base, t) for base in ("full", "empty (returns at once)") for t in (512,)}
+BUILT_NARROW = {"full built for 512 threads": ("full", 512)}
 
 
 def reference(ids, experts, block_size):
@@ -91,7 +98,6 @@ def reference(ids, experts, block_size):
 
 def grid_for(numel):
     """The grid the clients' rule picks (jitd.align_block_size_grid)."""
-    from gpu_common import LAUNCH_RULES
     return LAUNCH_RULES.align_block_size_grid(numel)
 
 
@@ -151,15 +157,18 @@ def variants(source, strict):
             continue
         for anchor, before in patches:
             text = text.replace(anchor, before + anchor, 1)
-        out[name] = (text, (), 1024)
+        out[name] = (text, (), RULE_THREADS)
     for name, (anchor, before) in SKIPS.items():
         if anchor not in source:
             raise SystemExit(f"align_stages: '{anchor}' is not in the source: update SKIPS")
-        out[name] = (source.replace(anchor, before + anchor, 1), (), 1024)
+        out[name] = (source.replace(anchor, before + anchor, 1), (), RULE_THREADS)
     for name, options in SETTINGS.items():
         if "SGLANG_ALIGN_ENTRIES_PER_THREAD" in source:
-            out[name] = (source, options, 1024)
+            out[name] = (source, options, RULE_THREADS)
     for name, (base, threads) in NARROW.items():
+        if base in out:
+            out[name] = (out[base][0], (), threads)
+    for name, (base, threads) in BUILT_NARROW.items():
         if base in out and THREADS_ANCHOR in out[base][0]:
             text = out[base][0].replace(THREADS_ANCHOR, f"inline constexpr int kAlignThreads = {threads};")
             out[name] = (text, (), threads)
@@ -192,6 +201,9 @@ def main():
     ap.add_argument("--out", help="write the figures here as JSON")
     ap.add_argument("--source", default=DEFAULT_SOURCE)
     ap.add_argument("--compare", help="an earlier align_block_size.cu, timed whole as the variant 'before'")
+    ap.add_argument("--compare-threads", type=int, default=1024,
+                    help="the block 'before' is launched with (default 1024: kernels before 512-thread "
+                         "blocks took only 1024)")
     ap.add_argument("--tokens", help="comma-separated token counts (default: %s)" % ",".join(map(str, TOKENS)))
     ap.add_argument("--grids", help="comma-separated grids to time at every size, beside 1 and the rule's")
     ap.add_argument("--variants", help="comma-separated variant names to time (default: all)")
@@ -209,7 +221,7 @@ def main():
     rows = []
     todo = variants(source, strict=os.path.samefile(a.source, DEFAULT_SOURCE))
     if a.compare:
-        todo = {"before": (open(a.compare).read(), (), 1024), **todo}
+        todo = {"before": (open(a.compare).read(), (), a.compare_threads), **todo}
     if a.variants:
         wanted = a.variants.split(",")
         unknown = [v for v in wanted if v not in todo]
@@ -237,7 +249,7 @@ def main():
 
             med, low = graph_us(torch, stream, launch)
             check = "-"
-            if name in ("before", "full") or name in SETTINGS or NARROW.get(name, ("",))[0] == "full":
+            if name in ("before", "full") or name in SETTINGS or {**NARROW, **BUILT_NARROW}.get(name, ("",))[0] == "full":
                 # complete kernels: outputs checked
                 sorted_ids.fill_(-7)
                 expert_ids.fill_(-7)
@@ -248,9 +260,10 @@ def main():
                 ok = (total == want[2] and sorted_ids[:total].tolist() == want[0]
                       and expert_ids.tolist() == want[1])
                 check = "ok" if ok else "BAD"
-            rows.append({"variant": name, "tokens": tokens, "grid": grid, "graph_us": med, "graph_us_min": low,
-                         "check": check})
-            print(f"{name:22s} {tokens:6d} tok grid {grid:2d}: {med:7.2f} us (min {low:.2f}) {check}", flush=True)
+            rows.append({"variant": name, "tokens": tokens, "grid": grid, "threads": threads, "graph_us": med,
+                         "graph_us_min": low, "check": check})
+            print(f"{name:22s} {tokens:6d} tok grid {grid:2d} x {threads:4d}: {med:7.2f} us (min {low:.2f}) {check}",
+                  flush=True)
     doc = {"gpu": torch.cuda.get_device_name(0), "arch": arch, "reps": REPS, "inner": INNER, "rows": rows}
     if a.out:
         with open(a.out, "w") as f:

@@ -59,6 +59,7 @@ import gpu_common as gc
 SEED = 20261203
 RMS_ULPS = {"bf16": 2.0, "fp16": 2.0, "fp32": 16.0}
 ALIGN_OTHER_GRIDS = (1, 7, 64)  # besides the rule's grid: one block, an odd count, the most allowed
+ALIGN_OTHER_THREADS = (1024, 32)  # besides the rule's block: the most, and the fewest that hold the experts
 SILU_MAX_ULPS, SILU_MIN_EXACT = 1, 0.999
 DIFFUSION_SHAPES = [(1, 4096, 3072), (1, 512, 3072), (2, 1024, 3072), (1, 17, 64)]
 # The kind of reference a case is held to (its row's "reference" tag): the
@@ -322,7 +323,7 @@ class Checker:
                 # align_block_size on the same ids, this cubin, cut (KERNELS.md: the outputs equal it)
                 full = [torch.full((n,), -7, dtype=torch.int32, device=self.dev) for n in (
                     gc.align_max_pad(topk, experts, bs), gc.align_expert_slots(topk, experts, bs), 1)]
-                grid, block = gc.align_block_size_launch(topk)
+                grid, block = gc.align_block_size_launch(topk, experts)
                 self.launch("moe.align_block_size", {}, grid, block, {
                     "topk_ids": dev_ids, "numel": topk, "num_experts": experts, "block_size": bs,
                     "sorted_token_ids": full[0], "expert_ids": full[1], "num_tokens_post_pad": full[2]})
@@ -354,10 +355,10 @@ class Checker:
             def fn(row, ids=ids, numel=numel, experts=experts, bs=bs):
                 dev_ids = torch.tensor(ids, dtype=torch.int32, device=self.dev)
 
-                def run(grid):
+                def run(grid, threads=None):
                     got = [torch.full((n,), -7, dtype=torch.int32, device=self.dev) for n in (
                         gc.align_max_pad(numel, experts, bs), gc.align_expert_slots(numel, experts, bs), 1)]
-                    g, block = gc.align_block_size_launch(numel, grid)
+                    g, block = gc.align_block_size_launch(numel, experts, grid, threads)
                     self.launch("moe.align_block_size", {}, g, block, {
                         "topk_ids": dev_ids, "numel": numel, "num_experts": experts, "block_size": bs,
                         "sorted_token_ids": got[0], "expert_ids": got[1], "num_tokens_post_pad": got[2]})
@@ -372,9 +373,18 @@ class Checker:
                         row["ok"] = False
                         row["exact_fraction"] = 0.0
                         row["detail"] += f"; grid {grid} differs"
+                # And every block (KERNELS.md): 1024 threads, whatever the rule
+                # picks, and the fewest that hold the experts.
+                for threads in ALIGN_OTHER_THREADS:
+                    threads = max(threads, 1 << max(5, (experts - 1).bit_length()))
+                    if below_total(run(None, threads), want[2][0]) != below_total(want, want[2][0]):
+                        row["ok"] = False
+                        row["exact_fraction"] = 0.0
+                        row["detail"] += f"; block {threads} differs"
             self.case("moe.align_block_size", "int32", f"{tokens} tok x top-{topk}, {experts} exp, block {bs}"
-                      + (f", {kind}" if kind else ""), {"grid": "rule, " + ", ".join(map(str, ALIGN_OTHER_GRIDS))},
-                      "every output equal to the semantics, at every grid", "semantics", fn)
+                      + (f", {kind}" if kind else ""), {"grid": "rule, " + ", ".join(map(str, ALIGN_OTHER_GRIDS)),
+                                                             "block": "rule, 1024, the fewest threads"},
+                      "every output equal to the semantics, at every grid and block", "semantics", fn)
 
 
 def exact_vs(row, tr, got, want):

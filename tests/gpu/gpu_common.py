@@ -41,7 +41,7 @@ DEFAULT_KERNELS = os.path.join(ROOT, "kernels")
 # use 132 * 16 (16 blocks per SM of the H200) as the cap. Any grid is correct.
 ELEMENTWISE_BLOCK = 256
 ELEMENTWISE_MAX_GRID = 132 * 16
-ALIGN_BLOCK_SIZE_BLOCK = (1024, 1, 1)                 # exactly, or it traps
+ALIGN_BLOCK_SIZE_MAX_THREADS = 1024                   # kAlignThreads: a power of two from 32, >= experts
 ALIGN_BLOCK_SIZE_MAX_GRID = 64                        # kAlignMaxBlocks; more traps
 ALIGN_SINGLE_TOKEN_LAUNCH = ((1, 1, 1), (32, 1, 1))   # one warp
 PACK_BYTES = 16                                        # the vector path's load
@@ -62,13 +62,25 @@ def _launch_rules():
 LAUNCH_RULES = _launch_rules()
 
 
-def align_block_size_launch(numel, grid=None):
-    """(grid, block) for moe.align_block_size over numel entries: the grid
-    jitd.align_block_size_grid picks, or the one given (1 to 64)."""
+def align_block_size_launch(numel, num_experts, grid=None, threads=None):
+    """(grid, block) for moe.align_block_size over numel entries of
+    num_experts experts: the grid jitd.align_block_size_grid picks and the
+    block jitd.align_block_size_threads picks, or the ones given (grid 1 to
+    64; block a power of two from 32 to 1024, at least num_experts)."""
     g = LAUNCH_RULES.align_block_size_grid(numel) if grid is None else int(grid)
     if not 1 <= g <= ALIGN_BLOCK_SIZE_MAX_GRID:
         raise ValueError(f"align_block_size grid {g} is outside 1..{ALIGN_BLOCK_SIZE_MAX_GRID}")
-    return (g, 1, 1), ALIGN_BLOCK_SIZE_BLOCK
+    t = LAUNCH_RULES.align_block_size_threads(num_experts) if threads is None else int(threads)
+    if not align_block_ok(t, num_experts):
+        raise ValueError(f"align_block_size block {t} is not a power of two from 32 to "
+                         f"{ALIGN_BLOCK_SIZE_MAX_THREADS} holding {num_experts} experts")
+    return (g, 1, 1), (t, 1, 1)
+
+
+def align_block_ok(threads, num_experts):
+    """Whether moe.align_block_size takes a block of `threads` for
+    num_experts experts (any other block traps)."""
+    return 32 <= threads <= ALIGN_BLOCK_SIZE_MAX_THREADS and threads & (threads - 1) == 0 and num_experts <= threads
 
 
 def elementwise_launch(n):
@@ -386,7 +398,7 @@ class DryBackend:
             self.cubins.get(kernel, params)
         pack(self.signatures[kernel], values, FakeCp)  # names and widths as the real launch
         if kernel == "moe.align_block_size":
-            assert block == ALIGN_BLOCK_SIZE_BLOCK and grid[1:] == (1, 1)
+            assert align_block_ok(block[0], values["num_experts"]) and block[1:] == (1, 1) and grid[1:] == (1, 1)
             assert 1 <= grid[0] <= ALIGN_BLOCK_SIZE_MAX_GRID
         if kernel == "moe.align_single_token":
             assert (grid, block) == ALIGN_SINGLE_TOKEN_LAUNCH

@@ -12,7 +12,7 @@ rmsnorm at dims 2048 to 32768 with every `threads` value):
     per launch, in µs; and the same 20 launches replayed from a CUDA graph
     (the GPU's time). Launch configs as docs/KERNELS.md says (element-wise:
     block 256, grid min(ceil(n/256), 132*16); rmsnorm: block = threads, grid
-    = rows; align_block_size: block 1024, the rule's grid; align_single_token:
+    = rows; align_block_size: the rule's block and grid; align_single_token:
     grid 1, block 32);
   - bytes moved: every tensor the semantics read once plus every tensor they
     write once (align_block_size: what it must write, up to its count);
@@ -155,6 +155,10 @@ def align_cases():
               for g in ALIGN_GRIDS_4096]
     cases += [C(align, {"tokens": 256, **routing, "grid": g}, note="grid chosen here, not by the rule")
               for g in ALIGN_GRIDS_256]
+    # The block too: 1024 threads (what KERNELS.md first specified) against
+    # the rule's 512, at the rule's grid.
+    cases += [C(align, {"tokens": t, **routing, "threads": 1024}, note="block chosen here, not by the rule")
+              for t in (1, 256)]
     # The peer's largest size, last: a trap at a size new to this run ends
     # no case before it.
     return cases + [C(align, {"tokens": 16384, **routing})]
@@ -174,6 +178,7 @@ def shape_label(case):
     s, k = case["shape"], case["kernel"]
     if k in ("moe.align_block_size",):
         grid = f", grid {s['grid']}" if "grid" in s else ""
+        grid += f", {s['threads']} threads" if "threads" in s else ""
         return f"{s['tokens']} tok x top-{s['topk']}, {s['num_experts']} exp, block {s['block_size']}{grid}"
     if k == "moe.align_single_token":
         return f"top-{s['topk']}, block {s['block_size']}"
@@ -336,7 +341,7 @@ def build_align(case, backend, t, tr):
     ids = t.torch.tensor(routing_ids(s["tokens"], s["topk"], E), dtype=i32, device=t.dev)
     out = (t.full((gc.align_max_pad(numel, E, bs),), -7, i32), t.full((gc.align_expert_slots(numel, E, bs),), -7, i32),
            t.full((1,), -7, i32))
-    grid, block = gc.align_block_size_launch(numel, s.get("grid"))
+    grid, block = gc.align_block_size_launch(numel, E, s.get("grid"), s.get("threads"))
     launch = backend.launcher(case["kernel"], case["params"], grid, block, {
         "topk_ids": ids, "numel": numel, "num_experts": E, "block_size": bs, "sorted_token_ids": out[0],
         "expert_ids": out[1], "num_tokens_post_pad": out[2]})
@@ -517,7 +522,8 @@ def method(peak_mib=PEAK_COPY_MIB):
                  "reimplementation of the semantics in tests/gpu/torch_refs.py, not a peer kernel)",
         "speedup": "eager µs / jitd µs (above 1: the cubin is faster)",
         "launch": "element-wise: block 256, grid min(ceil(n/256), 132*16); rmsnorm: block threads, grid rows; "
-                  "align_block_size: block 1024, grid jitd.align_block_size_grid(numel) unless the shape names one; "
+                  "align_block_size: block jitd.align_block_size_threads(num_experts) (512 up to 512 experts), grid "
+                  "jitd.align_block_size_grid(numel), unless the shape names them; "
                   "align_single_token: grid 1, block 32",
         "inputs": f"bf16 randn*2 (rmsnorm weight 1+0.25*randn, eps {EPS}), seed {SEED}; routing ids uniform "
                   "(align_block_size: Python's random, seeded by the seed and the shape)",

@@ -301,7 +301,7 @@ def align_target_lines(doc):
     by = {}
     for r in doc["rows"]:
         s = r["shape"]
-        if r["request"] == "moe.align_block_size" and "grid" not in s and \
+        if r["request"] == "moe.align_block_size" and "grid" not in s and "threads" not in s and \
                 all(s.get(k) == v for k, v in PEER_ALIGN_ROUTING.items()):
             by[s["tokens"]] = r
     table = []
@@ -316,7 +316,7 @@ def align_target_lines(doc):
         table.append([str(tokens), gc.fmt(graph_us, 2), gc.fmt(us, 2), f"{target:.2f}", meets])
     gpu = (doc.get("device") or {}).get("gpu", "unknown")
     return ["### align_block_size against SGLang's kernel (target)", "",
-            "Top-8 routing over 256 experts, block 64, at the rule's grid. The target column is SGLang's "
+            "Top-8 routing over 256 experts, block 64, at the rule's grid and block. The target column is SGLang's "
             "moe_align_block_size as measured from outside this project on an H100 in CUDA graphs: a TARGET, "
             f"not measured here. The peer was not run here (this run's device: {gpu}), and this benchmark "
             "reimplements nothing of it; compare it with jitd's graph µs, on the same kind of GPU to be fair.", "",

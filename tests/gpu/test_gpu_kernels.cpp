@@ -75,12 +75,16 @@ absl::Status LaunchResidual(const Function& f, LaunchShape s, CUdeviceptr out, C
 
 // align_block_size_kernel(const int32_t* topk_ids, int64_t numel, int32_t num_experts, int32_t block_size,
 //                         int32_t* sorted_token_ids, int32_t* expert_ids, int32_t* num_tokens_post_pad)
-// Launch: blocks of exactly 1024 threads, a grid of 1 to 64 (the kernel traps
-// otherwise); every grid gives the same outputs.
-absl::Status LaunchAlignBlockSize(const Function& f, unsigned grid, CUdeviceptr topk_ids, std::int64_t numel,
-                                  std::int32_t num_experts, std::int32_t block_size, CUdeviceptr sorted_token_ids,
-                                  CUdeviceptr expert_ids, CUdeviceptr num_tokens_post_pad) {
-  return Launch(f, LaunchShape{grid, 1024}, topk_ids, numel, num_experts, block_size, sorted_token_ids, expert_ids,
+// Launch: blocks of a power of two from 32 to 1024 threads, at least
+// num_experts, a grid of 1 to 64 (the kernel traps otherwise); every grid and
+// every block gives the same outputs. threads 0: the clients' rule
+// (jitd::AlignBlockSizeThreads).
+absl::Status LaunchAlignBlockSize(const Function& f, unsigned grid, unsigned threads, CUdeviceptr topk_ids,
+                                  std::int64_t numel, std::int32_t num_experts, std::int32_t block_size,
+                                  CUdeviceptr sorted_token_ids, CUdeviceptr expert_ids,
+                                  CUdeviceptr num_tokens_post_pad) {
+  if (threads == 0) threads = static_cast<unsigned>(jitd::AlignBlockSizeThreads(num_experts));
+  return Launch(f, LaunchShape{grid, threads}, topk_ids, numel, num_experts, block_size, sorted_token_ids, expert_ids,
                 num_tokens_post_pad);
 }
 
@@ -523,7 +527,7 @@ std::vector<std::int32_t> MakeRouting(std::int32_t tokens, std::int32_t topk, st
 // align_block_size on the GPU, every output entry.
 absl::StatusOr<reference::MoeAlignment> RunAlignBlockSize(const Function& f, const std::vector<std::int32_t>& ids,
                                                           std::int32_t experts, std::int32_t block_size, unsigned grid,
-                                                          std::size_t sorted_offset = 0) {
+                                                          std::size_t sorted_offset = 0, unsigned threads = 0) {
   const auto numel = static_cast<std::int64_t>(ids.size());
   const auto sorted_size = static_cast<std::size_t>(reference::align_max_padded(numel, experts, block_size));
   const auto blocks = static_cast<std::size_t>(reference::align_expert_blocks(numel, experts, block_size));
@@ -531,8 +535,8 @@ absl::StatusOr<reference::MoeAlignment> RunAlignBlockSize(const Function& f, con
   GPU_ASSIGN(auto sorted, DeviceArray<std::int32_t>::Output(sorted_size, sorted_offset));
   GPU_ASSIGN(auto expert_ids, DeviceArray<std::int32_t>::Output(blocks));
   GPU_ASSIGN(auto post_pad, DeviceArray<std::int32_t>::Output(1));
-  GPU_TRY(LaunchAlignBlockSize(f, grid, topk_ids.ptr(), numel, experts, block_size, sorted.ptr(), expert_ids.ptr(),
-                               post_pad.ptr()));
+  GPU_TRY(LaunchAlignBlockSize(f, grid, threads, topk_ids.ptr(), numel, experts, block_size, sorted.ptr(),
+                               expert_ids.ptr(), post_pad.ptr()));
   reference::MoeAlignment out;
   GPU_ASSIGN(out.sorted_token_ids, sorted.Read());
   GPU_ASSIGN(out.expert_ids, expert_ids.Read());
@@ -585,13 +589,37 @@ std::vector<unsigned> AlignGrids(std::size_t numel) {
   return grids;
 }
 
-// align_block_size at every grid of AlignGrids against the reference.
+// The blocks each align_block_size case also runs at, at the rule's grid:
+// 1024 threads and the fewest that hold the experts (a power of two from
+// 32). KERNELS.md: every block gives the same outputs.
+std::vector<unsigned> AlignOtherBlocks(std::int32_t experts) {
+  unsigned fewest = 32;
+  while (fewest < static_cast<unsigned>(experts)) fewest *= 2;
+  std::vector<unsigned> blocks;
+  for (unsigned t : {1024u, fewest}) {
+    if (t != static_cast<unsigned>(jitd::AlignBlockSizeThreads(experts)) &&
+        std::find(blocks.begin(), blocks.end(), t) == blocks.end()) {
+      blocks.push_back(t);
+    }
+  }
+  return blocks;
+}
+
+// align_block_size at every grid of AlignGrids (the rule's block), and at
+// every block of AlignOtherBlocks (the rule's grid), against the reference.
 void ExpectAlignmentAtEveryGrid(const Function& f, const std::vector<std::int32_t>& ids, std::int32_t experts,
                                 std::int32_t block_size) {
   const reference::MoeAlignment want = reference::align_block_size(ids, experts, block_size);
   for (unsigned grid : AlignGrids(ids.size())) {
     SCOPED_TRACE(text::Cat("grid ", grid));
     absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(f, ids, experts, block_size, grid);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectSameAlignment(*got, want);
+  }
+  const auto grid = static_cast<unsigned>(jitd::AlignBlockSizeGrid(static_cast<std::int64_t>(ids.size())));
+  for (unsigned threads : AlignOtherBlocks(experts)) {
+    SCOPED_TRACE(text::Cat("block ", threads));
+    absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(f, ids, experts, block_size, grid, 0, threads);
     ASSERT_TRUE(got.ok()) << got.status();
     ExpectSameAlignment(*got, want);
   }

@@ -1,4 +1,5 @@
-"""jitd.rmsnorm_threads and jitd.align_block_size_grid: the measured launch
+"""jitd.rmsnorm_threads, jitd.align_block_size_grid and
+jitd.align_block_size_threads: the measured launch
 choices the kernels leave to the caller."""
 
 from __future__ import annotations
@@ -51,3 +52,25 @@ def test_align_block_size_grid_stays_within_the_grids_the_kernel_allows():
 def test_a_numel_that_is_not_a_non_negative_integer_is_refused(numel):
     with pytest.raises(ValueError, match="numel must be a non-negative integer"):
         jitd.align_block_size_grid(numel)
+
+
+def test_align_block_size_threads_is_512_up_to_512_experts_then_1024():
+    assert [jitd.align_block_size_threads(e) for e in (0, 1, 8, 256, 512)] == [512] * 5
+    assert [jitd.align_block_size_threads(e) for e in (513, 1000, 1024)] == [1024] * 3
+
+
+def test_align_block_size_threads_is_a_block_the_kernel_takes_for_every_expert_count():
+    # The kernel's own check: a power of two from 32 to kAlignThreads, at
+    # least num_experts.
+    source = (SHIPPED_KERNELS / "moe" / "align_block_size.cu").read_text()
+    [most] = re.findall(r"kAlignThreads = (\d+);", source)
+    assert "num_experts <= block_threads" in source
+    for experts in range(0, 1025):
+        t = jitd.align_block_size_threads(experts)
+        assert 32 <= t <= int(most) and t & (t - 1) == 0 and experts <= t, experts
+
+
+@pytest.mark.parametrize("experts", [-1, 1025, 2.5])
+def test_an_expert_count_the_kernel_does_not_take_is_refused(experts):
+    with pytest.raises(ValueError, match="num_experts must be an integer from 0 to 1024"):
+        jitd.align_block_size_threads(experts)

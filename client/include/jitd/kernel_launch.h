@@ -1,7 +1,8 @@
 // Launch choices the shipped kernels (kernels/, docs/KERNELS.md) leave to
 // the caller, made as measured: rules of those kernels, not of the client,
 // so they are here and not in jitd/client.h. The Python client has the same
-// rules (jitd.rmsnorm_threads, jitd.align_block_size_grid).
+// rules (jitd.rmsnorm_threads, jitd.align_block_size_grid,
+// jitd.align_block_size_threads).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ constexpr int RmsnormThreads(int64_t dim) {
   return 1024;
 }
 
-// The grid (gridDim.x; block 1024) to launch moe.align_block_size with for
+// The grid (gridDim.x; block AlignBlockSizeThreads) to launch moe.align_block_size with for
 // `numel` routing entries: one block up to 128 entries (16 tokens x top-8),
 // 8 blocks up to 8192, then a block per 1024 entries, up to 32. Up to 8192
 // entries (256 experts or fewer) every block runs the kernel's one-block
@@ -46,5 +47,14 @@ constexpr int AlignBlockSizeGrid(int64_t numel) {
   const int64_t blocks = (numel - 1) / kEntriesPerBlock + 1;
   return static_cast<int>(blocks < kMostBlocks ? blocks : kMostBlocks);
 }
+
+// The block (blockDim.x) to launch moe.align_block_size with for
+// `num_experts` experts: 512 threads up to 512 experts, else 1024. Every
+// power of two from 32 to 1024 that is at least num_experts gives the same
+// outputs (docs/KERNELS.md); at 256 experts a block of 512 was faster than
+// one of 1024 at every size measured on an H100, since the warps a block
+// does not need cost time even when they return at once. The Python
+// client's jitd.align_block_size_threads is the same rule.
+constexpr int AlignBlockSizeThreads(int64_t num_experts) { return num_experts <= 512 ? 512 : 1024; }
 
 }  // namespace jitd

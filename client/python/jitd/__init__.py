@@ -47,7 +47,7 @@ from .errors import (Cancelled, CompileError, DataLoss, DeadlineExceeded, Driver
                      WarmFailed)
 from .jit import JitTree, jit_loader, load_jit
 from .kernel_set import KernelSet, default_client, default_kernel_set, kernel, print_progress
-from .launch_rules import align_block_size_grid, rmsnorm_threads
+from .launch_rules import align_block_size_grid, align_block_size_threads, rmsnorm_threads
 from .modules import load_module
 from .retry import RetryPolicy
 from .types import (ClientCounters, Entries, Entry, EvictResult, KernelEntry, KernelInfo, KernelParam, KernelResult,
@@ -71,6 +71,7 @@ __all__ = [
     "load_module", "load_jit", "jit_loader", "JitTree", "ModuleSpec", "default_client", "default_kernel_set", "kernel", "print_progress",
     "default_endpoint", "resolve_endpoint", "read_admin_token_file", "rmsnorm_threads",
     "align_block_size_grid",
+    "align_block_size_threads",
 ]
 
 # Submodules loaded on first attribute access, so that `jitd.torch.launch(...)`

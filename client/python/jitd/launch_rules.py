@@ -14,17 +14,25 @@ ALIGN_ONE_BLOCK_UP_TO entries, ALIGN_SHARED_BLOCKS up to ALIGN_SHARED_UP_TO
 (every block runs the kernel's one-block path and writes its share of the
 outputs), then one block per ALIGN_ENTRIES_PER_BLOCK entries, up to
 ALIGN_MAX_BLOCKS. Every grid from 1 to 64 gives the same outputs.
+
+``align_block_size_threads(num_experts)`` is the block (``blockDim.x``) to
+launch it with: 512 threads up to 512 experts, else 1024. Every power of two
+from 32 to 1024 that is at least ``num_experts`` gives the same outputs; on
+an H100 a block of 512 was faster than one of 1024 at every size measured
+(docs/KERNELS.md, moe.align_block_size).
 """
 
 from __future__ import annotations
 
-__all__ = ["rmsnorm_threads", "align_block_size_grid"]
+__all__ = ["rmsnorm_threads", "align_block_size_grid", "align_block_size_threads"]
 
 ALIGN_ENTRIES_PER_BLOCK = 1024
 ALIGN_MAX_BLOCKS = 32  # the kernel allows 64
 ALIGN_ONE_BLOCK_UP_TO = 128  # entries (16 tokens x top-8) one block takes within 6% of 8 blocks
 ALIGN_SHARED_UP_TO = 8192  # entries up to which every block holds the whole input
 ALIGN_SHARED_BLOCKS = 8
+ALIGN_NARROW_THREADS = 512  # the block up to this many experts
+ALIGN_MAX_EXPERTS = 1024
 
 
 def rmsnorm_threads(dim: int) -> int:
@@ -41,7 +49,7 @@ def rmsnorm_threads(dim: int) -> int:
 
 
 def align_block_size_grid(numel: int) -> int:
-    """The ``gridDim.x`` to launch ``moe.align_block_size`` with (block 1024)
+    """The ``gridDim.x`` to launch ``moe.align_block_size`` with
     for ``numel`` routing entries: 1 up to 128 entries, 8 up to 8192, then
     ceil(numel / 1024), up to 32 (jitd::AlignBlockSizeGrid is the same rule).
     ValueError for a negative numel."""
@@ -53,3 +61,13 @@ def align_block_size_grid(numel: int) -> int:
         return ALIGN_SHARED_BLOCKS
     blocks = -(-int(numel) // ALIGN_ENTRIES_PER_BLOCK)
     return max(1, min(ALIGN_MAX_BLOCKS, blocks))
+
+
+def align_block_size_threads(num_experts: int) -> int:
+    """The ``blockDim.x`` to launch ``moe.align_block_size`` with for
+    ``num_experts`` experts: 512 up to 512, else 1024
+    (jitd::AlignBlockSizeThreads is the same rule). ValueError outside
+    0 to 1024 experts, which the kernel does not take."""
+    if int(num_experts) != num_experts or not 0 <= num_experts <= ALIGN_MAX_EXPERTS:
+        raise ValueError(f"num_experts must be an integer from 0 to {ALIGN_MAX_EXPERTS}, got {num_experts!r}")
+    return ALIGN_NARROW_THREADS if num_experts <= ALIGN_NARROW_THREADS else 1024
