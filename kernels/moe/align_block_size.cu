@@ -16,9 +16,10 @@
 // Launch: 1 to 64 blocks (grid.x; every grid gives the same outputs) of a
 // power of two from 32 to 1024 threads that is at least num_experts
 // (block.x; every block size gives the same outputs too), no dynamic shared
-// memory; num_experts <= 1024, numel < 2^24. The clients' rule launches 512
-// threads up to 512 experts: warps a block does not need cost time even
-// when they return at once.
+// memory; num_experts <= 1024, numel < 2^24. The clients' rule launches as
+// many threads as the one-block path works with, up to 512 (512 beyond, 1024
+// past 512 experts): warps a block does not need cost time even when they
+// return at once.
 // Up to 8 x 32 entries per working warp of one block (working_threads: fewer
 // threads at small sizes), every block of the grid takes align_one_block:
 // each computes the whole alignment from the ids in its registers and writes

@@ -124,12 +124,20 @@ TEST(AlignBlockSizeGrid, GivesOneBlockThen8ThenABlockPer1024UpTo32) {
 }
 
 // The same rule as the Python client's jitd.align_block_size_threads.
-static_assert(AlignBlockSizeThreads(0) == 512 && AlignBlockSizeThreads(512) == 512 &&
-              AlignBlockSizeThreads(513) == 1024 && AlignBlockSizeThreads(1024) == 1024);
+static_assert(AlignBlockSizeThreads(0, 0) == 32 && AlignBlockSizeThreads(256, 8) == 256 &&
+              AlignBlockSizeThreads(256, 2048) == 256 && AlignBlockSizeThreads(256, 2049) == 512 &&
+              AlignBlockSizeThreads(513, 8) == 1024);
 
-TEST(AlignBlockSizeThreads, Gives512UpTo512ExpertsThen1024) {
-  for (int64_t experts : {0, 1, 8, 256, 512}) EXPECT_EQ(AlignBlockSizeThreads(experts), 512) << experts;
-  for (int64_t experts : {513, 1000, 1024}) EXPECT_EQ(AlignBlockSizeThreads(experts), 1024) << experts;
+TEST(AlignBlockSizeThreads, GivesTheOneBlockPathsThreadsUpTo512Then512Or1024) {
+  EXPECT_EQ(AlignBlockSizeThreads(8, 1), 32);
+  EXPECT_EQ(AlignBlockSizeThreads(8, 256), 32);
+  EXPECT_EQ(AlignBlockSizeThreads(8, 257), 64);
+  EXPECT_EQ(AlignBlockSizeThreads(33, 1), 64);
+  for (int64_t numel : {1, 128, 2048}) EXPECT_EQ(AlignBlockSizeThreads(256, numel), 256) << numel;
+  for (int64_t numel : {int64_t{2049}, int64_t{4096}, int64_t{4097}, int64_t{1} << 20})
+    EXPECT_EQ(AlignBlockSizeThreads(256, numel), 512) << numel;
+  EXPECT_EQ(AlignBlockSizeThreads(512, 8), 512);
+  for (int64_t experts : {513, 1000, 1024}) EXPECT_EQ(AlignBlockSizeThreads(experts, 8), 1024) << experts;
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ DEFAULT_SOURCE = os.path.join(ROOT, "kernels", "moe", "align_block_size.cu")
 sys.path.insert(0, HERE)
 from gpu_common import LAUNCH_RULES  # noqa: E402
 
-RULE_THREADS = LAUNCH_RULES.align_block_size_threads(EXPERTS)  # the block jitd.align_block_size_threads picks
+RULE = None  # a variant's threads: the block jitd.align_block_size_threads picks at each size
 
 # name -> [(text in the source, text put before it)]: a return before a
 # stage stops there; "skip" variants guard one loop with `if (false)`.
@@ -67,7 +67,7 @@ SETTINGS = {f"{k} entries per thread": (f"-DSGLANG_ALIGN_ENTRIES_PER_THREAD={k}"
 # holds the experts gives the same outputs): name -> (variant, threads); and
 # built for at most 512 threads (the array sizes and loop bounds a block of
 # 512 needs), launched with 512: name -> (variant, threads).
-NARROW = {f"{base} at {t} threads": (base, t) for base in ("full", "empty (returns at once)") for t in (1024, 256)}
+NARROW = {f"{base} at {t} threads": (base, t) for base in ("full", "empty (returns at once)") for t in (1024, 512)}
 THREADS_ANCHOR = "inline constexpr int kAlignThreads = 1024;"
 BUILT_NARROW = {"full built for 512 threads": ("full", 512)}
 
@@ -157,14 +157,14 @@ def variants(source, strict):
             continue
         for anchor, before in patches:
             text = text.replace(anchor, before + anchor, 1)
-        out[name] = (text, (), RULE_THREADS)
+        out[name] = (text, (), RULE)
     for name, (anchor, before) in SKIPS.items():
         if anchor not in source:
             raise SystemExit(f"align_stages: '{anchor}' is not in the source: update SKIPS")
-        out[name] = (source.replace(anchor, before + anchor, 1), (), RULE_THREADS)
+        out[name] = (source.replace(anchor, before + anchor, 1), (), RULE)
     for name, options in SETTINGS.items():
         if "SGLANG_ALIGN_ENTRIES_PER_THREAD" in source:
-            out[name] = (source, options, RULE_THREADS)
+            out[name] = (source, options, RULE)
     for name, (base, threads) in NARROW.items():
         if base in out:
             out[name] = (out[base][0], (), threads)
@@ -243,9 +243,11 @@ def main():
                     sorted_ids.data_ptr(), expert_ids.data_ptr(), count.data_ptr())
             args = tuple(cp.uint64(x) if isinstance(x, int) else x for x in args)
 
+            block = LAUNCH_RULES.align_block_size_threads(EXPERTS, numel) if threads is RULE else threads
+
             def launch():
                 with cp_stream:
-                    kernel((grid,), (threads,), args)
+                    kernel((grid,), (block,), args)
 
             med, low = graph_us(torch, stream, launch)
             check = "-"
@@ -260,9 +262,9 @@ def main():
                 ok = (total == want[2] and sorted_ids[:total].tolist() == want[0]
                       and expert_ids.tolist() == want[1])
                 check = "ok" if ok else "BAD"
-            rows.append({"variant": name, "tokens": tokens, "grid": grid, "threads": threads, "graph_us": med,
+            rows.append({"variant": name, "tokens": tokens, "grid": grid, "threads": block, "graph_us": med,
                          "graph_us_min": low, "check": check})
-            print(f"{name:22s} {tokens:6d} tok grid {grid:2d} x {threads:4d}: {med:7.2f} us (min {low:.2f}) {check}",
+            print(f"{name:22s} {tokens:6d} tok grid {grid:2d} x {block:4d}: {med:7.2f} us (min {low:.2f}) {check}",
                   flush=True)
     doc = {"gpu": torch.cuda.get_device_name(0), "arch": arch, "reps": REPS, "inner": INNER, "rows": rows}
     if a.out:

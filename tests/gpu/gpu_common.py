@@ -70,7 +70,7 @@ def align_block_size_launch(numel, num_experts, grid=None, threads=None):
     g = LAUNCH_RULES.align_block_size_grid(numel) if grid is None else int(grid)
     if not 1 <= g <= ALIGN_BLOCK_SIZE_MAX_GRID:
         raise ValueError(f"align_block_size grid {g} is outside 1..{ALIGN_BLOCK_SIZE_MAX_GRID}")
-    t = LAUNCH_RULES.align_block_size_threads(num_experts) if threads is None else int(threads)
+    t = LAUNCH_RULES.align_block_size_threads(num_experts, numel) if threads is None else int(threads)
     if not align_block_ok(t, num_experts):
         raise ValueError(f"align_block_size block {t} is not a power of two from 32 to "
                          f"{ALIGN_BLOCK_SIZE_MAX_THREADS} holding {num_experts} experts")

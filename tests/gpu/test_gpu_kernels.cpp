@@ -83,7 +83,7 @@ absl::Status LaunchAlignBlockSize(const Function& f, unsigned grid, unsigned thr
                                   std::int64_t numel, std::int32_t num_experts, std::int32_t block_size,
                                   CUdeviceptr sorted_token_ids, CUdeviceptr expert_ids,
                                   CUdeviceptr num_tokens_post_pad) {
-  if (threads == 0) threads = static_cast<unsigned>(jitd::AlignBlockSizeThreads(num_experts));
+  if (threads == 0) threads = static_cast<unsigned>(jitd::AlignBlockSizeThreads(num_experts, numel));
   return Launch(f, LaunchShape{grid, threads}, topk_ids, numel, num_experts, block_size, sorted_token_ids, expert_ids,
                 num_tokens_post_pad);
 }
@@ -590,14 +590,15 @@ std::vector<unsigned> AlignGrids(std::size_t numel) {
 }
 
 // The blocks each align_block_size case also runs at, at the rule's grid:
-// 1024 threads and the fewest that hold the experts (a power of two from
-// 32). KERNELS.md: every block gives the same outputs.
-std::vector<unsigned> AlignOtherBlocks(std::int32_t experts) {
+// 1024 and 512 threads, and the fewest that hold the experts (a power of two
+// from 32). KERNELS.md: every block gives the same outputs.
+std::vector<unsigned> AlignOtherBlocks(std::int32_t experts, std::size_t numel) {
   unsigned fewest = 32;
   while (fewest < static_cast<unsigned>(experts)) fewest *= 2;
   std::vector<unsigned> blocks;
-  for (unsigned t : {1024u, fewest}) {
-    if (t != static_cast<unsigned>(jitd::AlignBlockSizeThreads(experts)) &&
+  for (unsigned t : {1024u, 512u, fewest}) {
+    if (t >= static_cast<unsigned>(experts) &&
+        t != static_cast<unsigned>(jitd::AlignBlockSizeThreads(experts, static_cast<std::int64_t>(numel))) &&
         std::find(blocks.begin(), blocks.end(), t) == blocks.end()) {
       blocks.push_back(t);
     }
@@ -617,7 +618,7 @@ void ExpectAlignmentAtEveryGrid(const Function& f, const std::vector<std::int32_
     ExpectSameAlignment(*got, want);
   }
   const auto grid = static_cast<unsigned>(jitd::AlignBlockSizeGrid(static_cast<std::int64_t>(ids.size())));
-  for (unsigned threads : AlignOtherBlocks(experts)) {
+  for (unsigned threads : AlignOtherBlocks(experts, ids.size())) {
     SCOPED_TRACE(text::Cat("block ", threads));
     absl::StatusOr<reference::MoeAlignment> got = RunAlignBlockSize(f, ids, experts, block_size, grid, 0, threads);
     ASSERT_TRUE(got.ok()) << got.status();

@@ -54,9 +54,12 @@ def test_a_numel_that_is_not_a_non_negative_integer_is_refused(numel):
         jitd.align_block_size_grid(numel)
 
 
-def test_align_block_size_threads_is_512_up_to_512_experts_then_1024():
-    assert [jitd.align_block_size_threads(e) for e in (0, 1, 8, 256, 512)] == [512] * 5
-    assert [jitd.align_block_size_threads(e) for e in (513, 1000, 1024)] == [1024] * 3
+def test_align_block_size_threads_is_the_one_block_paths_threads_up_to_512_then_512_or_1024():
+    assert [jitd.align_block_size_threads(8, n) for n in (0, 1, 256, 257)] == [32, 32, 32, 64]
+    assert [jitd.align_block_size_threads(256, n) for n in (1, 128, 2048)] == [256] * 3
+    assert [jitd.align_block_size_threads(256, n) for n in (2049, 4096, 4097, 1 << 20)] == [512] * 4
+    assert jitd.align_block_size_threads(512, 8) == 512
+    assert [jitd.align_block_size_threads(e, 8) for e in (513, 1000, 1024)] == [1024] * 3
 
 
 def test_align_block_size_threads_is_a_block_the_kernel_takes_for_every_expert_count():
@@ -66,11 +69,24 @@ def test_align_block_size_threads_is_a_block_the_kernel_takes_for_every_expert_c
     [most] = re.findall(r"kAlignThreads = (\d+);", source)
     assert "num_experts <= block_threads" in source
     for experts in range(0, 1025):
-        t = jitd.align_block_size_threads(experts)
-        assert 32 <= t <= int(most) and t & (t - 1) == 0 and experts <= t, experts
+        for numel in (0, 8, 2048, 1 << 24):
+            t = jitd.align_block_size_threads(experts, numel)
+            assert 32 <= t <= int(most) and t & (t - 1) == 0 and experts <= t, (experts, numel)
+
+
+def test_align_block_size_threads_counts_the_entries_the_kernels_one_block_path_gives_a_thread():
+    source = (SHIPPED_KERNELS / "moe" / "align_block_size.cu").read_text()
+    [per_thread] = re.findall(r"#define SGLANG_ALIGN_ENTRIES_PER_THREAD (\d+)", source)
+    assert jitd.launch_rules.ALIGN_ENTRIES_PER_THREAD == int(per_thread)
 
 
 @pytest.mark.parametrize("experts", [-1, 1025, 2.5])
 def test_an_expert_count_the_kernel_does_not_take_is_refused(experts):
     with pytest.raises(ValueError, match="num_experts must be an integer from 0 to 1024"):
-        jitd.align_block_size_threads(experts)
+        jitd.align_block_size_threads(experts, 8)
+
+
+@pytest.mark.parametrize("numel", [-1, 2.5])
+def test_a_numel_the_threads_rule_cannot_take_is_refused(numel):
+    with pytest.raises(ValueError, match="numel must be a non-negative integer"):
+        jitd.align_block_size_threads(256, numel)

@@ -48,13 +48,25 @@ constexpr int AlignBlockSizeGrid(int64_t numel) {
   return static_cast<int>(blocks < kMostBlocks ? blocks : kMostBlocks);
 }
 
-// The block (blockDim.x) to launch moe.align_block_size with for
-// `num_experts` experts: 512 threads up to 512 experts, else 1024. Every
-// power of two from 32 to 1024 that is at least num_experts gives the same
-// outputs (docs/KERNELS.md); at 256 experts a block of 512 was faster than
-// one of 1024 at every size measured on an H100, since the warps a block
-// does not need cost time even when they return at once. The Python
-// client's jitd.align_block_size_threads is the same rule.
-constexpr int AlignBlockSizeThreads(int64_t num_experts) { return num_experts <= 512 ? 512 : 1024; }
+// The block (blockDim.x) to launch moe.align_block_size with for `numel`
+// routing entries of `num_experts` experts: the smallest power of two from
+// 32 that is at least num_experts and numel / 8 (the threads the kernel's
+// one-block path works with), up to 512; 1024 past 512 experts. Every power
+// of two from 32 to 1024 that is at least num_experts gives the same
+// outputs (docs/KERNELS.md). The threads a block has beyond those that work
+// cost time even though they return at once: on an H100 at 256 experts
+// (docs/gpu-runs/2026-12-07-run-0d0a8e7-h100, align_threads.out) 256
+// tokens x top-8 took 4.89 us with 256 threads, 5.05 with 512 and 5.31
+// with 1024; past 4096 entries 512 threads were the fastest (10.36 us at
+// 4096 tokens, 11.65 with 256, 12.69 with 1024). The Python client's
+// jitd.align_block_size_threads is the same rule.
+constexpr int AlignBlockSizeThreads(int64_t num_experts, int64_t numel) {
+  constexpr int kMostNarrow = 512;
+  constexpr int64_t kEntriesPerThread = 8;
+  if (num_experts > kMostNarrow) return 1024;
+  int threads = 32;
+  while (threads < kMostNarrow && (threads < num_experts || threads * kEntriesPerThread < numel)) threads *= 2;
+  return threads;
+}
 
 }  // namespace jitd

@@ -15,11 +15,14 @@ ALIGN_ONE_BLOCK_UP_TO entries, ALIGN_SHARED_BLOCKS up to ALIGN_SHARED_UP_TO
 outputs), then one block per ALIGN_ENTRIES_PER_BLOCK entries, up to
 ALIGN_MAX_BLOCKS. Every grid from 1 to 64 gives the same outputs.
 
-``align_block_size_threads(num_experts)`` is the block (``blockDim.x``) to
-launch it with: 512 threads up to 512 experts, else 1024. Every power of two
-from 32 to 1024 that is at least ``num_experts`` gives the same outputs; on
-an H100 a block of 512 was faster than one of 1024 at every size measured
-(docs/KERNELS.md, moe.align_block_size).
+``align_block_size_threads(num_experts, numel)`` is the block
+(``blockDim.x``) to launch it with: as many threads as the kernel's
+one-block path works with (a power of two from 32, at least one per expert
+and one per 8 entries) while that is at most 512, else 512 up to 512
+experts, else 1024. Every power of two from 32 to 1024 that is at least
+``num_experts`` gives the same outputs; the threads a block has beyond
+those that work cost time even though they return at once (on an H100, 256
+experts: docs/KERNELS.md, moe.align_block_size).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ ALIGN_MAX_BLOCKS = 32  # the kernel allows 64
 ALIGN_ONE_BLOCK_UP_TO = 128  # entries (16 tokens x top-8) one block takes within 6% of 8 blocks
 ALIGN_SHARED_UP_TO = 8192  # entries up to which every block holds the whole input
 ALIGN_SHARED_BLOCKS = 8
-ALIGN_NARROW_THREADS = 512  # the block up to this many experts
+ALIGN_NARROW_THREADS = 512  # the most threads a block has up to this many experts
+ALIGN_ENTRIES_PER_THREAD = 8  # the kernel's one-block path (kAlignEntriesPerThread)
 ALIGN_MAX_EXPERTS = 1024
 
 
@@ -63,11 +67,20 @@ def align_block_size_grid(numel: int) -> int:
     return max(1, min(ALIGN_MAX_BLOCKS, blocks))
 
 
-def align_block_size_threads(num_experts: int) -> int:
+def align_block_size_threads(num_experts: int, numel: int) -> int:
     """The ``blockDim.x`` to launch ``moe.align_block_size`` with for
-    ``num_experts`` experts: 512 up to 512, else 1024
-    (jitd::AlignBlockSizeThreads is the same rule). ValueError outside
-    0 to 1024 experts, which the kernel does not take."""
+    ``numel`` routing entries of ``num_experts`` experts: the smallest power
+    of two from 32 that is at least num_experts and numel / 8, up to 512;
+    1024 past 512 experts (jitd::AlignBlockSizeThreads is the same rule).
+    ValueError outside 0 to 1024 experts, which the kernel does not take,
+    or for a negative numel."""
     if int(num_experts) != num_experts or not 0 <= num_experts <= ALIGN_MAX_EXPERTS:
         raise ValueError(f"num_experts must be an integer from 0 to {ALIGN_MAX_EXPERTS}, got {num_experts!r}")
-    return ALIGN_NARROW_THREADS if num_experts <= ALIGN_NARROW_THREADS else 1024
+    if int(numel) != numel or numel < 0:
+        raise ValueError(f"numel must be a non-negative integer, got {numel!r}")
+    if num_experts > ALIGN_NARROW_THREADS:
+        return 1024
+    threads = 32
+    while threads < ALIGN_NARROW_THREADS and (threads < num_experts or threads * ALIGN_ENTRIES_PER_THREAD < numel):
+        threads *= 2
+    return threads
