@@ -29,7 +29,9 @@ rmsnorm at dims 2048 to 32768 with every `threads` value):
 The launch floor (silu_and_mul at rows=0 returns at once; of the kernels it has
 the fewest arguments, so the least for the host to pack) is timed as
 the kernels are at several points of the run (the start, after the
-element-wise kernels, before the MoE kernels, the end); its row is the
+element-wise kernels, before the MoE kernels, the end, and just before each
+serving shape: the decode sizes, which the host's launch rate bounds as it
+bounds the floor, and whose rate drifts through a run); its row is the
 minimum of the samples, and the report lists any kernel row below it.
 Every case is fail-soft: an error is a row with the error, and the rest run.
 The MoE alignment kernels go last: a trap there (a sticky CUDA error) would
@@ -164,13 +166,17 @@ def align_cases():
     return cases + [C(align, {"tokens": 16384, **routing})]
 
 
-def floor_points(kernels):
-    """[(i, label)]: a floor sample before kernels[i]; i = len(kernels) is the end."""
+def floor_points(kernels, serving=()):
+    """[(i, label)]: a floor sample before kernels[i]; i = len(kernels) is the
+    end. serving[i] true: kernels[i] is a serving shape, sampled beside."""
     points = [(0, "start")]
     for label, first in FLOOR_POINTS:
         i = next((i for i, k in enumerate(kernels) if k in first), None)
         if i is not None and i not in dict(points):
             points.append((i, label))
+    for i, beside in enumerate(serving):
+        if beside and i not in dict(points):
+            points.append((i, f"before {kernels[i].split('.')[-1]} (serving shape {i})"))
     return sorted(points) + [(len(kernels), "end")]
 
 
@@ -615,7 +621,7 @@ class Bench:
         """The kernels in order; the floor sampled at floor_points; the peak copy after the first sample."""
         floor_case = next((c for c in cases if c["kernel"] == kr.FLOOR), None)
         order = [i for i, c in enumerate(cases) if c["kernel"] != kr.FLOOR]
-        points = floor_points([cases[i]["kernel"] for i in order])
+        points = floor_points([cases[i]["kernel"] for i in order], [cases[i]["serving"] for i in order])
         for j, i in enumerate(order + [None]):
             for _, label in (p for p in points if p[0] == j):
                 self.floor_sample(label, floor_case)
@@ -769,6 +775,11 @@ def self_test_cases(expect, cases):
     points = floor_points(order[1:])
     expect([p[1] for p in points] == ["start", "after the element-wise kernels", "before the MoE kernels", "end"]
            and order[1:][points[1][0]] == "norm.rmsnorm" and points[-1][0] == len(order) - 1, f"points {points}")
+    serving = [c["serving"] for c in cases[1:]]
+    beside = floor_points(order[1:], serving)
+    expect({i for i, s in enumerate(serving) if s} <= {i for i, _ in beside}
+           and set(points) <= set(beside) and len(beside) == len(points) + sum(serving)
+           and len({label for _, label in beside}) == len(beside), f"points beside the serving shapes: {beside}")
     expect([p[1] for p in floor_points(["moe.align_block_size"])] == ["start", "end"], "points: one MoE case")
     want = ([3, 0, 1, 9, 9, 9], [5, 7, -1], 4)  # count 4, block 2: 4 sorted ids and 2 expert ids
     good = (FakeOut([3, 0, 1, 9, -7, -7]), FakeOut([5, 7, -7]), FakeOut([4]))
