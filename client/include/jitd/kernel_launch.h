@@ -10,11 +10,14 @@
 namespace jitd {
 
 // The `threads` param of norm.rmsnorm for rows of `dim` elements: 128 up to
-// dim 2048, 256 up to 8192, 512 up to 16384, then 1024. Measured on an H100
-// and an H200 at 8192 rows of bf16 (docs/KERNELS.md, norm.rmsnorm): at dim
-// 4096, 256 threads took 51 us on the H100 where 128 took 65, and 43 us on
-// the H200 where 128 took 41; every other band was the fastest or within
-// 16% of it on both. The Python client's jitd.rmsnorm_threads is the same rule.
+// dim 2048, 256 up to 8192, 512 up to 16384, then 1024. Dims 2048 to 8192
+// measured on an H100 and an H200 at 8192 rows of bf16, the 512 and 1024
+// bands (dims 16384 and 32768, 4096 rows) on the H100 only (docs/KERNELS.md,
+// norm.rmsnorm): at dim 4096, 256 threads took 51 us on the H100 where 128
+// took 65, and 43 us on the H200 where 128 took 41; at dim 8192 the H100's
+// fastest is 512 (16% faster than 256), the H200's 256; the 512 and 1024
+// bands were the fastest on the H100. The Python client's
+// jitd.rmsnorm_threads is the same rule.
 constexpr int RmsnormThreads(int64_t dim) {
   if (dim <= 2048) return 128;
   if (dim <= 8192) return 256;

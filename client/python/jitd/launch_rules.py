@@ -2,11 +2,12 @@
 
 ``rmsnorm_threads(dim)`` is the ``threads`` param of ``norm.rmsnorm`` for rows
 of ``dim`` elements: a power of two near ``dim / 32``, from 128 to 1024, so
-that each thread reads about four 16-byte packs of a bf16/fp16 row. On the
-H200 (``tests/gpu/kernel_bench.py``, bf16, 8192 rows, docs/gpu-runs/2026-12-02)
-that choice was the fastest of 128/256/512/1024 at every dim measured: 2048
-and 4096 with 128 threads (96% and 87% of a device copy of the same bytes),
-8192 with 256 (88%); 1024 threads ran those dims at 31-59%.
+that each thread reads about four 16-byte packs of a bf16/fp16 row
+(``tests/gpu/kernel_bench.py``, bf16; docs/KERNELS.md, norm.rmsnorm, has
+every figure). Dims 2048 to 8192 were measured on an H200 and an H100 (8192
+rows), the 512 and 1024 bands (dims 16384 and 32768, 4096 rows) on the H100
+only; at dim 8192 the H100 runs 512 threads faster (85% of the peak copy
+against 74%) and the H200 256, which the rule keeps.
 
 ``align_block_size_grid(numel)`` is the grid (``gridDim.x``) to launch
 ``moe.align_block_size`` with for ``numel`` routing entries: one block up to
@@ -42,7 +43,8 @@ ALIGN_MAX_EXPERTS = 1024
 def rmsnorm_threads(dim: int) -> int:
     """The ``threads`` value to request ``norm.rmsnorm`` with for rows of
     ``dim`` elements (any dtype): 128 up to dim 2048, 256 up to 8192, 512 up
-    to 16384, then 1024 (measured on an H100 and an H200: docs/KERNELS.md).
+    to 16384, then 1024 (docs/KERNELS.md says what each band measured, and
+    on which GPU).
     ValueError for a dim below 1."""
     if int(dim) != dim or dim < 1:
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
