@@ -25,13 +25,19 @@ constexpr int RmsnormThreads(int64_t dim) {
   return 1024;
 }
 
-// The grid (gridDim.x; block AlignBlockSizeThreads) to launch moe.align_block_size with for
-// `numel` routing entries: one block up to 128 entries (16 tokens x top-8),
-// 8 blocks up to 8192, then a block per 1024 entries, up to 32. Up to 8192
-// entries (256 experts or fewer) every block runs the kernel's one-block
-// path, which keeps the ids in registers, and writes its eighth of the
-// outputs: one block alone spends most of its time on those writes.
-// Beyond, each block scatters its own chunk and counts the whole input.
+// The grid (gridDim.x; block AlignBlockSizeThreads) to launch
+// moe.align_block_size with for `numel` routing entries: one block up to 128
+// entries (16 tokens x top-8), 8 blocks up to 8192, then a block per 1024
+// entries, up to 32. While one block holds the input (8 entries a thread:
+// up to 4096 entries in the rule's blocks of at most 512 threads, 8192 in
+// blocks of 1024; 256 experts or fewer) every block runs the kernel's
+// one-block path, which keeps the ids in registers, and writes its eighth of
+// the outputs: one block alone spends most of its time on those writes.
+// Beyond, each block scatters its own chunk and counts the whole input. The
+// rule was fitted with blocks of 1024; in blocks of 512, 8192 entries took
+// 7.45 us with 16 blocks against 8.20 with 8 on an H100
+// (docs/gpu-runs/2026-12-07-run-0d0a8e7-h100, align_threads.out): not
+// retuned yet.
 // On an H100 (docs/gpu-runs/2026-12-06-align-shared-f46104f-h100,
 // align_grids.out) 8 blocks took 5.48 us at 256 tokens x top-8 against 7.42
 // for one; at 1 and 16 tokens one block took 3.96 and 4.23 us, 8 blocks 3.91

@@ -12,7 +12,8 @@ against 74%) and the H200 256, which the rule keeps.
 ``align_block_size_grid(numel)`` is the grid (``gridDim.x``) to launch
 ``moe.align_block_size`` with for ``numel`` routing entries: one block up to
 ALIGN_ONE_BLOCK_UP_TO entries, ALIGN_SHARED_BLOCKS up to ALIGN_SHARED_UP_TO
-(every block runs the kernel's one-block path and writes its share of the
+(while one block holds the input, up to 4096 entries in the rule's blocks,
+every block runs the kernel's one-block path and writes its share of the
 outputs), then one block per ALIGN_ENTRIES_PER_BLOCK entries, up to
 ALIGN_MAX_BLOCKS. Every grid from 1 to 64 gives the same outputs.
 
