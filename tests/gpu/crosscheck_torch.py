@@ -376,7 +376,8 @@ class Checker:
                 # And every block (KERNELS.md): 1024 threads, whatever the rule
                 # picks, and the fewest that hold the experts.
                 for threads in ALIGN_OTHER_THREADS:
-                    threads = max(threads, 1 << max(5, (experts - 1).bit_length()))  # at least one per expert
+                    # at least one per expert: the rule at no entries is the fewest that hold them
+                    threads = max(threads, gc.LAUNCH_RULES.align_block_size_threads(experts, 0))
                     if below_total(run(None, threads), want[2][0]) != below_total(want, want[2][0]):
                         row["ok"] = False
                         row["exact_fraction"] = 0.0

@@ -593,8 +593,8 @@ std::vector<unsigned> AlignGrids(std::size_t numel) {
 // 1024 and 512 threads, and the fewest that hold the experts (a power of two
 // from 32). KERNELS.md: every block gives the same outputs.
 std::vector<unsigned> AlignOtherBlocks(std::int32_t experts, std::size_t numel) {
-  unsigned fewest = 32;
-  while (fewest < static_cast<unsigned>(experts)) fewest *= 2;
+  // The rule at no entries: the smallest power of two from 32 that holds them.
+  const auto fewest = static_cast<unsigned>(jitd::AlignBlockSizeThreads(experts, 0));
   std::vector<unsigned> blocks;
   for (unsigned t : {1024u, 512u, fewest}) {
     if (t >= static_cast<unsigned>(experts) &&
