@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/str_split.h"
 #include "jitd/client.h"
@@ -138,6 +139,25 @@ TEST(AlignBlockSizeThreads, GivesTheOneBlockPathsThreadsUpTo512Then512Or1024) {
     EXPECT_EQ(AlignBlockSizeThreads(256, numel), 512) << numel;
   EXPECT_EQ(AlignBlockSizeThreads(512, 8), 512);
   for (int64_t experts : {513, 1000, 1024}) EXPECT_EQ(AlignBlockSizeThreads(experts, 8), 1024) << experts;
+}
+
+// The rule's entries per thread are the kernel's: read from the source the
+// daemon compiles (kernels/moe/align_block_size.cu), not copied.
+TEST(AlignBlockSizeThreads, TakesTheKernelsEntriesPerThread) {
+  std::ifstream in(std::string(JITD_KERNELS_DIR) + "/moe/align_block_size.cu");
+  ASSERT_TRUE(in) << JITD_KERNELS_DIR << "/moe/align_block_size.cu";
+  std::stringstream source;
+  source << in.rdbuf();
+  const std::string define = "#define SGLANG_ALIGN_ENTRIES_PER_THREAD ";
+  const std::string text = source.str();
+  const size_t at = text.find(define);
+  ASSERT_NE(at, std::string::npos) << "the kernel no longer defines SGLANG_ALIGN_ENTRIES_PER_THREAD";
+  const int64_t per_thread = std::stoll(text.substr(at + define.size(), 8));
+  ASSERT_GT(per_thread, 0);
+  for (int64_t threads : {32, 64, 128, 256}) {
+    EXPECT_EQ(AlignBlockSizeThreads(1, threads * per_thread), threads) << threads;
+    EXPECT_EQ(AlignBlockSizeThreads(1, threads * per_thread + 1), threads * 2) << threads;
+  }
 }
 
 }  // namespace
