@@ -113,15 +113,21 @@ TEST(RmsnormThreads, FollowsTheMeasuredBandsFrom128To1024) {
 
 // The same rule as the Python client's jitd.align_block_size_grid.
 static_assert(AlignBlockSizeGrid(0) == 1 && AlignBlockSizeGrid(128) == 1 && AlignBlockSizeGrid(129) == 8 &&
-              AlignBlockSizeGrid(8192) == 8 && AlignBlockSizeGrid(8193) == 9);
+              AlignBlockSizeGrid(4096) == 8 && AlignBlockSizeGrid(4097) == 32);
 
-TEST(AlignBlockSizeGrid, GivesOneBlockThen8ThenABlockPer1024UpTo32) {
+TEST(AlignBlockSizeGrid, GivesOneBlockThen8Then32) {
   for (int64_t numel : {-1, 0, 1, 128}) EXPECT_EQ(AlignBlockSizeGrid(numel), 1) << numel;
-  for (int64_t numel : {129, 2048, 8192}) EXPECT_EQ(AlignBlockSizeGrid(numel), 8) << numel;
-  EXPECT_EQ(AlignBlockSizeGrid(8193), 9);
-  EXPECT_EQ(AlignBlockSizeGrid(9217), 10);
-  EXPECT_EQ(AlignBlockSizeGrid(32768), 32);
-  EXPECT_EQ(AlignBlockSizeGrid((int64_t{1} << 24) - 1), 32);
+  for (int64_t numel : {129, 2048, 4096}) EXPECT_EQ(AlignBlockSizeGrid(numel), 8) << numel;
+  for (int64_t numel : {int64_t{4097}, int64_t{8192}, int64_t{32768}, (int64_t{1} << 24) - 1})
+    EXPECT_EQ(AlignBlockSizeGrid(numel), 32) << numel;
+}
+
+// 8 blocks exactly while one block of the thread rule's widest (at 256
+// experts) holds the input at 8 entries a thread.
+TEST(AlignBlockSizeGrid, Gives8BlocksWhileOneBlockOfTheRulesThreadsHoldsTheInput) {
+  const int64_t holds = int64_t{AlignBlockSizeThreads(256, int64_t{1} << 20)} * 8;
+  EXPECT_EQ(AlignBlockSizeGrid(holds), 8);
+  EXPECT_EQ(AlignBlockSizeGrid(holds + 1), 32);
 }
 
 // The same rule as the Python client's jitd.align_block_size_threads.

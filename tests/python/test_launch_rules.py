@@ -34,12 +34,18 @@ def test_a_dim_that_is_not_a_positive_integer_is_refused(dim):
         jitd.rmsnorm_threads(dim)
 
 
-def test_align_block_size_grid_gives_one_block_then_8_then_a_block_per_1024_up_to_32():
+def test_align_block_size_grid_gives_one_block_then_8_then_32():
     assert [jitd.align_block_size_grid(n) for n in (0, 1, 128)] == [1, 1, 1]
-    assert [jitd.align_block_size_grid(n) for n in (129, 2048, 8192)] == [8, 8, 8]
-    assert [jitd.align_block_size_grid(n) for n in (8193, 9216, 9217)] == [9, 9, 10]
-    assert jitd.align_block_size_grid(32768) == 32
-    assert [jitd.align_block_size_grid(n) for n in (32769, (1 << 24) - 1)] == [32, 32]
+    assert [jitd.align_block_size_grid(n) for n in (129, 2048, 4096)] == [8, 8, 8]
+    assert [jitd.align_block_size_grid(n) for n in (4097, 8192, 32768, (1 << 24) - 1)] == [32] * 4
+
+
+def test_align_block_size_grid_gives_8_blocks_exactly_while_one_block_of_the_rules_threads_holds_the_input():
+    # The one-block path holds up to ALIGN_ENTRIES_PER_THREAD entries a thread
+    # of the widest block the thread rule gives at 256 experts.
+    widest = jitd.align_block_size_threads(256, 1 << 20)
+    holds = widest * jitd.launch_rules.ALIGN_ENTRIES_PER_THREAD
+    assert jitd.align_block_size_grid(holds) == 8 and jitd.align_block_size_grid(holds + 1) == 32
 
 
 def test_align_block_size_grid_stays_within_the_grids_the_kernel_allows():

@@ -27,17 +27,17 @@ constexpr int RmsnormThreads(int64_t dim) {
 
 // The grid (gridDim.x; block AlignBlockSizeThreads) to launch
 // moe.align_block_size with for `numel` routing entries: one block up to 128
-// entries (16 tokens x top-8), 8 blocks up to 8192, then a block per 1024
-// entries, up to 32. While one block holds the input (8 entries a thread:
-// up to 4096 entries in the rule's blocks of at most 512 threads, 8192 in
-// blocks of 1024; 256 experts or fewer) every block runs the kernel's
-// one-block path, which keeps the ids in registers, and writes its eighth of
-// the outputs: one block alone spends most of its time on those writes.
-// Beyond, each block scatters its own chunk and counts the whole input. The
-// rule was fitted with blocks of 1024; in blocks of 512, 8192 entries took
-// 7.45 us with 16 blocks against 8.20 with 8 on an H100
-// (docs/gpu-runs/2026-12-07-run-0d0a8e7-h100, align_threads.out): not
-// retuned yet.
+// entries (16 tokens x top-8), 8 blocks up to 4096, then 32. While one block
+// holds the input (8 entries a thread: up to 4096 entries in the rule's
+// blocks of at most 512 threads; 256 experts or fewer) every block runs the
+// kernel's one-block path, which keeps the ids in registers, and writes its
+// eighth of the outputs: one block alone spends most of its time on those
+// writes. Beyond, each block scatters its own chunk and counts the whole
+// input, and 32 blocks were the fastest or within 2% of it at every size
+// measured with blocks of 512, within 3% with 1024 (H100, 256 experts,
+// docs/gpu-runs/2026-12-07-run-97132a3-h100, align_grids.out: at 8192
+// entries 7.27 us against 8.04 with 8 blocks; at 16384, 8.29 against 8.73
+// with 16, the rule before, which gave a block per 1024 entries).
 // On an H100 (docs/gpu-runs/2026-12-06-align-shared-f46104f-h100,
 // align_grids.out) 8 blocks took 5.48 us at 256 tokens x top-8 against 7.42
 // for one; at 1 and 16 tokens one block took 3.96 and 4.23 us, 8 blocks 3.91
@@ -47,14 +47,12 @@ constexpr int RmsnormThreads(int64_t dim) {
 // jitd.align_block_size_grid is the same rule.
 constexpr int AlignBlockSizeGrid(int64_t numel) {
   constexpr int64_t kOneBlockUpTo = 128;
-  constexpr int64_t kSharedUpTo = 8192;
+  constexpr int64_t kSharedUpTo = 4096;
   constexpr int kSharedBlocks = 8;
-  constexpr int64_t kEntriesPerBlock = 1024;
-  constexpr int64_t kMostBlocks = 32;
+  constexpr int kChunkBlocks = 32;
   if (numel <= kOneBlockUpTo) return 1;
   if (numel <= kSharedUpTo) return kSharedBlocks;
-  const int64_t blocks = (numel - 1) / kEntriesPerBlock + 1;
-  return static_cast<int>(blocks < kMostBlocks ? blocks : kMostBlocks);
+  return kChunkBlocks;
 }
 
 // The block (blockDim.x) to launch moe.align_block_size with for `numel`
