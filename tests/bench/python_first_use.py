@@ -19,6 +19,7 @@ build/python-venv with it); no GPU.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -94,6 +95,7 @@ def main():
         daemon.terminate()
         daemon.wait(timeout=30)
         log.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
