@@ -14,6 +14,7 @@
 #include "jitd/base/status.h"
 #include "jitd/base/text.h"
 #include "json_output.h"
+#include "src/grpc_status.h"
 #include "verb.h"
 
 namespace jitd::jitctl {
@@ -136,7 +137,10 @@ class HealthVerb final : public Verb {
         problem = text::Cat("jitd at ", endpoint, " has no service ", Quoted(service_), ": ", status.error_message());
         break;
       case grpc::StatusCode::UNAVAILABLE:
-        return absl::UnavailableError(text::Cat("cannot reach jitd at ", endpoint, ": ", status.error_message()));
+        // A daemon that refuses this user's connection (a bound) says why.
+        return client_detail::WithRefusalReason(
+            absl::UnavailableError(text::Cat("cannot reach jitd at ", endpoint, ": ", status.error_message())),
+            endpoint);
       case grpc::StatusCode::DEADLINE_EXCEEDED:
         return absl::DeadlineExceededError(
             text::Cat("jitd at ", endpoint, " did not answer Health/Check within ", timeout_.count(), " ms"));

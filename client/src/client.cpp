@@ -8,10 +8,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -136,39 +133,6 @@ absl::Status CheckUnixSocketExists(const std::string& endpoint) {
   return absl::OkStatus();
 }
 
-// Why a Unix socket that exists took no connection: the daemon closes one
-// beyond its bounds with an HTTP/2 GOAWAY whose text says which bound
-// (unix_acceptor.h), which gRPC does not pass on, so the client asks again
-// itself. "" when that tells nothing.
-std::string RefusalReason(const std::string& endpoint) {
-  if (!endpoint.starts_with("unix:")) return "";
-  const std::string path = endpoint.substr(5);
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return "";
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  std::string got;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const int err = errno;
-    close(fd);
-    return err == ECONNREFUSED ? "connection refused: nothing accepts on the socket (is the daemon running? start "
-                                 "it with `jitd`)"
-                               : "";
-  }
-  pollfd p{fd, POLLIN, 0};
-  char buffer[2048];
-  while (got.size() < sizeof(buffer) && poll(&p, 1, 500) > 0) {
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n <= 0) break;
-    got.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  const std::string text = client_detail::GoAwayText(got);
-  return text.empty() ? "" : Cat("the daemon refused the connection: ", text);
-}
-
 // A connection the daemon closed at once with a GOAWAY saying `why`.
 absl::Status Refused(const std::string& endpoint, const std::string& why) {
   return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint, ": the daemon refused the connection: ", why));
@@ -253,7 +217,7 @@ absl::Status Client::Impl::AwaitConnected() {
   grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY) {
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
-      if (const std::string why = RefusalReason(endpoint()); !why.empty()) {
+      if (const std::string why = client_detail::RefusalReason(endpoint()); !why.empty()) {
         return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint(), ": ", why));
       }
       return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint(),
@@ -406,7 +370,9 @@ absl::StatusOr<v1::WarmProgress> Client::Warm(const v1::WarmRequest& request,
     last = progress;
   }
   const grpc::Status status = reader->Finish();
-  if (!status.ok()) return client_detail::FromGrpcStatus(status, endpoint());
+  if (!status.ok()) {
+    return client_detail::WithRefusalReason(client_detail::FromGrpcStatus(status, endpoint()), endpoint());
+  }
   return last;
 }
 

@@ -67,7 +67,9 @@ class Client::Impl {
     Prepare(&context, options_.call_timeout, call);
     Response response;
     const grpc::Status status = invoke(&context, &response);
-    if (!status.ok()) return client_detail::FromGrpcStatus(status, endpoint());
+    if (!status.ok()) {
+      return client_detail::WithRefusalReason(client_detail::FromGrpcStatus(status, endpoint()), endpoint());
+    }
     return response;
   }
 

@@ -1,11 +1,20 @@
 #include "src/grpc_status.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iterator>
 #include <string>
 #include <string_view>
 
+#include "absl/strings/match.h"
 #include "jitd/base/text.h"
+#include "src/local_channel.h"
 
 namespace jitd::client_detail {
 
@@ -59,6 +68,46 @@ absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view endpoin
                                       " (is the daemon running? start it with `jitd`)"));
   }
   return absl::Status(code, status.error_message());
+}
+
+std::string RefusalReason(std::string_view endpoint) {
+  if (!endpoint.starts_with("unix:")) return "";
+  const std::string path(endpoint.substr(5));
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return "";
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  std::string got;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    close(fd);
+    return err == ECONNREFUSED ? "connection refused: nothing accepts on the socket (is the daemon running? start "
+                                 "it with `jitd`)"
+                               : "";
+  }
+  pollfd p{fd, POLLIN, 0};
+  char buffer[2048];
+  while (got.size() < sizeof(buffer) && poll(&p, 1, 500) > 0) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    got.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  const std::string text = GoAwayText(got);
+  return text.empty() ? "" : Cat("the daemon refused the connection: ", text);
+}
+
+absl::Status WithRefusalReason(absl::Status status, std::string_view endpoint) {
+  const std::string unreachable = Cat("cannot reach jitd at ", endpoint, ": ");
+  if (!absl::IsUnavailable(status) || !endpoint.starts_with("unix:") ||
+      !absl::StartsWith(status.message(), unreachable) ||
+      status.message().find("refused the connection") != std::string::npos) {
+    return status;
+  }
+  const std::string why = RefusalReason(endpoint);
+  return why.empty() ? status : absl::UnavailableError(Cat(unreachable, why));
 }
 
 }  // namespace jitd::client_detail

@@ -15,4 +15,18 @@ namespace jitd::client_detail {
 // does not say which daemon was meant.
 absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view endpoint);
 
+// Why a Unix socket that exists took no connection: the daemon closes one
+// beyond its bounds with an HTTP/2 GOAWAY whose text says which bound
+// (unix_acceptor.h), which gRPC does not pass on, so the client asks again
+// on a connection of its own. "" when that tells nothing (not a unix:
+// endpoint, a connection let in); waits at most about a second.
+std::string RefusalReason(std::string_view endpoint);
+
+// `status`, or, when it is FromGrpcStatus's "cannot reach jitd" for a Unix
+// socket (gRPC's transport error, "Broken pipe" and the like), the
+// daemon's reason for refusing this user's connections when it gives one:
+// a client whose first connection got in and whose next was refused (its
+// share full) is told which bound it met, not that the daemon may be down.
+absl::Status WithRefusalReason(absl::Status status, std::string_view endpoint);
+
 }  // namespace jitd::client_detail

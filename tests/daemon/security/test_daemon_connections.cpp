@@ -129,7 +129,8 @@ TEST(Connections, OneUserCannotHoldMoreThanItsShare) {
   // second): until then WaitUntilServing's probes may still count as this
   // user's, a flood connection refused in their place, and a probe let in
   // once they are swept. So a probe that gets in adds a connection, until
-  // the share is full and the probes are refused, saying why.
+  // the share is full and the probes are refused, saying why (even when
+  // the probe's first connection took the share's last place: below).
   const std::string why = "this user holds 4 connections to jitd, the most --max-connections-per-peer allows";
   testing::ProcessResult refused;
   ASSERT_TRUE(testing::PollUntil(
@@ -143,6 +144,36 @@ TEST(Connections, OneUserCannotHoldMoreThanItsShare) {
   EXPECT_THAT(daemon.process().Output(), ::testing::ContainsRegex("uid [0-9]+ holds 4"));
   flood.Release();
   ASSERT_TRUE(testing::PollUntil([&] { return daemon.Jitctl({"health"}).exit_code == 0; }, 10s));
+}
+
+// jitctl opens two connections, the local path's and then gRPC's. With
+// one place left in the share, the first gets in and the second is
+// refused, which gRPC reports only as a transport error ("Broken pipe"):
+// the client asks the daemon why, and says which bound it met.
+TEST(Connections, AClientWhoseFirstConnectionTookTheLastPlaceIsToldWhy) {
+  TempDir dir;
+  TestDaemon daemon(dir, Small({"--max-connections", "64", "--max-connections-per-peer", "4"}));
+  ASSERT_TRUE(daemon.WaitUntilServing().ok()) << daemon.process().Output();
+  Flood flood;
+  ASSERT_EQ(flood.Unix(daemon.socket_path(), 3), 3u);
+  const std::string why = "this user holds 4 connections to jitd, the most --max-connections-per-peer allows";
+  // A probe gets in only while connections of WaitUntilServing's are still
+  // counted in place of the flood's; one more fills the share then.
+  testing::ProcessResult health;
+  ASSERT_TRUE(testing::PollUntil(
+      [&] {
+        health = daemon.Jitctl({"health"});
+        if (health.exit_code == 0) flood.Unix(daemon.socket_path(), 1);
+        return health.exit_code != 0;
+      },
+      10s))
+      << health.output << daemon.process().Output();
+  EXPECT_THAT(health.output,
+              HasSubstr("cannot reach jitd at " + daemon.endpoint() + ": the daemon refused the connection: " + why));
+  const testing::ProcessResult stats = daemon.Jitctl({"stats"});
+  EXPECT_NE(stats.exit_code, 0);
+  EXPECT_THAT(stats.output, HasSubstr("the daemon refused the connection: " + why));
+  EXPECT_THAT(stats.output, ::testing::Not(HasSubstr("is the daemon running")));
 }
 
 // The descriptor limit is lowered under the daemon (prlimit, no root
