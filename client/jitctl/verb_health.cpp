@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <iostream>
+#include <optional>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "jitd/base/files.h"
@@ -126,6 +127,8 @@ class HealthVerb final : public Verb {
     request.set_service(service_);
     HealthCheckResponse response;
     const grpc::Status status = stub->Check(&context, request, &response);
+    // A daemon that refuses this user's connection (a bound) says why.
+    if (std::optional<absl::Status> refused = client_detail::RefusedBy(status, endpoint)) return *std::move(refused);
 
     HealthCheckResponse::ServingStatus serving = response.status();
     std::string problem;
@@ -137,10 +140,7 @@ class HealthVerb final : public Verb {
         problem = text::Cat("jitd at ", endpoint, " has no service ", Quoted(service_), ": ", status.error_message());
         break;
       case grpc::StatusCode::UNAVAILABLE:
-        // A daemon that refuses this user's connection (a bound) says why.
-        return client_detail::WithRefusalReason(
-            absl::UnavailableError(text::Cat("cannot reach jitd at ", endpoint, ": ", status.error_message())),
-            endpoint);
+        return absl::UnavailableError(text::Cat("cannot reach jitd at ", endpoint, ": ", status.error_message()));
       case grpc::StatusCode::DEADLINE_EXCEEDED:
         return absl::DeadlineExceededError(
             text::Cat("jitd at ", endpoint, " did not answer Health/Check within ", timeout_.count(), " ms"));

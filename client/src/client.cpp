@@ -370,9 +370,7 @@ absl::StatusOr<v1::WarmProgress> Client::Warm(const v1::WarmRequest& request,
     last = progress;
   }
   const grpc::Status status = reader->Finish();
-  if (!status.ok()) {
-    return client_detail::WithRefusalReason(client_detail::FromGrpcStatus(status, endpoint()), endpoint());
-  }
+  if (!status.ok()) return client_detail::FromGrpcCall(status, endpoint());
   return last;
 }
 

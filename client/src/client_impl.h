@@ -67,9 +67,7 @@ class Client::Impl {
     Prepare(&context, options_.call_timeout, call);
     Response response;
     const grpc::Status status = invoke(&context, &response);
-    if (!status.ok()) {
-      return client_detail::WithRefusalReason(client_detail::FromGrpcStatus(status, endpoint()), endpoint());
-    }
+    if (!status.ok()) return client_detail::FromGrpcCall(status, endpoint());
     return response;
   }
 

@@ -9,10 +9,10 @@
 #include <cerrno>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
-#include "absl/strings/match.h"
 #include "jitd/base/text.h"
 #include "src/local_channel.h"
 
@@ -52,6 +52,15 @@ std::string LastCause(std::string message) {
   return message.empty() ? std::string("no connection") : message;
 }
 
+// UNAVAILABLE from gRPC's transport (no connection, one closed), not from
+// the daemon.
+bool IsTransportError(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+  const std::string& message = status.error_message();
+  return message.empty() || std::any_of(std::begin(kTransportMarks), std::end(kTransportMarks),
+                                        [&](std::string_view mark) { return message.find(mark) != std::string::npos; });
+}
+
 }  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view endpoint) {
@@ -60,10 +69,7 @@ absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view endpoin
   const auto code = static_cast<absl::StatusCode>(status.error_code());
   if (code == absl::StatusCode::kUnavailable) {
     const std::string& message = status.error_message();
-    const bool transport =
-        message.empty() || std::any_of(std::begin(kTransportMarks), std::end(kTransportMarks),
-                                       [&](std::string_view mark) { return message.find(mark) != std::string::npos; });
-    if (!transport) return absl::UnavailableError(Cat("jitd at ", endpoint, ": ", message));  // the daemon's own
+    if (!IsTransportError(status)) return absl::UnavailableError(Cat("jitd at ", endpoint, ": ", message));
     return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint, ": ", LastCause(message),
                                       " (is the daemon running? start it with `jitd`)"));
   }
@@ -99,15 +105,16 @@ std::string RefusalReason(std::string_view endpoint) {
   return text.empty() ? "" : Cat("the daemon refused the connection: ", text);
 }
 
-absl::Status WithRefusalReason(absl::Status status, std::string_view endpoint) {
-  const std::string unreachable = Cat("cannot reach jitd at ", endpoint, ": ");
-  if (!absl::IsUnavailable(status) || !endpoint.starts_with("unix:") ||
-      !absl::StartsWith(status.message(), unreachable) ||
-      status.message().find("refused the connection") != std::string::npos) {
-    return status;
-  }
-  const std::string why = RefusalReason(endpoint);
-  return why.empty() ? status : absl::UnavailableError(Cat(unreachable, why));
+std::optional<absl::Status> RefusedBy(const grpc::Status& status, std::string_view endpoint) {
+  if (!endpoint.starts_with("unix:") || !IsTransportError(status)) return std::nullopt;
+  std::string why = RefusalReason(endpoint);
+  if (why.empty()) return std::nullopt;
+  return absl::UnavailableError(Cat("cannot reach jitd at ", endpoint, ": ", why));
+}
+
+absl::Status FromGrpcCall(const grpc::Status& status, std::string_view endpoint) {
+  if (std::optional<absl::Status> refused = RefusedBy(status, endpoint)) return *std::move(refused);
+  return FromGrpcStatus(status, endpoint);
 }
 
 }  // namespace jitd::client_detail

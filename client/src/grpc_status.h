@@ -3,6 +3,8 @@
 
 #include <grpcpp/support/status.h>
 
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -22,11 +24,15 @@ absl::Status FromGrpcStatus(const grpc::Status& status, std::string_view endpoin
 // endpoint, a connection let in); waits at most about a second.
 std::string RefusalReason(std::string_view endpoint);
 
-// `status`, or, when it is FromGrpcStatus's "cannot reach jitd" for a Unix
-// socket (gRPC's transport error, "Broken pipe" and the like), the
-// daemon's reason for refusing this user's connections when it gives one:
-// a client whose first connection got in and whose next was refused (its
-// share full) is told which bound it met, not that the daemon may be down.
-absl::Status WithRefusalReason(absl::Status status, std::string_view endpoint);
+// When `status` is gRPC's transport error (no connection: "Broken pipe"
+// and the like) on a Unix socket whose daemon refuses this user's
+// connections now, UNAVAILABLE "cannot reach jitd at E: the daemon refused
+// the connection: <which bound>"; nullopt otherwise. A client whose first
+// connection got in and whose next was refused (its share full) is told
+// which bound it met, not that the daemon may be down.
+std::optional<absl::Status> RefusedBy(const grpc::Status& status, std::string_view endpoint);
+
+// A call's status: RefusedBy's when there is one, else FromGrpcStatus's.
+absl::Status FromGrpcCall(const grpc::Status& status, std::string_view endpoint);
 
 }  // namespace jitd::client_detail
