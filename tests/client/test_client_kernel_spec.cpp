@@ -111,6 +111,19 @@ TEST(RmsnormThreads, FollowsTheMeasuredBandsFrom128To1024) {
   EXPECT_EQ(RmsnormThreads(int64_t{1} << 40), 1024);
 }
 
+// SGLANG_ALIGN_ENTRIES_PER_THREAD of the source the daemon compiles
+// (kernels/moe/align_block_size.cu): what the one-block path holds a
+// thread. 0 when the source no longer defines it.
+int64_t KernelEntriesPerThread() {
+  std::ifstream in(std::string(JITD_KERNELS_DIR) + "/moe/align_block_size.cu");
+  std::stringstream source;
+  source << in.rdbuf();
+  const std::string define = "#define SGLANG_ALIGN_ENTRIES_PER_THREAD ";
+  const std::string text = source.str();
+  const size_t at = text.find(define);
+  return at == std::string::npos ? 0 : std::stoll(text.substr(at + define.size(), 8));
+}
+
 // The same rule as the Python client's jitd.align_block_size_grid.
 static_assert(AlignBlockSizeGrid(0) == 1 && AlignBlockSizeGrid(128) == 1 && AlignBlockSizeGrid(129) == 8 &&
               AlignBlockSizeGrid(4096) == 8 && AlignBlockSizeGrid(4097) == 32);
@@ -123,9 +136,11 @@ TEST(AlignBlockSizeGrid, GivesOneBlockThen8Then32) {
 }
 
 // 8 blocks exactly while one block of the thread rule's widest (at 256
-// experts) holds the input at 8 entries a thread.
+// experts) holds the input at the kernel's entries a thread.
 TEST(AlignBlockSizeGrid, Gives8BlocksWhileOneBlockOfTheRulesThreadsHoldsTheInput) {
-  const int64_t holds = int64_t{AlignBlockSizeThreads(256, int64_t{1} << 20)} * 8;
+  const int64_t per_thread = KernelEntriesPerThread();
+  ASSERT_GT(per_thread, 0) << "kernels/moe/align_block_size.cu no longer defines SGLANG_ALIGN_ENTRIES_PER_THREAD";
+  const int64_t holds = int64_t{AlignBlockSizeThreads(256, int64_t{1} << 20)} * per_thread;
   EXPECT_EQ(AlignBlockSizeGrid(holds), 8);
   EXPECT_EQ(AlignBlockSizeGrid(holds + 1), 32);
 }
@@ -150,16 +165,8 @@ TEST(AlignBlockSizeThreads, GivesTheOneBlockPathsThreadsUpTo512Then512Or1024) {
 // The rule's entries per thread are the kernel's: read from the source the
 // daemon compiles (kernels/moe/align_block_size.cu), not copied.
 TEST(AlignBlockSizeThreads, TakesTheKernelsEntriesPerThread) {
-  std::ifstream in(std::string(JITD_KERNELS_DIR) + "/moe/align_block_size.cu");
-  ASSERT_TRUE(in) << JITD_KERNELS_DIR << "/moe/align_block_size.cu";
-  std::stringstream source;
-  source << in.rdbuf();
-  const std::string define = "#define SGLANG_ALIGN_ENTRIES_PER_THREAD ";
-  const std::string text = source.str();
-  const size_t at = text.find(define);
-  ASSERT_NE(at, std::string::npos) << "the kernel no longer defines SGLANG_ALIGN_ENTRIES_PER_THREAD";
-  const int64_t per_thread = std::stoll(text.substr(at + define.size(), 8));
-  ASSERT_GT(per_thread, 0);
+  const int64_t per_thread = KernelEntriesPerThread();
+  ASSERT_GT(per_thread, 0) << "kernels/moe/align_block_size.cu no longer defines SGLANG_ALIGN_ENTRIES_PER_THREAD";
   for (int64_t threads : {32, 64, 128, 256}) {
     EXPECT_EQ(AlignBlockSizeThreads(1, threads * per_thread), threads) << threads;
     EXPECT_EQ(AlignBlockSizeThreads(1, threads * per_thread + 1), threads * 2) << threads;
