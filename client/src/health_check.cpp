@@ -66,7 +66,7 @@ absl::StatusOr<bool> CheckServing(const std::shared_ptr<grpc::Channel>& channel,
   queue.Shutdown();
   while (queue.Next(&tag, &ok)) {
   }
-  if (!status.ok()) return FromGrpcStatus(status, endpoint);
+  if (!status.ok()) return FromGrpcCall(status, endpoint);
   JITD_ASSIGN_OR_RETURN(uint64_t serving_status, DecodeServingStatus(response));
   return serving_status == kServing;
 }

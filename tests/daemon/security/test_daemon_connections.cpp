@@ -174,6 +174,24 @@ TEST(Connections, AClientWhoseFirstConnectionTookTheLastPlaceIsToldWhy) {
   EXPECT_NE(stats.exit_code, 0);
   EXPECT_THAT(stats.output, HasSubstr("the daemon refused the connection: " + why));
   EXPECT_THAT(stats.output, ::testing::Not(HasSubstr("is the daemon running")));
+  // The C++ client's IsServing (its health check) is told the same: its
+  // gRPC connection, made at the first call, is refused. (jitctl's closed
+  // connections are swept within a second: one more fills the share then.)
+  ClientOptions options;
+  options.endpoint = daemon.endpoint();
+  options.connect_timeout = 0ms;
+  absl::Status serving;
+  ASSERT_TRUE(testing::PollUntil(
+      [&] {
+        absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(options);
+        if (!client.ok()) return false;
+        serving = (*client)->IsServing().status();
+        if (serving.ok()) flood.Unix(daemon.socket_path(), 1);
+        return !serving.ok();
+      },
+      10s))
+      << serving;
+  EXPECT_THAT(std::string(serving.message()), HasSubstr("the daemon refused the connection: " + why));
 }
 
 // The descriptor limit is lowered under the daemon (prlimit, no root
