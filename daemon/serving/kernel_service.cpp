@@ -356,9 +356,8 @@ void KernelService::StartFlight(std::shared_ptr<FlightWork> work) {
   executor_.Post([this, work = std::move(work)]() mutable { AskFleet(std::move(work)); });
 }
 
-void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
+bool KernelService::FinishFromFleet(std::shared_ptr<FlightWork>& work, cache::RemoteFetch& fetched) {
   const manifest::ResolvedKernel& r = work->resolved;
-  cache::RemoteFetch fetched = remote_->Fetch(r.key, Clock::time_point::max(), /*counted=*/!work->waited);
   switch (fetched.kind) {
     case cache::RemoteFetch::Kind::kHit: {
       Bump(counters_.remote_hits);
@@ -372,7 +371,7 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
       // Into the disk now; into memory when the flight finishes.
       std::shared_ptr<const cache::Entry> kept = tiers_->Fill(std::move(entry), kDiskLevel, local_tiers_);
       FinishFlight(std::move(work), {std::move(kept), Origin::kRemote}, /*compiled_here=*/false);
-      return;
+      return true;
     }
     case cache::RemoteFetch::Kind::kFailed:
       Bump(counters_.remote_failures_shared);
@@ -382,15 +381,33 @@ void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
                                                       options_.negative_ttl.count(), " s) ", fetched.failure)),
                     Origin::kRemote},
                    /*compiled_here=*/false);
-      return;
+      return true;
     case cache::RemoteFetch::Kind::kUnavailable:
-      Compile(std::move(work));
-      return;
     case cache::RemoteFetch::Kind::kMiss:
-      break;
+      return false;
+  }
+  return false;
+}
+
+void KernelService::AskFleet(std::shared_ptr<FlightWork> work) {
+  const manifest::ResolvedKernel& r = work->resolved;
+  cache::RemoteFetch fetched = remote_->Fetch(r.key, Clock::time_point::max(), /*counted=*/!work->waited);
+  if (FinishFromFleet(work, fetched)) return;
+  if (fetched.kind == cache::RemoteFetch::Kind::kUnavailable) {
+    Compile(std::move(work));
+    return;
   }
   cache::LeaseResult lease = remote_->AcquireLease(r.key, /*counted=*/!work->waited);
   if (lease == cache::LeaseResult::kAcquired) {
+    // The holder writes its result, then releases the lease: between this
+    // daemon's miss and its lease it may have done both. Read once more, or
+    // the fleet compiles the key twice.
+    cache::RemoteFetch again = remote_->Fetch(r.key, Clock::time_point::max(), /*counted=*/false);
+    if (again.kind == cache::RemoteFetch::Kind::kHit || again.kind == cache::RemoteFetch::Kind::kFailed) {
+      remote_->ReleaseLease(r.key);
+      FinishFromFleet(work, again);
+      return;
+    }
     if (work->waited) {
       Bump(counters_.remote_takeovers);
       // The holder died (its lease lapsed), or finished without a cubin in

@@ -262,6 +262,9 @@ class KernelService {
   // One round of asking the fleet; runs on the executor, and again after a
   // delay while another daemon holds the key's lease.
   void AskFleet(std::shared_ptr<FlightWork> work);
+  // Finishes the flight with the fleet's answer when it has one (a cubin, or
+  // a shared failure) and says so; false on a miss or an unavailable store.
+  bool FinishFromFleet(std::shared_ptr<FlightWork>& work, cache::RemoteFetch& fetched);
   void Compile(std::shared_ptr<FlightWork> work);
   void OnCompiled(std::shared_ptr<FlightWork> work, absl::StatusOr<compiler::CompileResult> result,
                   std::chrono::steady_clock::time_point started);

@@ -30,7 +30,6 @@ ALLOWED = {
     "daemon/manifest/resolver.cpp:ResolveUncached": "a request becomes a job and a key in the order KERNELS.md spells",
     "cache/remote/remote_tier.cpp:Fetch": "one fetch: lease, read, verify, breaker, in the order remote.h describes",
     "daemon/rpc/local_server.cpp:Run": "the local path's epoll loop and its one dispatch",
-    "daemon/serving/kernel_service.cpp:AskFleet": "the fleet single flight: lease, wait, take or compile",
     "daemon/compiler/nvrtc_program.cpp:CompileInProcess": "NVRTC's calls in the order its API requires",
     "cache/blob/src/blob_format.cpp:DecodeBlobView": "the blob format's fields in file order, each checked",
     "daemon/config/settings.cpp": "the settings table: one row per setting, in the order jitd --help lists them",
