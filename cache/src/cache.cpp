@@ -74,6 +74,11 @@ absl::Status Cache::Impl::Open() {
   if (size_t n = blobs_.SweepTemp(opts_.orphan_grace); n > 0) {
     spdlog::info("cache: removed {} temp files left by stopped writers in {}", n, opts_.dir.string());
   }
+  // No index beside blobs (deleted by hand, or lost): the blobs describe
+  // themselves, so they are indexed before the first request, as after an
+  // unreadable index, rather than by the background reconcile while
+  // requests recompile what is on disk.
+  const bool index_existed = fs::exists(index_path, ec);
   auto index = CacheIndex::Open(index_path, false);
   if (index.ok()) {
     auto check = (*index)->IntegrityCheck();
@@ -107,6 +112,10 @@ absl::Status Cache::Impl::Open() {
                           Cat("cannot open cache index ", index_path.string(), ": ", index.status().message()));
     }
     index_ = std::move(*index);
+    if (!index_existed) {
+      JITD_RETURN_IF_ERROR(Reconcile(nullptr));
+      reconcile_pending_ = false;
+    }
   }
   if (opts_.background) {
     bg_ = std::thread([this] { BackgroundLoop(); });

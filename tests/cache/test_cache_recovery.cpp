@@ -139,8 +139,10 @@ TEST_P(BrokenIndex, IsRebuiltFromTheBlobs) {
     fs::remove(index);
   }
   for (const char* s : {"-wal", "-shm"}) fs::remove(index.string() + s);
+  // Rebuilt before Open returns, deleted or unreadable alike: no Flush (the
+  // background reconcile) before the first lookup, which finds every entry
+  // instead of a miss that would recompile what is on disk.
   auto c = OpenCache(Options(dir.path()));
-  ASSERT_TRUE(c->Flush().ok());
   for (int i = 0; i < 20; ++i) {
     auto e = c->Lookup(KeyFor(i));
     ASSERT_TRUE(e.ok()) << i << ": " << e.status();
