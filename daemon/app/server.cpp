@@ -132,14 +132,17 @@ void Server::Impl::OnModuleToolchainChanged(const std::string& now) {
     if (current.ok() && (*current)->fingerprint == now) return;  // already taken in (a job resolved before)
     toolchain.modules = ModuleToolchainOf(config, cache->dir(), BundledModuleBuilders());
   }
+  // Logged once the resolver has it, so that the line is true when read:
+  // a request after it resolves to the new keys.
+  if (service != nullptr) {
+    if (absl::Status adopted = AdoptLatestToolchain(); !adopted.ok()) {
+      spdlog::error("the module toolchain changed, but the kernels do not resolve with it: {}", adopted.ToString());
+      return;
+    }
+  }
   spdlog::warn(
       "the module toolchain changed on disk (nvcc, the host compiler or tvm-ffi): module kernels resolve to "
       "new keys from now on, and the hot set is rewarmed");
-  if (service == nullptr) return;
-  if (absl::Status adopted = AdoptLatestToolchain(); !adopted.ok()) {
-    spdlog::error("the module toolchain changed, but the kernels do not resolve with it: {}", adopted.ToString());
-    return;
-  }
   if (rewarmer != nullptr) rewarmer->Trigger("module toolchain changed");
 }
 
