@@ -399,9 +399,10 @@ TEST_F(FleetTest, ALeaseLeftByADaemonThatDiedIsTakenOver) {
   Fleet fleet(1, testing::SmallKernelsDir(), redis_->url());
   // What a daemon SIGKILLed mid-compile leaves: a lease nobody renews.
   // Planted once the daemon serves, so that its start does not eat into
-  // the 1.5 s the lease has left.
+  // the 3 s the lease has left (a request stalled that long on a loaded
+  // machine would find it gone and never wait).
   auto start = Clock::now();
-  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:lease:" + key, "dead-node:4242:00", "PX", "1500"}).ok());
+  ASSERT_TRUE(redis_->Command({"SET", "jitd:v1:lease:" + key, "dead-node:4242:00", "PX", "3000"}).ok());
   auto got = fleet.daemons[0]->Connect("", 60s)->GetKernel(request);
   auto took = Clock::now() - start;
   ASSERT_TRUE(got.ok()) << got.status();
@@ -409,7 +410,7 @@ TEST_F(FleetTest, ALeaseLeftByADaemonThatDiedIsTakenOver) {
   const v1::StatsResponse stats = fleet.daemons[0]->Stats();
   EXPECT_EQ(stats.remote_waits(), 1u);
   EXPECT_EQ(stats.remote_takeovers(), 1u);
-  EXPECT_GE(took, 1s) << "it waited for the lease to lapse";
+  EXPECT_GE(took, 2s) << "it waited for the lease to lapse";
   // The write-back and the lease's release follow the answer, in that order.
   EXPECT_TRUE(testing::PollUntil(
       [&] {
@@ -445,6 +446,16 @@ TEST_F(FleetTest, WithASigningKeyTheFleetServesOnlyWhatItSigned) {
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->source(), v1::GetKernelResponse::COMPILED) << "an unsigned value was served";
   EXPECT_EQ(fleet.daemons[0]->Stats().remote_corrupt(), 1u);
+  // The signed write-back follows the answer, then the lease goes. Asked
+  // before it lands, daemon 1 would still read the outsider's value, refuse
+  // it and not read the key again a while (it would compile it itself).
+  ASSERT_TRUE(testing::PollUntil(
+      [&] {
+        auto lease = redis_->Command({"EXISTS", "jitd:v1:lease:" + first->key()});
+        return lease.ok() && lease->integer == 0;
+      },
+      30s))
+      << "daemon 0 never released its lease";
   auto second = fleet.daemons[1]->Connect()->GetKernel(request);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->source(), v1::GetKernelResponse::REMOTE) << "the fleet shares what it signed";

@@ -94,7 +94,8 @@ TEST_F(RemoteTierTest, AnIntactBlobUnderTheWrongKeyIsNotServed) {
 
 TEST_F(RemoteTierTest, ACompileFailureIsSharedUntilItExpires) {
   auto tier = Tier();
-  tier->StoreFailure(kKey, "NVRTC: error: identifier \"x\" is undefined", 400ms);
+  // Long enough that a stalled test thread still reads it before it expires.
+  tier->StoreFailure(kKey, "NVRTC: error: identifier \"x\" is undefined", 2s);
   RemoteFetch got = tier->Fetch(kKey);
   ASSERT_EQ(got.kind, RemoteFetch::Kind::kFailed);
   EXPECT_NE(got.failure.find("identifier"), std::string::npos);
@@ -114,12 +115,14 @@ TEST_F(RemoteTierTest, ALeaseIsExclusiveUntilReleased) {
 
 TEST_F(RemoteTierTest, AHeldLeaseIsRenewedPastItsTtl) {
   RemoteTierOptions options;
-  options.lease_ttl = 300ms;
+  // Renewed every 333 ms: a renewal thread stalled by a loaded machine for
+  // less than 600 ms still keeps it.
+  options.lease_ttl = 1000ms;
   auto a = Tier(options);
   auto b = Tier(options);
   ASSERT_EQ(a->AcquireLease(kKey), LeaseResult::kAcquired);
   // Far past one TTL: only renewal keeps it.
-  auto until = std::chrono::steady_clock::now() + 1500ms;
+  auto until = std::chrono::steady_clock::now() + 3000ms;
   while (std::chrono::steady_clock::now() < until) {
     ASSERT_EQ(b->AcquireLease(kKey), LeaseResult::kHeld);
     std::this_thread::sleep_for(50ms);
