@@ -458,10 +458,25 @@ TEST_F(WorkerPoolTest, SecondInstantiationReusesThePchWithIdenticalCubin) {
   EXPECT_EQ(second->lowered_names, reference->lowered_names);
   EXPECT_EQ(second->log, reference->log);  // NVRTC's PCH messages are not in the log
   // 0.2-0.3 s against ~1 s when measured alone; generous for a shared machine.
-  std::printf("PCH: create %.0f ms, reuse %.0f ms, no PCH %.0f ms\n", first->compile_ms, second->compile_ms,
-              reference->compile_ms);
-  EXPECT_LT(second->compile_ms, 0.8 * reference->compile_ms)
-      << "with PCH " << second->compile_ms << " ms, without " << reference->compile_ms << " ms";
+  // A burst of other load during one compile can still eat the margin, so
+  // up to two more instantiations are timed the same way (each with the PCH
+  // and without): one clearly faster pair shows the reuse.
+  std::string timings;
+  double best = 1e9;
+  for (int threads : {256, 512, 1024}) {
+    Result with = threads == 256 ? std::move(second) : pool.Compile(CubJob(threads, /*use_pch=*/true), Priority::kLive);
+    Result without = threads == 256 ? std::move(reference) : CompileInProcess(CubJob(threads), nullptr, nullptr);
+    ASSERT_TRUE(with.ok() && without.ok()) << with.status() << " / " << without.status();
+    EXPECT_TRUE(with->used_pch);
+    char line[120];
+    std::snprintf(line, sizeof(line), " [%d threads: reuse %.0f ms, no PCH %.0f ms]", threads, with->compile_ms,
+                  without->compile_ms);
+    timings += line;
+    best = std::min(best, with->compile_ms / without->compile_ms);
+    if (best < 0.8) break;
+  }
+  std::printf("PCH: create %.0f ms;%s\n", first->compile_ms, timings.c_str());
+  EXPECT_LT(best, 0.8) << "with the PCH never clearly faster than without:" << timings;
 }
 
 TEST_F(WorkerPoolTest, DestructorReapsEveryWorker) {
