@@ -531,13 +531,14 @@ void KernelService::FinishFlight(std::shared_ptr<FlightWork> work, FlightResult 
   const absl::Status outcome = result.entry.status();
   const bool failed_here = compiled_here && !outcome.ok();
   // Counted before the callers wake: whoever reads the stats after its
-  // answer finds this flight in them.
+  // answer finds this flight in them. The failure before the in-flight
+  // count: a reader that sees nothing in flight sees the failure too.
   work->fleet_wait.Release();
   work->admitted.Release();
-  counters_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   // Only compiles run here: a failure shared by another daemon or a wait
   // that was cancelled is not a compile of this daemon's.
   if (failed_here) Bump(IsCompileFailure(outcome) ? counters_.compile_failures : counters_.compile_errors);
+  counters_.in_flight.fetch_sub(1, std::memory_order_relaxed);
   flights_.Finish(work->flight, std::move(result), !outcome.ok() && IsCompileFailure(outcome), [&] {
     if (written != nullptr) tiers_->Fill(written, kMemoryLevel, kDiskLevel);
   });
