@@ -160,9 +160,11 @@ void LocalServer::Run() {
   std::vector<std::unique_ptr<Connection>> connections;
   std::vector<epoll_event> events(kEventsPerWait);
   const auto drop = [&](size_t i) {
+    // Uncounted before the peer can see the close: whoever sees it closed
+    // and then reads connections() finds it gone.
+    open_.fetch_sub(1, std::memory_order_relaxed);
     Close(*connections[i]);
     connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(i));
-    open_.fetch_sub(1, std::memory_order_relaxed);
   };
   Steady::time_point linger_until = Steady::time_point::min();
   while (true) {
