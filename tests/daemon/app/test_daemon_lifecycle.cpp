@@ -67,6 +67,7 @@ TEST(Lifecycle, LogsOneStartLineAndOneReadyLine) {
   TempDir dir;
   TestDaemon daemon(dir, {"--max-cache-bytes", "512M"});
   ASSERT_TRUE(daemon.WaitUntilServing().ok());
+  ASSERT_TRUE(daemon.WaitUntilLoggedReady().ok());
   const std::string log = daemon.process().Output();
   EXPECT_THAT(log, HasSubstr("jitd " JITD_VERSION " starting"));
   EXPECT_THAT(log, HasSubstr(daemon.endpoint()));
@@ -233,6 +234,9 @@ TEST(Lifecycle, DefaultListenIsTheSocketInXdgRuntimeDir) {
   auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok());
   EXPECT_TRUE((*client)->WaitUntilServing(kProcessTimeout).ok()) << daemon.Output();
+  // The ready line follows the first SERVING answer.
+  EXPECT_TRUE(
+      testing::PollUntil([&] { return daemon.Output().find("jitd ready") != std::string::npos; }, kProcessTimeout));
   EXPECT_THAT(daemon.Output(), HasSubstr("serving on unix:" + (dir / "jitd.sock").string()));
 }
 

@@ -232,6 +232,7 @@ TEST_F(TreesTest, ATreeThatFailsItsNamespaceRuleIsRefusedAloneAtStart) {
   EXPECT_THAT(std::string(Get("team.axpy", {{"dtype", "fp32"}}).status().message()),
               HasSubstr("kernel tree(s) refused when loaded, whose kernels are not served: team ("));
   // Degraded, where a probe sees it: the log, health per tree, Stats.
+  ASSERT_TRUE(daemon_->WaitUntilLoggedReady().ok());
   EXPECT_THAT(daemon_->process().Output(), HasSubstr("jitd ready, degraded:"));
   auto health = grpc::health::v1::Health::NewStub(channel);
   const auto check = [&](const std::string& service) {

@@ -55,6 +55,7 @@ void MakeCertificates(const TempDir& dir) {
 
 // The TCP port a daemon listening on 127.0.0.1:0 got, from its ready line.
 int TcpPort(TestDaemon& daemon) {
+  if (!daemon.WaitUntilLoggedReady().ok()) return 0;
   std::smatch match;
   const std::string output = daemon.process().Output();
   static const std::regex kReady("serving on [^\\n]*127\\.0\\.0\\.1:([0-9]+)");

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "jitd/base/text.h"
+#include "poll_until.h"
 
 namespace jitd::testing {
 namespace {
@@ -47,6 +48,15 @@ absl::Status TestDaemon::WaitUntilServing() {
   }
   return absl::DeadlineExceededError(
       text::Cat("jitd was not serving after ", kProcessTimeout.count(), " s; its output:\n", process_->Output()));
+}
+
+absl::Status TestDaemon::WaitUntilLoggedReady() {
+  if (PollUntil([&] { return process_->Output().find("jitd ready") != std::string::npos || process_->Exited(); },
+                kProcessTimeout) &&
+      process_->Output().find("jitd ready") != std::string::npos) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(text::Cat("jitd logged no ready line; its output:\n", process_->Output()));
 }
 
 std::unique_ptr<Client> TestDaemon::Connect(const std::string& admin_token,

@@ -45,6 +45,11 @@ class TestDaemon {
   // the daemon's output) if it exits first, and at kProcessTimeout.
   absl::Status WaitUntilServing();
 
+  // Polls the daemon's output until its ready line ("jitd ready"), which
+  // it logs just after it starts to answer health checks: a test that
+  // reads that line waits for it, not only for SERVING.
+  absl::Status WaitUntilLoggedReady();
+
   // A client for this daemon, optionally carrying an admin token, whose
   // unary calls give up after `call_timeout`.
   std::unique_ptr<Client> Connect(const std::string& admin_token = "",
