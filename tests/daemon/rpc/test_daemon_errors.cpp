@@ -133,6 +133,10 @@ TEST_F(ErrorsTest, FullCompileQueueIsResourceExhaustedAndNotRemembered) {
 
 TEST_F(ErrorsTest, CallerDeadlineIsDeadlineExceededAndTheUnwantedCompileIsCancelled) {
   std::unique_ptr<Client> impatient = daemon_->Connect("", std::chrono::milliseconds(300));
+  // Connected first: on a loaded machine the connection alone can take
+  // most of 300 ms, and a call that never reached the daemon abandons no
+  // compile.
+  ASSERT_TRUE(impatient->WaitUntilServing(kProcessTimeout).ok());
   const absl::Status error = impatient->GetKernel(KernelRequest("small.block_sum", {{"threads", "1024"}})).status();
   EXPECT_EQ(error.code(), absl::StatusCode::kDeadlineExceeded) << error;
   // The daemon notices the caller left, and nobody else wants the compile.
