@@ -418,7 +418,7 @@ TEST(MetricsHttpServer, SilentClientIsDroppedAfterTheTimeout) {
   const auto elapsed = Clock::now() - start;
   EXPECT_TRUE(closed);
   EXPECT_GE(elapsed, milliseconds(280));
-  EXPECT_LT(elapsed, milliseconds(1300));
+  EXPECT_LT(elapsed, milliseconds(2500));
 }
 
 TEST(MetricsHttpServer, SlowClientsDoNotHoldUpOthers) {
@@ -614,7 +614,7 @@ TEST(MetricsHttpServer, StopReturnsPromptlyWithAnIdleClientConnected) {
   ASSERT_TRUE(WaitFor([&] { return server->connections() == 2; }));
   const Clock::time_point start = Clock::now();
   server->Stop();
-  EXPECT_LT(Clock::now() - start, milliseconds(500));
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));  // not the clients' 60 s timeout
   // Both see the connection closed, and nothing listens any more.
   bool closed = false;
   idle.ReadAll(milliseconds(2000), &closed);
@@ -635,7 +635,7 @@ TEST(MetricsHttpServer, DestructorReturnsPromptlyWithAClientConnected) {
   ASSERT_TRUE(WaitFor([&] { return server->connections() == 1; }));
   const Clock::time_point start = Clock::now();
   server.reset();
-  EXPECT_LT(Clock::now() - start, milliseconds(500));
+  EXPECT_LT(Clock::now() - start, milliseconds(2000));  // not the client's 60 s timeout
 }
 
 TEST(MetricsHttpServer, StopWithoutStartAndStartTwice) {

@@ -35,7 +35,8 @@ TEST(Executor, ADelayedTaskWaitsItsDelayWithoutHoldingUpOthers) {
   const auto start = Clock::now();
   std::latch done(2);
   Clock::time_point delayed_at, immediate_at;
-  executor.PostAfter(100ms, [&] {
+  // Due well after the next Post, even if this thread stalls between them.
+  executor.PostAfter(500ms, [&] {
     delayed_at = Clock::now();
     done.count_down();
   });
@@ -44,7 +45,7 @@ TEST(Executor, ADelayedTaskWaitsItsDelayWithoutHoldingUpOthers) {
     done.count_down();
   });
   done.wait();
-  EXPECT_GE(delayed_at - start, 100ms);
+  EXPECT_GE(delayed_at - start, 500ms);
   EXPECT_LT(immediate_at, delayed_at) << "one thread, yet the later-posted task ran first";
 }
 

@@ -51,8 +51,9 @@ TEST(Lifecycle, SigtermDoesNotWaitForIdleConnectedClients) {
   const auto signalled = std::chrono::steady_clock::now();
   daemon.process().Signal(SIGTERM);
   EXPECT_EQ(daemon.process().WaitForExit(kExitTimeout), 0) << daemon.process().Output();
-  // Nothing was in flight: no reason to sit out the 5 s drain deadline.
-  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(3));
+  // Nothing was in flight: no reason to sit out the 5 s drain deadline
+  // (below it by what a loaded, sanitized exit may take).
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::milliseconds(4500));
 }
 
 TEST(Lifecycle, SigintExitsZeroToo) {

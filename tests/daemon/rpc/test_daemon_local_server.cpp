@@ -167,8 +167,9 @@ TEST_F(LocalServerTest, AGreetedConnectionIsAnsweredWithoutAPrefaceAndHasNoPrefa
     EXPECT_EQ(answer.response().key(), kernel);
   }
   // Long after the linger that its adoption began, the frame wakes the
-  // thread itself: the answer does not wait for an idle turn (a second).
-  EXPECT_LT(std::chrono::steady_clock::now() - sent, 500ms);
+  // thread itself: the answer does not wait for an idle turn (a second;
+  // the bound leaves a loaded machine most of that).
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, 900ms);
   EXPECT_EQ(peer_, Join({"uid:", std::to_string(getuid())}));
   EXPECT_EQ(server_->connections(), 1u);
   // Its preface was the acceptor's to read: one sent now is no frame.
